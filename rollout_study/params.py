@@ -1,0 +1,227 @@
+"""Study parameters: one dataclass, loaded from YAML or the command line, validated once.
+
+Every entry point (command line, parameter file, notebook) builds a `StudyParams` through
+`StudyParams.from_dict`, so an unknown key, a wrong type or an out-of-range value is refused in
+one place, with a message that names the key and the allowed values, before anything runs or
+any file is written.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+ENGINES = ("eager", "graph")
+POLICIES = ("recapture", "reuse")
+POLICY_CHOICES = POLICIES + ("both",)
+OPTIMIZERS = ("sgd", "adamw")
+DTYPES = ("auto", "float16", "bfloat16", "float32")
+DEVICES = ("auto", "cpu", "cuda")
+ATTENTION = ("sdpa", "eager")
+PROMPT_SOURCES = ("auto", "random", "chat")
+SYNTHETIC = "synthetic"
+PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
+
+
+class ParameterError(ValueError):
+    """A parameter is missing, unknown, of the wrong type or out of its range."""
+
+
+def _int_at_least(low: int, high: int | None = None):
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParameterError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        if value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"between {low} and {high}"
+            raise ParameterError(f"{name} must be an integer {allowed}, got {value}")
+    return check
+
+
+def _one_of(choices: tuple[str, ...]):
+    def check(name: str, value: Any) -> None:
+        if not isinstance(value, str) or value not in choices:
+            raise ParameterError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return check
+
+
+def _positive_float(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not (0.0 < float(value) <= 10.0):
+        raise ParameterError(f"{name} must be a number in (0, 10], got {value}")
+
+
+def _bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ParameterError(f"{name} must be true or false, got {value!r}")
+
+
+def _text(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _model(name: str, value: Any) -> None:
+    _text(name, value)
+    if value in (SYNTHETIC,) + PRETRAINED_SOURCES:
+        return
+    if not os.path.isdir(value):
+        raise ParameterError(
+            f"{name} must be 'synthetic', one of {', '.join(PRETRAINED_SOURCES)}, or a local "
+            f"Hugging Face checkpoint folder; {value!r} is not a folder")
+    if not os.path.isfile(os.path.join(value, "config.json")):
+        raise ParameterError(f"{name}: the folder {value!r} has no config.json (not a Hugging Face checkpoint)")
+
+
+def _engines(name: str, value: Any) -> None:
+    if not isinstance(value, list) or not value or any(v not in ENGINES for v in value):
+        raise ParameterError(f"{name} must be a non-empty list drawn from {', '.join(ENGINES)}; got {value!r}")
+    if len(set(value)) != len(value):
+        raise ParameterError(f"{name} must not repeat an engine; got {value!r}")
+
+
+@dataclass(frozen=True)
+class StudyParams:
+    # Defaults are the reference workload of STUDY.md (one cycle, recapture policy).
+    name: str = "adhoc"
+    model: str = SYNTHETIC
+    device: str = "auto"
+    dtype: str = "auto"
+    attn: str = "sdpa"
+    engines: list = field(default_factory=lambda: list(ENGINES))
+    policy: str = "recapture"
+    requests: int = 8
+    batch_size: int = 4
+    prompt_len: int = 32
+    max_new_tokens: int = 32
+    iterations: int = 10
+    cycles: int = 1
+    seed: int = 0
+    optimizer: str = "sgd"
+    lr: float = 1e-2
+    prompts: str = "auto"
+    cold_starts: int = 0
+    profile: bool = True
+    # Shape of the synthetic tiny Llama (ignored for other models).
+    layers: int = 2
+    hidden: int = 128
+    intermediate: int = 256
+    heads: int = 4
+    kv_heads: int = 2
+    vocab: int = 1024
+    max_positions: int = 2048
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "parameters") -> "StudyParams":
+        if not isinstance(values, dict):
+            raise ParameterError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        merged = {**dataclasses.asdict(cls()), **values}
+        if isinstance(merged.get("lr"), int) and not isinstance(merged.get("lr"), bool):
+            merged["lr"] = float(merged["lr"])
+        for key, check in _CHECKS.items():
+            try:
+                check(key, merged[key])
+            except ParameterError as err:
+                raise ParameterError(f"{source}: {err}") from None
+        params = cls(**merged)
+        params._check_relations(source)
+        return params
+
+    @classmethod
+    def from_yaml(cls, path: str) -> "StudyParams":
+        import yaml
+
+        if not os.path.isfile(path):
+            raise ParameterError(f"parameter file {path!r} does not exist")
+        with open(path, encoding="utf-8") as handle:
+            try:
+                values = yaml.safe_load(handle)
+            except yaml.YAMLError as err:
+                raise ParameterError(f"{path}: not valid YAML: {err}") from None
+        values = {} if values is None else values
+        if isinstance(values, dict) and "name" not in values:
+            values = {**values, "name": os.path.splitext(os.path.basename(path))[0]}
+        return cls.from_dict(values, source=path)
+
+    def _check_relations(self, source: str) -> None:
+        if self.model == SYNTHETIC:
+            if self.hidden % self.heads:
+                raise ParameterError(f"{source}: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+            if self.heads % self.kv_heads:
+                raise ParameterError(f"{source}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            if (self.hidden // self.heads) % 2:
+                raise ParameterError(f"{source}: hidden / heads must be even for rotary embeddings")
+            self.check_positions(self.max_positions, source)
+
+    def check_positions(self, model_positions: int, source: str = "parameters") -> None:
+        """Prompt plus new tokens must fit in the model's position table."""
+        needed = self.prompt_len + self.max_new_tokens
+        if needed > model_positions:
+            raise ParameterError(
+                f"{source}: prompt_len + max_new_tokens = {needed} exceeds the model's "
+                f"{model_positions} positions; allowed: prompt_len + max_new_tokens <= {model_positions}")
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return POLICIES if self.policy == "both" else (self.policy,)
+
+    @property
+    def label(self) -> str:
+        return "synthetic" if self.model == SYNTHETIC else "pretrained"
+
+    def resolved_device(self) -> str:
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise ParameterError("device is 'cuda' but no CUDA device is available; allowed here: cpu, auto")
+        return self.device
+
+    def resolved_dtype(self, device: str) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "float16" if device == "cuda" else "float32"
+
+    def resolved_prompts(self) -> str:
+        if self.prompts != "auto":
+            return self.prompts
+        return "random" if self.model == SYNTHETIC else "chat"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_CHECKS = {
+    "name": _text,
+    "model": _model,
+    "device": _one_of(DEVICES),
+    "dtype": _one_of(DTYPES),
+    "attn": _one_of(ATTENTION),
+    "engines": _engines,
+    "policy": _one_of(POLICY_CHOICES),
+    "requests": _int_at_least(1, 4096),
+    "batch_size": _int_at_least(1, 1024),
+    "prompt_len": _int_at_least(1, 32768),
+    "max_new_tokens": _int_at_least(1, 32768),
+    "iterations": _int_at_least(1, 10000),
+    "cycles": _int_at_least(1, 100),
+    "seed": _int_at_least(0),
+    "optimizer": _one_of(OPTIMIZERS),
+    "lr": _positive_float,
+    "prompts": _one_of(PROMPT_SOURCES),
+    "cold_starts": _int_at_least(0, 50),
+    "profile": _bool,
+    "layers": _int_at_least(1, 256),
+    "hidden": _int_at_least(8, 65536),
+    "intermediate": _int_at_least(1, 262144),
+    "heads": _int_at_least(1, 1024),
+    "kv_heads": _int_at_least(1, 1024),
+    "vocab": _int_at_least(8, 1_000_000),
+    "max_positions": _int_at_least(2, 1_000_000),
+}

@@ -1,0 +1,62 @@
+"""Comparison with the `generate()` reference and the diagnosis of a mismatch.
+
+Three things must match per request: the generated tokens, the attention mask of the returned
+sequence, and the response offset (where the response starts in the returned sequence). On a
+token mismatch the first differing step is reported with both tokens and the reference's top-2
+logit margin at that step: a margin near zero points to numerics, a large one to a real bug.
+"""
+from __future__ import annotations
+
+import torch
+
+from .engines import RolloutOutput
+from .engines.eager import Reference
+
+
+def _margin(logits: torch.Tensor) -> dict:
+    top = torch.topk(logits.float(), 2)
+    return {"reference_top2_tokens": [int(t) for t in top.indices],
+            "reference_top2_margin": float(top.values[0] - top.values[1])}
+
+
+def compare(output: RolloutOutput, reference: Reference, request_ids: list[list[int]] | None = None) -> dict:
+    """Return the record's `parity` block: ok, tokens, attention_mask, response_offsets, mismatch."""
+    got, ref = output.to_cpu(), reference.output
+    tokens_ok = masks_ok = offsets_ok = True
+    first: dict | None = None
+    if len(got.sequences) != len(ref.sequences):
+        return {"ok": False, "tokens": False, "attention_mask": False, "response_offsets": False,
+                "mismatch": {"kind": "batches", "engine": len(got.sequences), "reference": len(ref.sequences)}}
+    for b, (seq, ref_seq) in enumerate(zip(got.sequences, ref.sequences)):
+        ids = request_ids[b] if request_ids else list(range(seq.shape[0]))
+        for row in range(ref_seq.shape[0]):
+            request = ids[row]
+            off, ref_off = got.response_offsets[b][row], ref.response_offsets[b][row]
+            if off != ref_off:
+                offsets_ok = False
+                first = first or {"kind": "response_offset", "request": request, "engine": off, "reference": ref_off}
+            mask, ref_mask = got.attention_masks[b][row], ref.attention_masks[b][row]
+            if mask.shape != ref_mask.shape or not torch.equal(mask, ref_mask):
+                masks_ok = False
+                position = _first_difference(mask, ref_mask)
+                first = first or {"kind": "attention_mask", "request": request, "position": position}
+            response = seq[row, off:] if row < seq.shape[0] else torch.empty(0, dtype=torch.long)
+            ref_response = ref_seq[row, ref_off:]
+            if response.shape != ref_response.shape or not torch.equal(response, ref_response):
+                tokens_ok = False
+                step = _first_difference(response, ref_response)
+                # The first token mismatch is the most telling detail; it replaces mask/offset details.
+                if first is None or first["kind"] != "tokens":
+                    first = {"kind": "tokens", "request": request, "step": step,
+                             "engine_token": int(response[step]) if step < response.numel() else None,
+                             "reference_token": int(ref_response[step]) if step < ref_response.numel() else None}
+                    if step < reference.logits[b].shape[1]:
+                        first.update(_margin(reference.logits[b][row, step]))
+    return {"ok": tokens_ok and masks_ok and offsets_ok, "tokens": tokens_ok, "attention_mask": masks_ok,
+            "response_offsets": offsets_ok, "mismatch": first}
+
+
+def _first_difference(a: torch.Tensor, b: torch.Tensor) -> int:
+    n = min(a.numel(), b.numel())
+    diff = (a[:n] != b[:n]).nonzero()
+    return int(diff[0]) if diff.numel() else n

@@ -1,0 +1,91 @@
+"""Synchronized clocks and the disjoint breakdown of one call.
+
+A `CallClock` times one rollout call on the host clock, synchronizing the device at every
+boundary, so that queued GPU work is charged to the part that launched it. Parts never nest:
+each second of the call lands in exactly one part, and `other` is what is left, so the parts sum
+to the total by construction.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import torch
+
+PARTS = ("allocation", "warmup", "capture", "prefill", "decode", "other")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class CallClock:
+    def __init__(self, device: torch.device):
+        self.device = torch.device(device)
+        self.parts = {name: 0.0 for name in PARTS if name != "other"}
+        self._start: float | None = None
+        self._active: str | None = None
+        self.total_ms: float | None = None
+
+    def start(self) -> "CallClock":
+        synchronize(self.device)
+        self._start = time.perf_counter()
+        return self
+
+    def now(self) -> float:
+        synchronize(self.device)
+        return time.perf_counter()
+
+    @contextmanager
+    def part(self, name: str):
+        if name not in self.parts:
+            raise ValueError(f"unknown part {name!r}; parts: {', '.join(self.parts)}")
+        if self._active is not None:
+            raise RuntimeError(f"part {name!r} opened inside part {self._active!r}: parts must be disjoint")
+        self._active = name
+        begin = self.now()
+        try:
+            yield
+        finally:
+            self.parts[name] += self.now() - begin
+            self._active = None
+
+    def add(self, name: str, seconds: float) -> None:
+        """Charge an interval measured elsewhere (a forward hook, say) to a part."""
+        self.parts[name] += seconds
+
+    def stop(self) -> tuple[float, dict[str, float]]:
+        if self._start is None:
+            raise RuntimeError("CallClock.stop() before start()")
+        total = self.now() - self._start
+        breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
+        # Rounding of the summed parts can exceed the total by a few nanoseconds; clamp at zero.
+        breakdown["other"] = max(0.0, total * 1e3 - sum(breakdown.values()))
+        self.total_ms = sum(breakdown.values())
+        return self.total_ms, breakdown
+
+
+def profile_call(fn, device: torch.device) -> dict:
+    """Run `fn` once under the PyTorch profiler; return wall time and summed GPU kernel time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        begin = time.perf_counter()
+        fn()
+        synchronize(device)
+        wall = time.perf_counter() - begin
+    kernel_us, kernels, copy_us = 0.0, 0, 0.0
+    for event in prof.events():
+        if event.device_type != DeviceType.CUDA:
+            continue
+        duration = event.time_range.elapsed_us()
+        if event.name.startswith(("Memcpy", "Memset")):
+            copy_us += duration
+        else:
+            kernel_us += duration
+            kernels += 1
+    return {"wall_ms": wall * 1e3, "kernel_ms": kernel_us / 1e3, "kernels": kernels,
+            "copy_ms": copy_us / 1e3}

@@ -1,0 +1,59 @@
+"""The optimizer update between rollouts: a real step, in place, as RL trainers take it.
+
+The loss is the negative log-likelihood of the generated response tokens of the latest rollout
+(prompt and padding excluded), the core of a policy-gradient step with unit advantages. The
+optimizer updates parameters in place, so their addresses stay and their versions move: exactly
+what the graph engine's version check has to tell apart from an out-of-place replacement.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .timing import synchronize
+
+
+def make_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "adamw":
+        # eps suits FP16 parameters; the default 1e-8 underflows to zero there.
+        return torch.optim.AdamW(params, lr=lr, eps=1e-6)
+    raise ValueError(f"optimizer must be sgd or adamw, got {name!r}")
+
+
+def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
+    logits = model(input_ids=sequences, attention_mask=attention_mask).logits[:, :-1].float()
+    targets = sequences[:, 1:]
+    log_probs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    # Position t predicts token t+1: keep the predictions of response tokens only.
+    keep = torch.zeros_like(targets, dtype=torch.bool)
+    keep[:, response_offset - 1:] = True
+    keep &= attention_mask[:, 1:].bool()
+    return -(log_probs * keep).sum() / keep.sum().clamp(min=1)
+
+
+def update(model, optimizer, rollout, device) -> dict:
+    """One optimizer step on the rollout's responses; returns loss and synchronized wall time."""
+    model.train()
+    torch.set_grad_enabled(True)
+    try:
+        synchronize(torch.device(device))
+        begin = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        losses = []
+        batches = len(rollout.sequences)
+        for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
+            loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
+            loss.backward()
+            losses.append(float(loss.detach()) * batches)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize(torch.device(device))
+        elapsed = time.perf_counter() - begin
+    finally:
+        model.eval()
+        torch.set_grad_enabled(False)
+    return {"loss": sum(losses) / len(losses), "ms": elapsed * 1e3}

@@ -83,8 +83,11 @@ def summary_table(result: dict) -> str:
                      f"{r['capture_ms']:>9.3f}{r['tokens_per_s']:>10.0f}"
                      f"{(f'{kernel:.3f}' if kernel is not None else '-'):>10}  {'ok' if r['parity_ok'] else 'FAIL'}")
     for update in result["updates"]:
-        lines.append(f"update cycle {update['cycle']}: {update['optimizer']} lr={update['lr']} "
-                     f"loss={update['loss']:.4f} {update['ms']:.3f} ms")
+        if update["loss"] is None:
+            lines.append(f"update cycle {update['cycle']}: {update['optimizer']} lr={update['lr']} FAILED (non-finite)")
+        else:
+            lines.append(f"update cycle {update['cycle']}: {update['optimizer']} lr={update['lr']} "
+                         f"loss={update['loss']:.4f} {update['ms']:.3f} ms")
     lines.append(f"valid: {result['valid']}" + (f"; failures: {len(result['failures'])}" if result["failures"] else ""))
     return "\n".join(lines)
 

@@ -38,6 +38,13 @@ def build_workload(params: StudyParams, loaded: models.LoadedModel) -> Workload:
                            vocab, params.seed, loaded.pad_token_id)
 
 
+def pin(workload: Workload) -> Workload:
+    # Pinned prompts make the host-to-device copy asynchronous, as a rollout server's would be.
+    for batch in workload.batches:
+        batch.input_ids, batch.attention_mask = batch.input_ids.pin_memory(), batch.attention_mask.pin_memory()
+    return workload
+
+
 def build_engines(params: StudyParams, loaded: models.LoadedModel, device: torch.device) -> list:
     engines = []
     if "eager" in params.engines:
@@ -150,7 +157,11 @@ class Study:
 
     def _update(self, cycle: int) -> None:
         source = self.latest or self._reference.output
-        stats = training.update(self.model, self.optimizer, source, self.device)
+        try:
+            stats = training.update(self.model, self.optimizer, source, self.device)
+        except training.NonFiniteUpdate as err:
+            self.failures.append({"engine": None, "policy": None, "cycle": cycle, "phase": "update", "error": str(err)})
+            stats = {"loss": None, "ms": None}
         self.updates.append({"cycle": cycle, "optimizer": self.params.optimizer, "lr": self.params.lr, **stats})
         self._reference = None  # the weights changed: the next calls wait for a new reference
 
@@ -166,6 +177,8 @@ class Study:
         self.model = self.loaded.model
         load_ms = (time.perf_counter() - import_done) * 1e3
         self.workload = build_workload(params, self.loaded)
+        if self.device.type == "cuda":
+            pin(self.workload)
         self._request_ids = [b.request_ids for b in self.workload.batches]
         grad_was = torch.is_grad_enabled()
         torch.set_grad_enabled(False)

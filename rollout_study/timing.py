@@ -1,9 +1,15 @@
 """Synchronized clocks and the disjoint breakdown of one call.
 
-A `CallClock` times one rollout call on the host clock, synchronizing the device at every
-boundary, so that queued GPU work is charged to the part that launched it. Parts never nest:
-each second of the call lands in exactly one part, and `other` is what is left, so the parts sum
-to the total by construction.
+A `CallClock` times one rollout call from a synchronized start to a synchronized stop. Parts
+come in two kinds, and never nest:
+- `part`: host-clock intervals with a device synchronization at both ends, so queued GPU work
+  is charged to the part that launched it (allocation, warmup, capture, eager steps);
+- `device_part`: on CUDA, an interval of the stream measured with CUDA events and no host
+  synchronization (graph replays), so that timing does not insert idle gaps between replays.
+  Without CUDA it is a `part`.
+Intervals on one stream follow each other, and a synchronized part starts only after the
+stream drained, so all parts are disjoint; `other` is what is left of the total, so the parts
+sum to the total by construction.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ class CallClock:
         self.parts = {name: 0.0 for name in PARTS if name != "other"}
         self._start: float | None = None
         self._active: str | None = None
+        self._events: list[tuple[str, object, object]] = []
         self.total_ms: float | None = None
 
     def start(self) -> "CallClock":
@@ -51,6 +58,26 @@ class CallClock:
             self.parts[name] += self.now() - begin
             self._active = None
 
+    @contextmanager
+    def device_part(self, name: str):
+        if self.device.type != "cuda":
+            with self.part(name):
+                yield
+            return
+        if name not in self.parts:
+            raise ValueError(f"unknown part {name!r}; parts: {', '.join(self.parts)}")
+        if self._active is not None:
+            raise RuntimeError(f"part {name!r} opened inside part {self._active!r}: parts must be disjoint")
+        self._active = name
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        try:
+            yield
+        finally:
+            end.record()
+            self._events.append((name, begin, end))
+            self._active = None
+
     def add(self, name: str, seconds: float) -> None:
         """Charge an interval measured elsewhere (a forward hook, say) to a part."""
         self.parts[name] += seconds
@@ -59,6 +86,9 @@ class CallClock:
         if self._start is None:
             raise RuntimeError("CallClock.stop() before start()")
         total = self.now() - self._start
+        for name, begin, end in self._events:
+            self.parts[name] += begin.elapsed_time(end) / 1e3
+        self._events = []
         breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
         # Rounding of the summed parts can exceed the total by a few nanoseconds; clamp at zero.
         breakdown["other"] = max(0.0, total * 1e3 - sum(breakdown.values()))

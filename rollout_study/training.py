@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from . import masks
 from .timing import synchronize
 
 
@@ -25,14 +26,25 @@ def make_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
 
 
 def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
-    logits = model(input_ids=sequences, attention_mask=attention_mask).logits[:, :-1].float()
+    # The same masks and positions as the rollout saw them (generate() counts positions from the
+    # first real token); a padding query sees itself, so no row is fully masked and no NaN
+    # reaches the gradients.
+    attn = getattr(model.config, "_attn_implementation", "sdpa")
+    dtype = next(model.parameters()).dtype
+    mask4d = masks.for_attention(masks.allowed_keys(attention_mask, sequences.shape[1]), attn, dtype)
+    logits = model(input_ids=sequences, attention_mask=mask4d, position_ids=masks.positions(attention_mask),
+                   use_cache=False).logits[:, :-1].float()
     targets = sequences[:, 1:]
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
     # Position t predicts token t+1: keep the predictions of response tokens only.
     keep = torch.zeros_like(targets, dtype=torch.bool)
     keep[:, response_offset - 1:] = True
     keep &= attention_mask[:, 1:].bool()
-    return -(log_probs * keep).sum() / keep.sum().clamp(min=1)
+    return -torch.where(keep, log_probs, 0.0).sum() / keep.sum().clamp(min=1)
+
+
+class NonFiniteUpdate(FloatingPointError):
+    pass
 
 
 def update(model, optimizer, rollout, device) -> dict:
@@ -49,6 +61,13 @@ def update(model, optimizer, rollout, device) -> dict:
             loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
             loss.backward()
             losses.append(float(loss.detach()) * batches)
+        # FP16 parameters have no master copy: a non-finite gradient would silently poison every
+        # later rollout (and graph and generate() would agree on the garbage), so refuse it.
+        bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        if bad or not all(map(lambda v: v == v and abs(v) != float("inf"), losses)):
+            optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteUpdate(f"non-finite loss or gradient (loss {losses}, first bad gradient: {bad[:1]}); "
+                                  "the update was not applied")
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         synchronize(torch.device(device))

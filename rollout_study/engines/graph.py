@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import masks
 from ..timing import CallClock
 from . import RolloutOutput
 
@@ -54,9 +55,7 @@ class _Runner:
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         length = prompt_len + new_tokens
         self.model, self.batch, self.prompt_len, self.new_tokens = model, batch, prompt_len, new_tokens
-        self.float_mask = attn == "eager"  # eager attention adds a float mask; sdpa takes a boolean one
-        self.mask_min = torch.finfo(dtype).min
-        self.mask_dtype = dtype
+        self.attn, self.dtype = attn, dtype
         self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
         long = dict(dtype=torch.long, device=device)
         self.input_ids = torch.zeros((batch, prompt_len), **long)
@@ -68,19 +67,11 @@ class _Runner:
         self.write_position = torch.zeros((1,), **long)
         self.step = torch.zeros((1,), **long)
         self.out = torch.zeros((batch, new_tokens), **long)
-        keys = torch.arange(length, device=device)[None, None, None, :]
-        queries = torch.arange(prompt_len, device=device)[None, None, :, None]
-        self.causal = keys <= queries
-        # A left-padding query sees nothing under the causal mask; letting it see itself keeps its
-        # softmax finite, and no real query ever attends to a padding key.
-        self.diagonal = keys == queries
         self.graphs: tuple | None = None
         self.warmed = False
 
     def _attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        if not self.float_mask:
-            return allowed
-        return torch.zeros(allowed.shape, dtype=self.mask_dtype, device=allowed.device).masked_fill(~allowed, self.mask_min)
+        return masks.for_attention(allowed, self.attn, self.dtype)
 
     def _logits(self, input_ids, mask, positions) -> torch.Tensor:
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
@@ -92,8 +83,8 @@ class _Runner:
         mask2d = self.prompt_mask
         self.key_valid.zero_()
         self.key_valid[:, : self.prompt_len] = mask2d.bool()
-        allowed = (self.causal & self.key_valid[:, None, None, :]) | self.diagonal
-        positions = (mask2d.cumsum(-1) - 1).masked_fill(mask2d == 0, 1)  # as generate() does
+        allowed = masks.allowed_keys(self.key_valid, self.prompt_len)
+        positions = masks.positions(mask2d)  # as generate() does
         self.cache.write_positions = self.prefill_positions
         token = self._logits(self.input_ids, self._attention_mask(allowed), positions).argmax(-1)
         self.out[:, 0] = token
@@ -183,7 +174,12 @@ class GraphEngine:
 
     def invalidate(self) -> None:
         for runner in self.runners.values():
+            for graph in runner.graphs or ():
+                graph.reset()
             runner.graphs = None
+        if self.use_graphs:
+            # The dropped graphs released their private pool; new graphs need a new one.
+            self.pool = torch.cuda.graph_pool_handle()
         self.signature = None
 
     def check_parameters(self) -> str:
@@ -229,9 +225,9 @@ class GraphEngine:
                 runner, new = self._ready_runner(batch.size, clock)
                 captures += new
                 runner.load(batch)
-                with clock.part("prefill"):
+                with clock.device_part("prefill"):
                     runner.prefill()
-                with clock.part("decode"):
+                with clock.device_part("decode"):
                     runner.decode()
                 # Copies, because the next batch of the same size reuses these buffers.
                 sequences.append(torch.cat([runner.input_ids, runner.out], dim=1))

@@ -11,6 +11,7 @@ The peak memory counter is reset at the start of every (engine, phase) block.
 """
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import traceback
@@ -96,17 +97,25 @@ class Study:
         self._pending: list[tuple[dict, RolloutOutput]] = []  # records waiting for this version's reference
         self._reference = None
         self.latest: RolloutOutput | None = None
+        self._phase_start_allocated: int | None = None
 
     # -- measurement -------------------------------------------------------------------------
     def _measure(self, engine, cycle: int, phase: str, index: int) -> dict:
-        clock = CallClock(self.device).start()
-        output = engine(self.workload.batches, clock)
-        total_ms, breakdown = clock.stop()
+        # As timeit does: collect before, no collector pauses inside the measured call.
+        gc.collect()
+        gc.disable()
+        try:
+            clock = CallClock(self.device).start()
+            output = engine(self.workload.batches, clock)
+            total_ms, breakdown = clock.stop()
+        finally:
+            gc.enable()
         tokens = self.workload.requests * self.params.max_new_tokens
         record = {
             "engine": engine.name, "policy": engine.policy, "cycle": cycle, "phase": phase, "index": index,
             "total_ms": total_ms, "breakdown_ms": breakdown, "captures": output.captures,
-            "memory_bytes": memory.snapshot(self.device), "generated_tokens": tokens,
+            "memory_bytes": {**memory.snapshot(self.device), "phase_start_allocated": self._phase_start_allocated},
+            "generated_tokens": tokens,
             "tokens_per_s": tokens / (total_ms / 1e3) if total_ms > 0 else None,
             "parameter_check": getattr(engine, "last_check", None), "parity": None,
         }
@@ -123,6 +132,7 @@ class Study:
         for engine in self.engines:
             label = engine_label(engine.name, engine.policy)
             memory.reset_peak(self.device)
+            self._phase_start_allocated = memory.snapshot(self.device)["allocated"]
             try:
                 for index in range(samples):
                     self._measure(engine, cycle, phase, index)
@@ -248,8 +258,23 @@ def run_study(params: StudyParams, progress: bool = False, command: str | None =
     return result
 
 
+def cold_start_targets(params: StudyParams) -> list[dict]:
+    """One parameter override per target, so each fresh process runs a single engine's first call."""
+    targets = []
+    if "eager" in params.engines:
+        targets.append({"engines": ["eager"]})
+    if "graph" in params.engines:
+        targets.extend({"engines": ["graph"], "policy": policy} for policy in params.policies)
+    return targets
+
+
 def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> list[dict]:
-    """Repeat the first calls in fresh processes: first-call figures are single samples otherwise."""
+    """Repeat each target's first call alone in fresh processes.
+
+    In one process the targets share lazily loaded CUDA modules and library handles, so the
+    second graph engine's first call looks cheaper than it is alone. A fresh process per target
+    and repeat gives first-call figures a spread and removes that order effect.
+    """
     import json
     import os
     import subprocess
@@ -258,19 +283,22 @@ def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> 
     runs = []
     with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
         for process in range(processes):
-            path = os.path.join(folder, f"cold-{process}.json")
-            values = {**params.to_dict(), "cold_starts": 0}
-            cmd = [sys.executable, "-m", "rollout_study.bench", "--params-json", json.dumps(values),
-                   "--first-only", "--quiet", "--output", path]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if not os.path.exists(path):
-                runs.append({"process": process, "valid": False, "calls": [], "startup": None,
-                             "error": (done.stderr or done.stdout)[-2000:]})
-                continue
-            with open(path, encoding="utf-8") as handle:
-                child = json.load(handle)
-            runs.append({"process": process, "valid": child["valid"], "calls": child["calls"],
-                         "startup": child["metadata"]["startup"], "failures": child["failures"]})
-            if progress:
-                print(f"cold start {process + 1}/{processes} done", file=sys.stderr)
+            for override in cold_start_targets(params):
+                path = os.path.join(folder, f"cold-{process}-{len(runs)}.json")
+                values = {**params.to_dict(), "cold_starts": 0, **override}
+                cmd = [sys.executable, "-m", "rollout_study.bench", "--params-json", json.dumps(values),
+                       "--first-only", "--quiet", "--output", path]
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                target = engine_label(override["engines"][0], override.get("policy"))
+                if not os.path.exists(path):
+                    runs.append({"process": process, "target": target, "valid": False, "calls": [], "startup": None,
+                                 "error": (done.stderr or done.stdout)[-2000:]})
+                    continue
+                with open(path, encoding="utf-8") as handle:
+                    child = json.load(handle)
+                runs.append({"process": process, "target": target, "valid": child["valid"], "calls": child["calls"],
+                             "startup": child["metadata"]["startup"], "failures": child["failures"]})
+                if progress:
+                    print(f"cold start {process + 1}/{processes}: {target} "
+                          f"{child['calls'][0]['total_ms'] if child['calls'] else float('nan'):.1f} ms", file=sys.stderr)
     return runs

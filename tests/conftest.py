@@ -1,0 +1,21 @@
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture
+def tiny():
+    """The synthetic tiny Llama of the reference workload, FP32 on the CPU."""
+    from rollout_study import models
+    from rollout_study.params import StudyParams
+
+    def make(**overrides):
+        params = StudyParams.from_dict({"device": "cpu", **overrides})
+        return params, models.load(params, "cpu", "float32")
+
+    return make

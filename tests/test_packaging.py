@@ -1,0 +1,37 @@
+"""environment.yml pins what pyproject.toml lists, and .ci/run runs the README's test command."""
+import os
+import re
+import tomllib
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pins(lines):
+    out = {}
+    for line in lines:
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)", line.strip())
+        if match:
+            out[match.group(1).lower()] = match.group(2)
+    return out
+
+
+def test_environment_yml_and_pyproject_agree():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        project = tomllib.load(handle)["project"]
+    declared = pins(project["dependencies"] + project["optional-dependencies"]["test"])
+    assert len(declared) == len(project["dependencies"]) + len(project["optional-dependencies"]["test"])
+    with open(os.path.join(ROOT, "environment.yml"), encoding="utf-8") as handle:
+        env = yaml.safe_load(handle)
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pins(pip_section) == declared
+
+
+def test_ci_runs_the_readme_test_command():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as handle:
+        ci = handle.read()
+    command = re.search(r"<!-- test-command -->\s*```sh\n(.+?)\n```", readme, re.S).group(1).strip()
+    assert command in ci

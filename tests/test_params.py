@@ -1,0 +1,67 @@
+import pytest
+
+from rollout_study.params import ParameterError, StudyParams
+
+
+def test_defaults_are_the_reference_workload():
+    p = StudyParams()
+    assert (p.requests, p.batch_size, p.prompt_len, p.max_new_tokens, p.iterations) == (8, 4, 32, 32, 10)
+    assert p.policy == "recapture" and p.optimizer == "sgd" and p.model == "synthetic"
+
+
+@pytest.mark.parametrize("key,value,fragment", [
+    ("requests", 0, "requests must be an integer between 1 and 4096, got 0"),
+    ("batch_size", -2, "batch_size must be an integer between 1 and 1024"),
+    ("prompt_len", 0, "prompt_len"),
+    ("max_new_tokens", -1, "max_new_tokens"),
+    ("iterations", 0, "iterations"),
+    ("cycles", 0, "cycles"),
+    ("requests", 2.5, "requests must be an integer"),
+    ("requests", True, "requests must be an integer"),
+    ("lr", 0, "lr must be a number in (0, 10]"),
+    ("dtype", "float8", "dtype must be one of auto, float16, bfloat16, float32"),
+    ("policy", "sometimes", "policy must be one of recapture, reuse, both"),
+    ("optimizer", "lion", "optimizer must be one of sgd, adamw"),
+    ("engines", ["eager", "vllm"], "engines must be a non-empty list drawn from eager, graph"),
+    ("attn", "flash", "attn must be one of sdpa, eager"),
+    ("device", "tpu", "device must be one of auto, cpu, cuda"),
+])
+def test_bad_values_name_the_parameter_and_range(key, value, fragment):
+    with pytest.raises(ParameterError) as err:
+        StudyParams.from_dict({key: value})
+    assert fragment in str(err.value)
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ParameterError, match="unknown parameter.*requestz"):
+        StudyParams.from_dict({"requestz": 8})
+
+
+def test_missing_model_path_is_named(tmp_path):
+    with pytest.raises(ParameterError, match="model .*not a folder"):
+        StudyParams.from_dict({"model": str(tmp_path / "nowhere")})
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ParameterError, match="no config.json"):
+        StudyParams.from_dict({"model": str(tmp_path / "empty")})
+
+
+def test_prompt_plus_new_tokens_beyond_positions():
+    with pytest.raises(ParameterError, match=r"prompt_len \+ max_new_tokens = 80 exceeds the model's 64 positions"):
+        StudyParams.from_dict({"max_positions": 64, "prompt_len": 48, "max_new_tokens": 32})
+
+
+def test_yaml_errors_name_file_and_key(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("requests: 8\nbatch_size: zero\n")
+    with pytest.raises(ParameterError, match=r"p.yaml: batch_size must be an integer"):
+        StudyParams.from_yaml(str(path))
+    path.write_text("requests: [1\n")
+    with pytest.raises(ParameterError, match="not valid YAML"):
+        StudyParams.from_yaml(str(path))
+    path.write_text("requests: 3\n")
+    assert StudyParams.from_yaml(str(path)).name == "p"
+
+
+def test_policy_both_expands():
+    assert StudyParams.from_dict({"policy": "both"}).policies == ("recapture", "reuse")
+    assert StudyParams.from_dict({"policy": "reuse"}).policies == ("reuse",)

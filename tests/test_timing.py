@@ -1,0 +1,33 @@
+import time
+
+import pytest
+
+from rollout_study.timing import CallClock
+
+
+def test_parts_are_disjoint_and_other_is_the_rest():
+    clock = CallClock("cpu").start()
+    with clock.part("capture"):
+        time.sleep(0.02)
+    time.sleep(0.01)
+    with clock.device_part("decode"):  # without CUDA a device part is a synchronized part
+        time.sleep(0.02)
+    total, parts = clock.stop()
+    assert sum(parts.values()) == pytest.approx(total)
+    assert parts["capture"] >= 20 and parts["decode"] >= 20 and parts["other"] >= 9
+    assert parts["warmup"] == 0 and parts["allocation"] == 0
+
+
+def test_nested_parts_are_refused():
+    clock = CallClock("cpu").start()
+    with pytest.raises(RuntimeError, match="disjoint"):
+        with clock.part("prefill"):
+            with clock.part("decode"):
+                pass
+
+
+def test_unknown_part_is_refused():
+    clock = CallClock("cpu").start()
+    with pytest.raises(ValueError, match="unknown part"):
+        with clock.part("other"):
+            pass

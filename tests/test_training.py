@@ -1,0 +1,60 @@
+import pytest
+import torch
+
+from rollout_study import training
+from rollout_study.engines.eager import reference
+from rollout_study.workload import random_workload
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_update_is_in_place_and_changes_the_model(tiny, optimizer):
+    params, loaded = tiny()
+    model = loaded.model
+    w = random_workload(6, 4, 16, 8, params.vocab, seed=1)
+    rollout = reference(model, w.batches, 8, 0, "cpu").output
+    before = {n: (p.data_ptr(), p._version, p.detach().clone()) for n, p in model.named_parameters()}
+    opt = training.make_optimizer(optimizer, model, 1e-2)
+    stats = training.update(model, opt, rollout, "cpu")
+    assert stats["loss"] > 0 and stats["ms"] > 0
+    changed = 0
+    for n, p in model.named_parameters():
+        ptr, version, value = before[n]
+        assert p.data_ptr() == ptr  # in place: the graph's addresses stay valid
+        assert p._version > version
+        changed += not torch.equal(p.detach(), value)
+    assert changed > 0
+    assert not model.training and not torch.is_grad_enabled()  # eval, no grad after the update
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_loss_counts_response_tokens_only(tiny):
+    _, loaded = tiny()
+    model = loaded.model
+    seq = torch.randint(1, 1024, (2, 12))
+    mask = torch.ones_like(seq)
+    mask[0, :3] = 0
+    with torch.no_grad():
+        base = training.response_nll(model, seq, mask, 8)
+        other = seq.clone()
+        other[:, :7] = (other[:, :7] + 1) % 1024  # change the prompt only: the targets are unchanged
+        other[0, :3] = seq[0, :3]
+        assert torch.isfinite(base)
+        changed_prompt = training.response_nll(model, other, mask, 8)
+        assert changed_prompt != base  # the prompt is context...
+        tail = seq.clone()
+        tail[:, 9] = (tail[:, 9] + 1) % 1024
+        assert training.response_nll(model, tail, mask, 8) != base  # ...and response tokens are targets
+
+
+def test_non_finite_gradient_is_refused_and_not_applied(tiny):
+    params, loaded = tiny()
+    model = loaded.model
+    w = random_workload(4, 4, 16, 4, params.vocab, seed=1)
+    rollout = reference(model, w.batches, 4, 0, "cpu").output
+    with torch.no_grad():
+        model.model.norm.weight[0] = float("inf")
+    snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(training.NonFiniteUpdate, match="not applied"):
+        training.update(model, training.make_optimizer("sgd", model, 1e-2), rollout, "cpu")
+    for n, p in model.named_parameters():
+        assert torch.equal(p.detach(), snapshot[n]) or torch.isinf(snapshot[n]).any()

@@ -47,7 +47,8 @@ def _one_of(choices: tuple[str, ...]):
 
 def _positive_float(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ParameterError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
+        raise ParameterError(f"{name} must be a number in (0, 10], got {value!r} ({type(value).__name__}){hint}")
     if not (0.0 < float(value) <= 10.0):
         raise ParameterError(f"{name} must be a number in (0, 10], got {value}")
 
@@ -149,6 +150,9 @@ class StudyParams:
         return cls.from_dict(values, source=path)
 
     def _check_relations(self, source: str) -> None:
+        if self.model == SYNTHETIC and self.prompts == "chat":
+            raise ParameterError(f"{source}: prompts 'chat' needs a model with a tokenizer; "
+                                 "the synthetic model has none (allowed: auto, random)")
         if self.model == SYNTHETIC:
             if self.hidden % self.heads:
                 raise ParameterError(f"{source}: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")

@@ -65,3 +65,15 @@ def test_yaml_errors_name_file_and_key(tmp_path):
 def test_policy_both_expands():
     assert StudyParams.from_dict({"policy": "both"}).policies == ("recapture", "reuse")
     assert StudyParams.from_dict({"policy": "reuse"}).policies == ("reuse",)
+
+
+def test_yaml_exponent_without_dot_gets_a_hint(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("lr: 1e-4\n")
+    with pytest.raises(ParameterError, match="write 1.0e-4"):
+        StudyParams.from_yaml(str(path))
+
+
+def test_chat_prompts_need_a_tokenizer():
+    with pytest.raises(ParameterError, match="prompts 'chat' needs a model with a tokenizer"):
+        StudyParams.from_dict({"prompts": "chat"})

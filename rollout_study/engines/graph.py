@@ -42,6 +42,17 @@ class StaticKVCache:
         return self.keys[layer_idx], self.values[layer_idx]
 
 
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(device) -> "torch.cuda.Stream":
+    # One warmup stream per device for every runner: cuBLAS keeps a workspace per stream
+    # (32 MiB on Hopper), so a fresh stream per capture would grow memory with each engine.
+    if device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[device]
+
+
 def parameter_signature(model) -> tuple[tuple[int, int], ...]:
     tensors = list(model.parameters()) + list(model.buffers())
     return tuple((t.data_ptr(), t._version) for t in tensors)
@@ -111,7 +122,7 @@ class _Runner:
     def warmup(self) -> None:
         # Run each step once on a side stream before capture, as PyTorch asks, so lazy
         # initialization (handles, workspaces, autotuning) happens outside the graph.
-        stream = torch.cuda.Stream()
+        stream = _side_stream(self.input_ids.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for step in self._steps():

@@ -1,0 +1,91 @@
+"""A small hand-made result dict in the result-file schema, with round numbers for hand computation.
+
+Per target, every sample of a phase takes the same time (see TIMES): the break-even and timeline
+figures in the tests can be worked out on paper.
+"""
+from __future__ import annotations
+
+import copy
+
+# target -> phase -> ms of each sample
+TIMES = {
+    "eager": {"first": 200.0, "steady": 50.0, "first_after_update": 100.0, "steady_after_update": 50.0},
+    "graph[recapture]": {"first": 300.0, "steady": 10.0, "first_after_update": 130.0, "steady_after_update": 10.0},
+    "graph[reuse]": {"first": 300.0, "steady": 10.0, "first_after_update": 60.0, "steady_after_update": 10.0},
+}
+UPDATE_MS = (40.0, 20.0)
+ITERATIONS = 3
+CYCLES = 2
+MODELS = {"synthetic": "tiny-llama-fixture", "pretrained": "SmolLM2-135M-Instruct (Q4_1 dequantized)"}
+
+
+def _split(total_ms: float, first_call: bool, graph: bool) -> dict:
+    parts = {"allocation": 0.0, "warmup": 0.0, "capture": 0.0, "prefill": 0.1 * total_ms, "decode": 0.6 * total_ms}
+    if first_call and graph:
+        parts.update(allocation=0.05 * total_ms, warmup=0.1 * total_ms, capture=0.1 * total_ms)
+    parts["other"] = total_ms - sum(parts.values())
+    return parts
+
+
+def make_call(target: str, cycle: int, phase: str, index: int, total_ms: float, graph_capture: bool) -> dict:
+    engine, _, policy = target.partition("[")
+    policy = policy.rstrip("]") or None
+    first = phase.startswith("first")
+    captures = 2 if graph_capture and policy is not None and (phase == "first" or
+                                                               (policy == "recapture" and first)) else 0
+    memory = ({"allocated": 100 * 2 ** 20, "reserved": 128 * 2 ** 20, "peak_allocated": 110 * 2 ** 20}
+              if graph_capture else {"allocated": None, "reserved": None, "peak_allocated": None})
+    return {"engine": engine, "policy": policy, "cycle": cycle, "phase": phase, "index": index, "total_ms": total_ms,
+            "breakdown_ms": _split(total_ms, first, policy is not None), "captures": captures, "memory_bytes": memory,
+            "generated_tokens": 48, "tokens_per_s": 48 / (total_ms / 1e3), "parameter_check": None,
+            "parity": {"ok": True, "tokens": True, "attention_mask": True, "response_offsets": True, "mismatch": None}}
+
+
+def _phases():
+    """(cycle, phase, samples) in run order, without the updates."""
+    yield 0, "first", 1
+    yield 0, "steady", ITERATIONS
+    for cycle in range(CYCLES):
+        yield cycle, "first_after_update", 1
+        yield cycle, "steady_after_update", ITERATIONS
+
+
+def make_result(label: str = "synthetic", run_name: str = "fixture", cuda_graph: bool = False) -> dict:
+    calls = [make_call(target, cycle, phase, index, TIMES[target][phase], cuda_graph)
+             for cycle, phase, samples in _phases() for target in TIMES for index in range(samples)]
+    updates = [{"cycle": c, "optimizer": "sgd", "lr": 0.01, "loss": 6.0 - c, "ms": UPDATE_MS[c]} for c in range(CYCLES)]
+    cold_starts = [{"process": p, "target": target, "valid": True,
+                    "calls": [make_call(target, 0, "first", 0, TIMES[target]["first"] + 10.0 * p, cuda_graph)],
+                    "startup": {"process_startup_ms": 1000.0}, "failures": []}
+                   for p in range(3) for target in TIMES]
+    profile = ({target: {"engine": target.split("[")[0], "policy": None, "cycle": 0, "phase": "steady",
+                         "wall_ms": TIMES[target]["steady"] + 1, "kernel_ms": 5.0, "kernels": 1000}
+                for target in TIMES} if cuda_graph else {})
+    metadata = {
+        "label": label, "run_name": run_name,
+        "model": {"label": label, "name": MODELS[label], "architecture": "LlamaForCausalLM", "layers": 2,
+                  "hidden_size": 128, "heads": 4, "kv_heads": 2, "vocab": 1024, "parameters": 557696},
+        "attention_implementation": "sdpa", "device": "cuda" if cuda_graph else "cpu",
+        "dtype": "float16" if cuda_graph else "float32", "cuda_graph": cuda_graph,
+        "hardware": {"cpu": "Fixture CPU", "cores": 2, "gpu": "NVIDIA H200" if cuda_graph else None, "cuda": None},
+        "software": {"python": "3.11", "torch": "2.13"},
+        "workload": {"requests": 6, "batch_size": 4, "prompt_len": 16, "max_new_tokens": 8, "iterations": ITERATIONS,
+                     "cycles": CYCLES, "seed": 0, "batch_sizes": [4, 2]},
+        "training": {"optimizer": "sgd", "lr": 0.01}, "startup": {"process_startup_ms": 1000.0},
+        "git": {"commit": "0" * 40, "dirty": False}, "command": "fixture", "time_start": "2026-01-01T00:00:00+00:00",
+        "time_end": "2026-01-01T00:01:00+00:00",
+    }
+    return {"schema_version": 1, "valid": True, "metadata": metadata, "calls": calls, "updates": updates,
+            "profile": profile, "failures": [], "cold_starts": cold_starts}
+
+
+def make_invalid_result() -> dict:
+    """The fixture with one parity mismatch on graph[recapture]'s first call after the first update."""
+    result = copy.deepcopy(make_result(run_name="fixture-invalid"))
+    for call in result["calls"]:
+        if call["policy"] == "recapture" and call["phase"] == "first_after_update" and call["cycle"] == 0:
+            call["parity"] = {"ok": False, "tokens": False, "attention_mask": True, "response_offsets": True,
+                              "mismatch": {"request": 1, "step": 3, "token": 17, "reference_token": 42,
+                                           "reference_margin": 0.01}}
+    result["valid"] = False
+    return result

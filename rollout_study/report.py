@@ -625,6 +625,17 @@ class Block:
     body: Any = None  # DataFrame for tables, PNG path for figures, heading level for headings
 
 
+def targets_table(result: dict):
+    import pandas as pd
+
+    from . import targets
+
+    rows = targets.check(result)
+    for row in rows:
+        row["met"] = {True: "yes", False: "NO", None: "not measured"}[row["met"]]
+    return pd.DataFrame(rows, columns=["target", "measured", "threshold", "met", "detail"])
+
+
 def run_blocks(result: dict, figures_dir: str, position: int | None = None) -> list[Block]:
     """Everything shown for one result, under one label: headings, notes, tables, figures."""
     one = [result]
@@ -647,6 +658,7 @@ def run_blocks(result: dict, figures_dir: str, position: int | None = None) -> l
         make(result, figures_dir, stem)
         blocks.append(Block("figure", caption, figure_path(figures_dir, stem, kind)))
     blocks += [
+        Block("table", "Targets of the issues, checked against this result", targets_table(result)),
         Block("table", "Break-even rollouts per update (smallest U with candidate cost <= baseline cost)",
               break_even_table(one)),
         Block("table", "Disjoint breakdown of the median call (ms)", breakdown_table(one)),

@@ -34,6 +34,7 @@ def write_atomic(result: dict, path: str) -> str:
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a published result is for everyone to read
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -112,7 +113,8 @@ def summary_rows(result: dict) -> list[dict]:
             "captures": sum(c["captures"] for c in calls),
             "peak_allocated": max((c["memory_bytes"]["peak_allocated"] or 0) for c in calls) or None,
             "reserved": max((c["memory_bytes"]["reserved"] or 0) for c in calls) or None,
-            "tokens_per_s": statistics.median(c["tokens_per_s"] for c in calls),
+            "tokens_per_s": statistics.median(c["tokens_per_s"] for c in calls)
+            if all(c["tokens_per_s"] is not None for c in calls) else None,
             "parity_ok": all(c["parity"]["ok"] for c in calls if c["parity"] is not None),
         })
     return rows

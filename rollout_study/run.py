@@ -5,6 +5,7 @@
 Into <output-root>/<name>/ (name: the file's `name` key, else its file name):
   1. validate the parameter file and every --set override (StudyParams); a bad one exits 2, writes nothing;
   2. execute notebooks/study.ipynb -> study.ipynb and result.json; render study.html (with code);
+     write summary.md (rollout_study.markdown) from result.json;
   3. when result.json exists, execute notebooks/report.ipynb -> report.ipynb and figures/*.png;
      render report.html without code;
   4. refresh <output-root>/index.html, which lists every report folder there.
@@ -43,7 +44,7 @@ KERNEL_START_TIMEOUT_S = 180  # a loaded two-core machine can take a minute to i
 EXIT_OK, EXIT_FAILED, EXIT_BAD_PARAMETERS = 0, 1, 2
 FIGURES_FOLDER = "figures"
 # What a run writes into its folder; removed before a new run so a stale result cannot pass for a new one.
-GENERATED = ("result.json", "study.ipynb", "study.html", "report.ipynb", "report.html", FIGURES_FOLDER)
+GENERATED = ("result.json", "summary.md", "study.ipynb", "study.html", "report.ipynb", "report.html", FIGURES_FOLDER)
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -347,6 +348,7 @@ def run(params_file: str | os.PathLike, output_root: str | os.PathLike = "report
             "overrides": overrides or {}, "command": command}, progress))
         problems += _render(folder / "study.ipynb", folder / "study.html", with_code=True)
         if result_file.exists():
+            problems += _summary(result_file, folder / "summary.md")
             _say(f"[2/2] report notebook -> {folder / 'report.ipynb'}")
             problems += _step(lambda: execute_notebook(report_source, folder / "report.ipynb", {
                 "result_files": [notebook_path(result_file)], "figures_dir": notebook_path(figures)}, progress))
@@ -366,6 +368,18 @@ def _step(action) -> list[str]:
     except NotebookFailure as failure:
         _say(f"error: {failure}")  # said at once: the report step that follows may take a while
         return [str(failure)]
+    return []
+
+
+def _summary(result_file: Path, target: Path) -> list[str]:
+    from . import markdown, results
+
+    try:
+        _write_text(target, markdown.summary(results.read(str(result_file))))
+    except Exception as err:  # a summary problem must not hide the run's own outcome
+        problem = f"writing {target.name} failed: {type(err).__name__}: {err}"
+        _say(f"error: {problem}")
+        return [problem]
     return []
 
 

@@ -41,8 +41,9 @@ def test_smoke_run_succeeds(smoke):
     root, done = smoke
     assert done.returncode == 0, done.stderr[-3000:]
     folder = root / "cpu-smoke"
-    for name in ("study.ipynb", "result.json", "study.html", "report.ipynb", "report.html"):
+    for name in ("study.ipynb", "result.json", "summary.md", "study.html", "report.ipynb", "report.html"):
         assert (folder / name).is_file(), name
+    assert "| graph[reuse] | 0 | steady |" in (folder / "summary.md").read_text(encoding="utf-8")
     result = results.read(str(folder / "result.json"))
     assert result["valid"] and result["metadata"]["run_name"] == "cpu-smoke"
     assert result["metadata"]["workload"]["batch_sizes"] == [4, 2]  # the last batch is partial
@@ -59,7 +60,7 @@ def test_report_html_has_tables_labels_and_no_code(smoke):
     page = (smoke[0] / "cpu-smoke" / "report.html").read_text(encoding="utf-8")
     assert "Synthetic model: tiny-llama" in page
     assert report.NO_GRAPH_NOTE in page
-    for caption in ("Latency per phase", "Break-even rollouts per update", "Cold starts", "Training updates",
+    for caption in ("Latency per phase", "Targets of the issues", "Break-even rollouts per update", "Cold starts", "Training updates",
                     "Metadata", "median ms", "<table"):
         assert caption in page, caption
     assert "data:image/png;base64" in page

@@ -105,6 +105,49 @@ def summary(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
+ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
+                  "first_after_update": (226.304, 58.800), "steady_after_update": (234.919, 45.281)}
+README_PHASES = ("first", "steady", "first_after_update", "steady_after_update")
+
+
+def _cold_median(result: dict, target: str) -> float | None:
+    values = [c["total_ms"] for run in result.get("cold_starts") or [] if run.get("target") == target
+              for c in run["calls"]]
+    return statistics.median(values) if values else None
+
+
+def readme_results(result: dict, with_original: bool) -> str:
+    """The README's table for one committed run: cycle-0 medians per phase and target, from its result file."""
+    meta = result["metadata"]
+    graphs = sorted({f"graph[{c['policy']}]" for c in result["calls"] if c["engine"] == "graph"})
+    rows = {(r["target"], r["phase"]): r for r in results.summary_rows(result) if r["cycle"] == 0}
+    header = ["phase"] + (["original eager, A4500", "original graph, A4500"] if with_original else []) + \
+             [f"eager, {meta['hardware']['gpu'] or 'CPU'}"] + [f"{g}, {meta['hardware']['gpu'] or 'CPU'}" for g in graphs]
+    body = []
+    for phase in README_PHASES:
+        row = [phase.replace("_", " ")] + ([_fmt(v) for v in ORIGINAL_A4500[phase]] if with_original else [])
+        for target in ["eager"] + graphs:
+            r = rows.get((target, phase))
+            row.append(_fmt(r["median_ms"]) if r else "-")
+        body.append(row)
+    cold = ["first call alone, fresh process (median)"] + (["-", "-"] if with_original else []) + \
+           [_fmt(_cold_median(result, t)) for t in ["eager"] + graphs]
+    profile = result.get("profile") or {}
+    kernels = ["summed GPU kernel time, one steady call"] + (["-", "-"] if with_original else []) + \
+              [_fmt(profile.get(t, {}).get("kernel_ms")) for t in ["eager"] + graphs]
+    update = result["updates"][0] if result["updates"] else None
+    lines = _table(header, body + [cold, kernels])
+    checks = targets.check(result)
+    met = sum(1 for t in checks if t["met"])
+    lines += ["", f"Run `{meta['run_name']}` ({meta['label']}, {meta['model'].get('display_name', meta['model']['name'])}, "
+                  f"{meta['dtype']}, {meta['software']['torch_build']}, transformers {meta['software']['transformers']}; "
+                  f"commit {str(meta['git']['commit'])[:10]}): valid **{result['valid']}**; first update "
+                  f"({update['optimizer'] if update else '-'}) {_fmt(update['ms'] if update else None)} ms; "
+                  f"targets met {met}/{len(checks)} (see `reports/{meta['run_name']}/summary.md`)."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:

@@ -167,10 +167,13 @@ def kernel_environment():
     the environment), so a package supplied by PYTHONPATH instead of pip works too. If the `python3`
     kernelspec found first starts another interpreter, a private one takes precedence via JUPYTER_PATH.
     """
-    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "JUPYTER_PATH")}
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "JUPYTER_PATH", "MPLBACKEND")}
     with tempfile.TemporaryDirectory(prefix="rollout-kernel-") as private:
         try:
             _prepend("PYTHONPATH", str(REPO_ROOT))
+            # Figures are saved as PNG and shown from the file: no inline backend is needed, and
+            # some matplotlib builds reject ipykernel's module:// backend name (seen on the H200 image).
+            os.environ["MPLBACKEND"] = "Agg"
             if not runs_this_interpreter(kernel_argv()):
                 write_kernel_spec(private)
                 _prepend("JUPYTER_PATH", private)
@@ -362,6 +365,33 @@ def run(params_file: str | os.PathLike, output_root: str | os.PathLike = "report
     return EXIT_FAILED if problems else EXIT_OK
 
 
+def report_only(folder: str | os.PathLike, progress: bool = True) -> int:
+    """Rebuild summary.md, the report notebook, report.html and the index from a folder's result.json.
+
+    The report reads only the result file, so a GPU run's report can be rebuilt anywhere.
+    """
+    folder = Path(folder).resolve()
+    result_file = folder / "result.json"
+    if not result_file.is_file():
+        _say(f"error: {result_file} does not exist")
+        return EXIT_BAD_PARAMETERS
+    problems = _summary(result_file, folder / "summary.md")
+    for stale in ("report.ipynb", "report.html", FIGURES_FOLDER):
+        path = folder / stale
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    with kernel_environment():
+        problems += _step(lambda: execute_notebook(NOTEBOOKS / "report.ipynb", folder / "report.ipynb", {
+            "result_files": [notebook_path(result_file)], "figures_dir": notebook_path(folder / FIGURES_FOLDER)},
+            progress))
+        problems += _render(folder / "report.ipynb", folder / "report.html", with_code=False)
+    index = write_index(folder.parent)
+    _say(f"report folder: {folder}\nindex: {index}")
+    return EXIT_FAILED if problems else EXIT_OK
+
+
 def _step(action) -> list[str]:
     try:
         action()
@@ -406,12 +436,17 @@ def parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override one parameter of the file (validated like the file); repeatable")
     run_cmd.add_argument("--quiet", action="store_true", help="no progress bars")
+    report_cmd = commands.add_parser("report", help="rebuild a report folder's report from its result.json")
+    report_cmd.add_argument("folder", help="a report folder holding result.json (e.g. reports/reference-tiny)")
+    report_cmd.add_argument("--quiet", action="store_true", help="no progress bars")
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
+    if args.command == "report":
+        return report_only(args.folder, progress=not args.quiet)
     try:
         overrides = parse_overrides(args.overrides)
     except ParameterError as err:

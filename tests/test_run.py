@@ -186,3 +186,25 @@ def test_foreign_python3_kernelspec_is_shadowed(tmp_path, monkeypatch):
         assert run.kernel_argv()[0] == sys.executable
         assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
     assert os.environ["JUPYTER_PATH"] == str(tmp_path) and "PYTHONPATH" not in os.environ
+
+
+def test_report_is_rebuilt_from_a_result_file_alone(smoke, tmp_path):
+    """A report folder holding only result.json (a GPU run, say) gets its report back without running the study."""
+    import shutil
+
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    shutil.copy(smoke[0] / "cpu-smoke" / "result.json", folder / "result.json")
+    done = _cli("report", str(folder), "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("summary.md", "report.ipynb", "report.html"):
+        assert (folder / name).is_file(), name
+    assert "Synthetic model: tiny-llama" in (folder / "report.html").read_text(encoding="utf-8")
+    assert "copied/report.html" in (tmp_path / "index.html").read_text(encoding="utf-8")
+    missing = _cli("report", str(tmp_path / "nothing-here"), "--quiet")
+    assert missing.returncode == 2 and "result.json does not exist" in missing.stderr
+
+
+def test_source_notebook_cites_public_practice():
+    text = (Path(__file__).resolve().parent.parent / "notebooks" / "report.ipynb").read_text(encoding="utf-8")
+    assert "NVIDIA-NeMo/RL#2895" in text and "sgl-project/sglang#10088" in text

@@ -192,10 +192,11 @@ class StudyParams:
             return self.dtype
         return "float16" if device == "cuda" else "float32"
 
-    def resolved_prompts(self) -> str:
+    def resolved_prompts(self, has_tokenizer: bool) -> str:
+        """'auto' means chat prompts where the model brings a tokenizer, seeded random ones otherwise."""
         if self.prompts != "auto":
             return self.prompts
-        return "random" if self.model == SYNTHETIC else "chat"
+        return "chat" if has_tokenizer else "random"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

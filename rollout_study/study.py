@@ -22,16 +22,17 @@ from . import environment, memory, models, parity, training
 from .engines import RolloutOutput, engine_label
 from .engines.eager import EagerEngine, reference
 from .engines.graph import GraphEngine
-from .params import StudyParams
+from .params import ParameterError, StudyParams
 from .results import SCHEMA_VERSION
 from .timing import CallClock, profile_call, synchronize
 from .workload import Workload, chat_workload, random_workload
 
 
 def build_workload(params: StudyParams, loaded: models.LoadedModel) -> Workload:
-    if params.resolved_prompts() == "chat":
+    if params.resolved_prompts(loaded.tokenizer is not None) == "chat":
         if loaded.tokenizer is None:
-            raise ValueError("prompts: 'chat' needs a model with a tokenizer; the synthetic model has none")
+            raise ParameterError(f"prompts: 'chat' needs a model with a tokenizer; {loaded.info['name']} has none "
+                                 "(allowed here: auto, random)")
         return chat_workload(loaded.tokenizer, params.requests, params.batch_size, params.prompt_len,
                              params.max_new_tokens, loaded.pad_token_id)
     vocab = loaded.model.config.vocab_size

@@ -89,3 +89,21 @@ def test_parity_failure_writes_invalid_result_and_exits_nonzero(tmp_path, monkey
     assert bad and all(c["engine"] == "graph" for c in bad)
     assert bad[0]["parity"]["mismatch"]["step"] == 3
     assert "parity failed" in capsys.readouterr().err
+
+
+def test_local_checkpoint_loads_and_is_labelled_pretrained(tmp_path, tiny):
+    _, loaded = tiny()
+    folder = tmp_path / "my-checkpoint"
+    loaded.model.save_pretrained(folder)  # no tokenizer: seeded random prompts
+    out = tmp_path / "r.json"
+    done = run_cli("--model", str(folder), "--device", "cpu", "--requests", "4", "--prompt-len", "8",
+                   "--max-new-tokens", "4", "--iterations", "1", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = results.read(str(out))
+    meta = result["metadata"]
+    assert meta["label"] == "pretrained" and meta["model"]["name"] == "my-checkpoint"
+    assert meta["model"]["source"] == str(folder) and meta["workload"]["prompt_source"] == "random"
+    assert result["valid"]
+    chat = run_cli("--model", str(folder), "--prompts", "chat", "--device", "cpu", "--output", str(tmp_path / "c.json"))
+    assert chat.returncode == 2 and "prompts: 'chat' needs a model with a tokenizer" in chat.stderr
+    assert not (tmp_path / "c.json").exists()

@@ -208,3 +208,20 @@ def test_report_is_rebuilt_from_a_result_file_alone(smoke, tmp_path):
 def test_source_notebook_cites_public_practice():
     text = (Path(__file__).resolve().parent.parent / "notebooks" / "report.ipynb").read_text(encoding="utf-8")
     assert "NVIDIA-NeMo/RL#2895" in text and "sgl-project/sglang#10088" in text
+
+
+def test_main_job_default_follows_cuda(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert run.default_params_file().name == "cpu-smoke.yaml"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run.default_params_file().name == "reference-tiny.yaml"
+
+
+def test_readme_main_command_runs_the_default():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    import re
+
+    command = re.search(r"<!-- main-command -->\s*```sh\n(.+?)\n```", readme, re.S).group(1)
+    assert command.strip().endswith("python3 -m rollout_study run")

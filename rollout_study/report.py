@@ -445,12 +445,7 @@ def _finish(fig, result: dict, what: str, figures_dir: str | None, stem: str | N
     return fig
 
 
-def quartiles(values: list[float]) -> tuple[float, float]:
-    """First and third quartile, computed as results.summary_rows does (inclusive method)."""
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return q[0], q[2]
+quartiles = results.quartiles  # the same quartiles as results.summary_rows
 
 
 def _wide_range(values: list[float]) -> bool:

@@ -105,7 +105,7 @@ def summary_rows(result: dict) -> list[dict]:
     for (target, cycle, phase), calls in groups.items():
         totals = [c["total_ms"] for c in calls]
         median = statistics.median(totals)
-        q1, q3 = _quartiles(totals)
+        q1, q3 = quartiles(totals)
         rows.append({
             "target": target, "cycle": cycle, "phase": phase, "samples": len(calls),
             "median_ms": median, "iqr_ms": q3 - q1, "wide_iqr": (q3 - q1) > 0.1 * median if len(calls) > 1 else False,
@@ -120,7 +120,8 @@ def summary_rows(result: dict) -> list[dict]:
     return rows
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """First and third quartile (inclusive method); one sample is its own quartiles."""
     if len(values) < 2:
         return values[0], values[0]
     q = statistics.quantiles(values, n=4, method="inclusive")

@@ -43,12 +43,8 @@ def phase_table(result: dict) -> list[str]:
 
 
 def cold_start_table(result: dict) -> list[str]:
-    runs = result.get("cold_starts") or []
-    by_target: dict[str, list[float]] = {}
-    for run in runs:
-        for call in run["calls"]:
-            by_target.setdefault(run.get("target", call["engine"]), []).append(call["total_ms"])
-    rows = [[t, str(len(v)), _fmt(min(v)), _fmt(statistics.median(v)), _fmt(max(v))] for t, v in by_target.items()]
+    rows = [[t, str(len(v)), _fmt(min(v)), _fmt(statistics.median(v)), _fmt(max(v))]
+            for t, v in results.cold_start_firsts(result).items()]
     return _table(["target", "processes", "min ms", "median ms", "max ms"], rows) if rows else []
 
 
@@ -112,8 +108,7 @@ README_PHASES = ("first", "steady", "first_after_update", "steady_after_update")
 
 
 def _cold_median(result: dict, target: str) -> float | None:
-    values = [c["total_ms"] for run in result.get("cold_starts") or [] if run.get("target") == target
-              for c in run["calls"]]
+    values = results.cold_start_firsts(result).get(target)
     return statistics.median(values) if values else None
 
 

@@ -89,8 +89,7 @@ def graph_note(result: dict) -> str | None:
     return None if result["metadata"].get("cuda_graph") else NO_GRAPH_NOTE
 
 
-def target_of(call: dict) -> str:
-    return call["engine"] if call.get("policy") is None else f"{call['engine']}[{call['policy']}]"
+target_of = results.target_of
 
 
 def target_rank(target: str) -> tuple:
@@ -252,12 +251,7 @@ def failures_table(result_list: list[dict]):
 
 def cold_start_rows(result: dict) -> list[dict]:
     """Min/median/max of each target's first call over fresh processes, beside the in-process first call."""
-    firsts: dict[str, list[float]] = {}
-    for run in result.get("cold_starts") or []:
-        # Older files ran every target in one process; newer ones one target per process. Both list calls.
-        for call in run.get("calls") or []:
-            if call["phase"] == "first":
-                firsts.setdefault(target_of(call), []).append(call["total_ms"])
+    firsts = results.cold_start_firsts(result)
     rows = []
     for target in sorted(firsts, key=target_rank):
         samples = firsts[target]

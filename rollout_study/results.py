@@ -23,6 +23,29 @@ class ResultError(ValueError):
     pass
 
 
+def target_label(engine: str, policy: str | None) -> str:
+    """What tables and figures call a measured target: `eager`, `graph[recapture]`, `graph[reuse]`."""
+    return engine if policy is None else f"{engine}[{policy}]"
+
+
+def target_of(call: dict) -> str:
+    return target_label(call["engine"], call.get("policy"))
+
+
+def cold_start_firsts(result: dict) -> dict[str, list[float]]:
+    """Each target's first-call times over the fresh cold-start processes.
+
+    Older files ran every target in one process, newer ones one target per process; both list
+    the first calls, so grouping by each call's own target reads either.
+    """
+    firsts: dict[str, list[float]] = {}
+    for run in result.get("cold_starts") or []:
+        for call in run.get("calls") or []:
+            if call["phase"] == "first":
+                firsts.setdefault(target_of(call), []).append(call["total_ms"])
+    return firsts
+
+
 def write_atomic(result: dict, path: str) -> str:
     """Write JSON to a temporary file beside `path`, then rename: a crash leaves the old file or none."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -87,7 +110,7 @@ def calls_frame(result: dict):
         row.update({"parity_ok": parity.get("ok"), "parity_tokens": parity.get("tokens"),
                     "parity_attention_mask": parity.get("attention_mask"),
                     "parity_response_offsets": parity.get("response_offsets")})
-        row["target"] = call["engine"] if call.get("policy") is None else f"{call['engine']}[{call['policy']}]"
+        row["target"] = target_of(call)
         row["label"] = meta["label"]
         row["model"] = meta["model"]["name"]
         row["run"] = meta.get("run_name")
@@ -99,8 +122,7 @@ def summary_rows(result: dict) -> list[dict]:
     """Median per (target, cycle, phase), with IQR and a wide-spread flag, as torch.utils.benchmark quotes."""
     groups: dict[tuple, list[dict]] = {}
     for call in result["calls"]:
-        target = call["engine"] if call.get("policy") is None else f"{call['engine']}[{call['policy']}]"
-        groups.setdefault((target, call["cycle"], call["phase"]), []).append(call)
+        groups.setdefault((target_of(call), call["cycle"], call["phase"]), []).append(call)
     rows = []
     for (target, cycle, phase), calls in groups.items():
         totals = [c["total_ms"] for c in calls]

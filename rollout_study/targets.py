@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import statistics
 
-STEADY = ("steady", "steady_after_update")
+from .results import target_of as _target
 
-
-def _target(call: dict) -> str:
-    return call["engine"] if call.get("policy") is None else f"{call['engine']}[{call['policy']}]"
 
 
 def _median(result: dict, target: str, phases: tuple[str, ...], cycle: int | None = None) -> float | None:

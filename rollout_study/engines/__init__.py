@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..results import target_label as engine_label  # noqa: F401  (one naming for engines and reports)
+
 
 @dataclass
 class RolloutOutput:
@@ -21,7 +23,3 @@ class RolloutOutput:
     def to_cpu(self) -> "RolloutOutput":
         return RolloutOutput([s.cpu() for s in self.sequences], [m.long().cpu() for m in self.attention_masks],
                              [list(o) for o in self.response_offsets], self.captures)
-
-
-def engine_label(engine: str, policy: str | None) -> str:
-    return engine if policy is None else f"{engine}[{policy}]"

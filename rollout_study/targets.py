@@ -10,7 +10,6 @@ import statistics
 from .results import target_of as _target
 
 
-
 def _median(result: dict, target: str, phases: tuple[str, ...], cycle: int | None = None) -> float | None:
     values = [c["total_ms"] for c in result["calls"]
               if _target(c) == target and c["phase"] in phases and (cycle is None or c["cycle"] == cycle)]

@@ -44,13 +44,16 @@ class CallClock:
         synchronize(self.device)
         return time.perf_counter()
 
-    @contextmanager
-    def part(self, name: str):
+    def _open(self, name: str) -> None:
         if name not in self.parts:
             raise ValueError(f"unknown part {name!r}; parts: {', '.join(self.parts)}")
         if self._active is not None:
             raise RuntimeError(f"part {name!r} opened inside part {self._active!r}: parts must be disjoint")
         self._active = name
+
+    @contextmanager
+    def part(self, name: str):
+        self._open(name)
         begin = self.now()
         try:
             yield
@@ -64,11 +67,7 @@ class CallClock:
             with self.part(name):
                 yield
             return
-        if name not in self.parts:
-            raise ValueError(f"unknown part {name!r}; parts: {', '.join(self.parts)}")
-        if self._active is not None:
-            raise RuntimeError(f"part {name!r} opened inside part {self._active!r}: parts must be disjoint")
-        self._active = name
+        self._open(name)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
         try:

@@ -7,6 +7,7 @@ what the graph engine's version check has to tell apart from an out-of-place rep
 """
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -64,7 +65,7 @@ def update(model, optimizer, rollout, device) -> dict:
         # FP16 parameters have no master copy: a non-finite gradient would silently poison every
         # later rollout (and graph and generate() would agree on the garbage), so refuse it.
         bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
-        if bad or not all(map(lambda v: v == v and abs(v) != float("inf"), losses)):
+        if bad or not all(math.isfinite(v) for v in losses):
             optimizer.zero_grad(set_to_none=True)
             raise NonFiniteUpdate(f"non-finite loss or gradient (loss {losses}, first bad gradient: {bad[:1]}); "
                                   "the update was not applied")

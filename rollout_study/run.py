@@ -312,9 +312,12 @@ def write_index(output_root: Path) -> Path:
 
 
 # -- the run ----------------------------------------------------------------------------------
-def prepare_folder(folder: Path) -> None:
+REPORT_OUTPUTS = ("summary.md", "report.ipynb", "report.html", FIGURES_FOLDER)
+
+
+def prepare_folder(folder: Path, names: tuple[str, ...] = GENERATED) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for name in GENERATED:
+    for name in names:
         path = folder / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -342,7 +345,7 @@ def run(params_file: str | os.PathLike, output_root: str | os.PathLike = "report
     output_root = Path(output_root).resolve()
     folder = output_root / params.name
     prepare_folder(folder)
-    result_file, figures = folder / "result.json", folder / FIGURES_FOLDER
+    result_file = folder / "result.json"
     problems = []
     with kernel_environment():
         _say(f"[1/2] study notebook -> {folder / 'study.ipynb'}")
@@ -351,11 +354,8 @@ def run(params_file: str | os.PathLike, output_root: str | os.PathLike = "report
             "overrides": overrides or {}, "command": command}, progress))
         problems += _render(folder / "study.ipynb", folder / "study.html", with_code=True)
         if result_file.exists():
-            problems += _summary(result_file, folder / "summary.md")
             _say(f"[2/2] report notebook -> {folder / 'report.ipynb'}")
-            problems += _step(lambda: execute_notebook(report_source, folder / "report.ipynb", {
-                "result_files": [notebook_path(result_file)], "figures_dir": notebook_path(figures)}, progress))
-            problems += _render(folder / "report.ipynb", folder / "report.html", with_code=False)
+            problems += _report_step(folder, report_source, progress)
         else:
             _say("no result.json: the report is skipped")
     index = write_index(output_root)
@@ -375,21 +375,22 @@ def report_only(folder: str | os.PathLike, progress: bool = True) -> int:
     if not result_file.is_file():
         _say(f"error: {result_file} does not exist")
         return EXIT_BAD_PARAMETERS
-    problems = _summary(result_file, folder / "summary.md")
-    for stale in ("report.ipynb", "report.html", FIGURES_FOLDER):
-        path = folder / stale
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    prepare_folder(folder, REPORT_OUTPUTS)
     with kernel_environment():
-        problems += _step(lambda: execute_notebook(NOTEBOOKS / "report.ipynb", folder / "report.ipynb", {
-            "result_files": [notebook_path(result_file)], "figures_dir": notebook_path(folder / FIGURES_FOLDER)},
-            progress))
-        problems += _render(folder / "report.ipynb", folder / "report.html", with_code=False)
+        problems = _report_step(folder, NOTEBOOKS / "report.ipynb", progress)
     index = write_index(folder.parent)
     _say(f"report folder: {folder}\nindex: {index}")
     return EXIT_FAILED if problems else EXIT_OK
+
+
+def _report_step(folder: Path, report_source: Path, progress: bool) -> list[str]:
+    """summary.md, the report notebook and report.html from folder/result.json (inside kernel_environment)."""
+    result_file = folder / "result.json"
+    problems = _summary(result_file, folder / "summary.md")
+    problems += _step(lambda: execute_notebook(report_source, folder / "report.ipynb", {
+        "result_files": [notebook_path(result_file)], "figures_dir": notebook_path(folder / FIGURES_FOLDER)},
+        progress))
+    return problems + _render(folder / "report.ipynb", folder / "report.html", with_code=False)
 
 
 def _step(action) -> list[str]:

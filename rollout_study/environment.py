@@ -89,3 +89,21 @@ def process_age_ms() -> float | None:
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def launching_command() -> str:
+    """The command line of the process that started this one (papermill, nbconvert, a Jupyter server).
+
+    A notebook's kernel cannot see how it was started; its parent process can, so the recorded
+    command is the real one, not a made-up equivalent.
+    """
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            parts = [p.decode("utf-8", "replace") for p in handle.read().split(b"\0") if p]
+    except OSError:
+        parts = []
+    if not parts:
+        return "unknown (the notebook's kernel could not read its parent's command line)"
+    import shlex
+
+    return shlex.join(parts) + "  (the process that started this notebook's kernel)"

@@ -26,10 +26,6 @@ class LoadedModel:
     pad_token_id: int
     info: dict = field(default_factory=dict)
 
-    @property
-    def label(self) -> str:
-        return self.info["label"]
-
 
 def _neutral_generation(model, pad_token_id: int) -> None:
     from transformers import GenerationConfig

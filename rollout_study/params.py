@@ -12,7 +12,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-ENGINES = ("eager", "graph")
 POLICIES = ("recapture", "reuse")
 POLICY_CHOICES = POLICIES + ("both",)
 OPTIMIZERS = ("sgd", "adamw")
@@ -75,9 +74,17 @@ def _model(name: str, value: Any) -> None:
         raise ParameterError(f"{name}: the folder {value!r} has no config.json (not a Hugging Face checkpoint)")
 
 
+def engine_names() -> tuple[str, ...]:
+    """The registered engines (imported late: the registry imports torch, parameters do not need it)."""
+    from .engines import REGISTRY
+
+    return tuple(REGISTRY)
+
+
 def _engines(name: str, value: Any) -> None:
-    if not isinstance(value, list) or not value or any(v not in ENGINES for v in value):
-        raise ParameterError(f"{name} must be a non-empty list drawn from {', '.join(ENGINES)}; got {value!r}")
+    known = engine_names()
+    if not isinstance(value, list) or not value or any(v not in known for v in value):
+        raise ParameterError(f"{name} must be a non-empty list drawn from {', '.join(known)}; got {value!r}")
     if len(set(value)) != len(value):
         raise ParameterError(f"{name} must not repeat an engine; got {value!r}")
 
@@ -90,7 +97,7 @@ class StudyParams:
     device: str = "auto"
     dtype: str = "auto"
     attn: str = "sdpa"
-    engines: list = field(default_factory=lambda: list(ENGINES))
+    engines: list = field(default_factory=lambda: ["eager", "graph"])
     policy: str = "recapture"
     requests: int = 8
     batch_size: int = 4
@@ -132,6 +139,12 @@ class StudyParams:
         params = cls(**merged)
         params._check_relations(source)
         return params
+
+    @classmethod
+    def from_namespace(cls, namespace: dict, source: str = "notebook parameters") -> "StudyParams":
+        """The parameters from a notebook's variables (its parameters cell holds one per field)."""
+        return cls.from_dict({f.name: namespace[f.name] for f in dataclasses.fields(cls) if f.name in namespace},
+                             source=source)
 
     @classmethod
     def from_yaml(cls, path: str) -> "StudyParams":

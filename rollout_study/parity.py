@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .engines import RolloutOutput
-from .engines.eager import Reference
+from .engines.base import RolloutOutput
+from .reference import Reference
 
 
 def _margin(logits: torch.Tensor) -> dict:

@@ -43,8 +43,6 @@ class Batch:
 @dataclass
 class Workload:
     batches: list[Batch]
-    prompt_len: int
-    max_new_tokens: int
     pad_token_id: int
     source: str  # "random" or "chat"
     texts: list[str] | None = None
@@ -99,7 +97,7 @@ def random_lengths(requests: int, batch_size: int, prompt_len: int, generator: t
     return lengths
 
 
-def random_workload(requests: int, batch_size: int, prompt_len: int, max_new_tokens: int,
+def random_workload(requests: int, batch_size: int, prompt_len: int,
                     vocab: int, seed: int, pad_token_id: int = 0) -> Workload:
     generator = torch.Generator().manual_seed(seed)
     lengths = random_lengths(requests, batch_size, prompt_len, generator)
@@ -107,11 +105,10 @@ def random_workload(requests: int, batch_size: int, prompt_len: int, max_new_tok
     for n in lengths:
         # Token 0 is the pad id of the synthetic model; prompts never contain it.
         rows.append(torch.randint(1, vocab, (n,), generator=generator).tolist())
-    return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), prompt_len, max_new_tokens,
-                    pad_token_id, "random")
+    return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), pad_token_id, "random")
 
 
-def chat_workload(tokenizer, requests: int, batch_size: int, prompt_len: int, max_new_tokens: int,
+def chat_workload(tokenizer, requests: int, batch_size: int, prompt_len: int,
                   pad_token_id: int, prompts: tuple[str, ...] = CHAT_PROMPTS) -> Workload:
     texts = [prompts[i % len(prompts)] for i in range(requests)]
     rows = []
@@ -123,5 +120,4 @@ def chat_workload(tokenizer, requests: int, batch_size: int, prompt_len: int, ma
     if longest > prompt_len:
         raise ParameterError(
             f"prompt_len must be >= {longest} for the chat prompts (the longest renders to {longest} tokens); got {prompt_len}")
-    return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), prompt_len, max_new_tokens,
-                    pad_token_id, "chat", texts)
+    return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), pad_token_id, "chat", texts)

@@ -1,11 +1,14 @@
-"""A small hand-made result dict in the result-file schema, with round numbers for hand computation.
+"""The one factory of test results: a small hand-made result in the result-file schema.
 
-Per target, every sample of a phase takes the same time (see TIMES): the break-even and timeline
-figures in the tests can be worked out on paper.
+`make_result_dict` gives the JSON form (for tests of reading, forging and old files);
+`make_result` gives the typed `Result` every reader takes. Per variant, every sample of a phase
+takes the same time (see TIMES): the break-even and timeline figures can be worked out on paper.
 """
 from __future__ import annotations
 
 import copy
+
+from rollout_study.record import Result
 
 # target -> phase -> ms of each sample
 TIMES = {
@@ -27,8 +30,8 @@ def _split(total_ms: float, first_call: bool, graph: bool) -> dict:
     return parts
 
 
-def make_call(target: str, cycle: int, phase: str, index: int, total_ms: float, graph_capture: bool) -> dict:
-    engine, _, policy = target.partition("[")
+def make_call(variant: str, cycle: int, phase: str, index: int, total_ms: float, graph_capture: bool) -> dict:
+    engine, _, policy = variant.partition("[")
     policy = policy.rstrip("]") or None
     first = phase.startswith("first")
     captures = 2 if graph_capture and policy is not None and (phase == "first" or
@@ -50,7 +53,7 @@ def _phases():
         yield cycle, "steady_after_update", ITERATIONS
 
 
-def make_result(label: str = "synthetic", run_name: str = "fixture", cuda_graph: bool = False) -> dict:
+def make_result_dict(label: str = "synthetic", run_name: str = "fixture", cuda_graph: bool = False) -> dict:
     calls = [make_call(target, cycle, phase, index, TIMES[target][phase], cuda_graph)
              for cycle, phase, samples in _phases() for target in TIMES for index in range(samples)]
     updates = [{"cycle": c, "optimizer": "sgd", "lr": 0.01, "loss": 6.0 - c, "ms": UPDATE_MS[c]} for c in range(CYCLES)]
@@ -58,8 +61,9 @@ def make_result(label: str = "synthetic", run_name: str = "fixture", cuda_graph:
                     "calls": [make_call(target, 0, "first", 0, TIMES[target]["first"] + 10.0 * p, cuda_graph)],
                     "startup": {"process_startup_ms": 1000.0}, "failures": []}
                    for p in range(3) for target in TIMES]
-    profile = ({target: {"engine": target.split("[")[0], "policy": None, "cycle": 0, "phase": "steady",
-                         "wall_ms": TIMES[target]["steady"] + 1, "kernel_ms": 5.0, "kernels": 1000}
+    profile = ({target: {"engine": target.split("[")[0], "policy": target.partition("[")[2].rstrip("]") or None,
+                         "cycle": 0, "phase": "steady", "wall_ms": TIMES[target]["steady"] + 1, "kernel_ms": 5.0,
+                         "kernels": 1000, "copy_ms": 0.1}
                 for target in TIMES} if cuda_graph else {})
     metadata = {
         "label": label, "run_name": run_name,
@@ -79,13 +83,22 @@ def make_result(label: str = "synthetic", run_name: str = "fixture", cuda_graph:
             "profile": profile, "failures": [], "cold_starts": cold_starts}
 
 
-def make_invalid_result() -> dict:
+def make_result(label: str = "synthetic", run_name: str = "fixture", cuda_graph: bool = False) -> Result:
+    return Result.from_dict(make_result_dict(label, run_name, cuda_graph), "fixture")
+
+
+def make_invalid_result_dict() -> dict:
     """The fixture with one parity mismatch on graph[recapture]'s first call after the first update."""
-    result = copy.deepcopy(make_result(run_name="fixture-invalid"))
+    result = copy.deepcopy(make_result_dict(run_name="fixture-invalid"))
     for call in result["calls"]:
         if call["policy"] == "recapture" and call["phase"] == "first_after_update" and call["cycle"] == 0:
             call["parity"] = {"ok": False, "tokens": False, "attention_mask": True, "response_offsets": True,
-                              "mismatch": {"request": 1, "step": 3, "token": 17, "reference_token": 42,
-                                           "reference_margin": 0.01}}
+                              "mismatch": {"kind": "tokens", "request": 1, "step": 3, "engine_token": 17,
+                                           "reference_token": 42, "reference_top2_tokens": [42, 17],
+                                           "reference_top2_margin": 0.01}}
     result["valid"] = False
     return result
+
+
+def make_invalid_result() -> Result:
+    return Result.from_dict(make_invalid_result_dict(), "fixture")

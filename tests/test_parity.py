@@ -5,15 +5,15 @@ import pytest
 import torch
 
 from rollout_study import parity
-from rollout_study.engines import RolloutOutput
-from rollout_study.engines.eager import reference
+from rollout_study.engines.base import RolloutOutput
+from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 
 
 @pytest.fixture
 def ref_and_ids(tiny):
     params, loaded = tiny()
-    w = random_workload(6, 4, 16, 8, params.vocab, seed=4)
+    w = random_workload(6, 4, 16, params.vocab, seed=4)
     return reference(loaded.model, w.batches, 8, 0, "cpu"), [b.request_ids for b in w.batches]
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rollout_study import models, parity, training
-from rollout_study.engines.eager import reference
+from rollout_study.reference import reference
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.params import ParameterError, StudyParams
 from rollout_study.timing import CallClock
@@ -51,7 +51,7 @@ def test_check_trainable_rejects_non_float_parameters():
 def test_greedy_answer_is_sensible(smol):
     _, loaded = smol
     tok = loaded.tokenizer
-    w = chat_workload(tok, 1, 1, 48, 12, loaded.pad_token_id, prompts=("What is the capital of France?",))
+    w = chat_workload(tok, 1, 1, 48, loaded.pad_token_id, prompts=("What is the capital of France?",))
     out = reference(loaded.model, w.batches, 12, loaded.pad_token_id, "cpu").output
     answer = tok.decode(out.sequences[0][0, 48:]).split("<|im_end|>")[0]
     assert "Paris" in answer, answer
@@ -59,17 +59,17 @@ def test_greedy_answer_is_sensible(smol):
 
 def test_chat_prompts_have_real_varied_lengths(smol):
     _, loaded = smol
-    w = chat_workload(loaded.tokenizer, 10, 4, 48, 4, loaded.pad_token_id)
+    w = chat_workload(loaded.tokenizer, 10, 4, 48, loaded.pad_token_id)
     assert len(set(w.true_lengths)) > 3 and max(w.true_lengths) <= 48
     assert w.texts == list(CHAT_PROMPTS[:10]) and len(CHAT_PROMPTS) >= 8
     assert [b.size for b in w.batches] == [4, 4, 2]
     with pytest.raises(ParameterError, match="prompt_len must be >= "):
-        chat_workload(loaded.tokenizer, 8, 4, 16, 4, loaded.pad_token_id)
+        chat_workload(loaded.tokenizer, 8, 4, 16, loaded.pad_token_id)
 
 
 def test_static_path_matches_generate_on_chat_prompts(smol):
     params, loaded = smol
-    w = chat_workload(loaded.tokenizer, 10, 4, 48, 12, loaded.pad_token_id)
+    w = chat_workload(loaded.tokenizer, 10, 4, 48, loaded.pad_token_id)
     ref = reference(loaded.model, w.batches, 12, loaded.pad_token_id, "cpu")
     engine = GraphEngine(loaded.model, "cpu", "recapture", 48, 12)
     clock = CallClock("cpu").start()
@@ -82,7 +82,7 @@ def test_static_path_matches_generate_on_chat_prompts(smol):
 def test_one_update_changes_the_logits(smol):
     _, loaded = smol
     model = loaded.model
-    w = chat_workload(loaded.tokenizer, 4, 4, 48, 4, loaded.pad_token_id)
+    w = chat_workload(loaded.tokenizer, 4, 4, 48, loaded.pad_token_id)
     batch = w.batches[0]
     rollout = reference(model, w.batches, 4, loaded.pad_token_id, "cpu").output
     snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from rollout_study import training
-from rollout_study.engines.eager import reference
+from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 
 
@@ -10,7 +10,7 @@ from rollout_study.workload import random_workload
 def test_update_is_in_place_and_changes_the_model(tiny, optimizer):
     params, loaded = tiny()
     model = loaded.model
-    w = random_workload(6, 4, 16, 8, params.vocab, seed=1)
+    w = random_workload(6, 4, 16, params.vocab, seed=1)
     rollout = reference(model, w.batches, 8, 0, "cpu").output
     before = {n: (p.data_ptr(), p._version, p.detach().clone()) for n, p in model.named_parameters()}
     opt = training.make_optimizer(optimizer, model, 1e-2)
@@ -49,7 +49,7 @@ def test_loss_counts_response_tokens_only(tiny):
 def test_non_finite_gradient_is_refused_and_not_applied(tiny):
     params, loaded = tiny()
     model = loaded.model
-    w = random_workload(4, 4, 16, 4, params.vocab, seed=1)
+    w = random_workload(4, 4, 16, params.vocab, seed=1)
     rollout = reference(model, w.batches, 4, 0, "cpu").output
     with torch.no_grad():
         model.model.norm.weight[0] = float("inf")

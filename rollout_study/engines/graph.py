@@ -20,7 +20,7 @@ import torch
 
 from .. import masks
 from ..timing import CallClock
-from . import RolloutOutput
+from .base import Engine, RolloutOutput
 
 
 class StaticKVCache:
@@ -65,7 +65,7 @@ class _Runner:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         length = prompt_len + new_tokens
-        self.model, self.batch, self.prompt_len, self.new_tokens = model, batch, prompt_len, new_tokens
+        self.model, self.prompt_len, self.new_tokens = model, prompt_len, new_tokens
         self.attn, self.dtype = attn, dtype
         self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
         long = dict(dtype=torch.long, device=device)
@@ -160,8 +160,10 @@ class _Runner:
                 self.decode_step()
 
 
-class GraphEngine:
+class GraphEngine(Engine):
     name = "graph"
+    policies = ("recapture", "reuse")
+    colors = {"recapture": "#d62728", "reuse": "#1f77b4"}
 
     def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,
                  attn: str = "sdpa", use_graphs: bool | None = None):
@@ -175,8 +177,11 @@ class GraphEngine:
         self.runners: dict[int, _Runner] = {}
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self.signature: tuple | None = None  # parameters as recorded at the last capture
-        self.captures_total = 0
         self.last_check: str | None = None
+
+    @classmethod
+    def build(cls, loaded, device, params, policy):
+        return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn)
 
     def describe(self) -> dict:
         return {"engine": self.name, "policy": self.policy, "cache": "static",
@@ -244,5 +249,4 @@ class GraphEngine:
                 sequences.append(torch.cat([runner.input_ids, runner.out], dim=1))
                 masks.append(runner.key_valid.long())
                 offsets.append([self.prompt_len] * batch.size)
-        self.captures_total += captures
         return RolloutOutput(sequences, masks, offsets, captures)

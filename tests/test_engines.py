@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from rollout_study import parity
-from rollout_study.engines.eager import EagerEngine, reference
+from rollout_study.engines.eager import EagerEngine
+from rollout_study.reference import reference
 from rollout_study.engines.graph import GraphEngine, parameter_signature
 from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
@@ -20,7 +21,7 @@ def rollout(engine, workload):
 @pytest.mark.parametrize("requests,batch_size,new_tokens", [(8, 4, 32), (7, 3, 12), (5, 5, 1)])
 def test_static_path_reproduces_generate_exactly(tiny, attn, requests, batch_size, new_tokens):
     params, loaded = tiny(attn=attn)
-    w = random_workload(requests, batch_size, 32, new_tokens, params.vocab, seed=11)
+    w = random_workload(requests, batch_size, 32, params.vocab, seed=11)
     ref = reference(loaded.model, w.batches, new_tokens, 0, "cpu")
     engine = GraphEngine(loaded.model, "cpu", "recapture", 32, new_tokens, attn=attn)
     result = parity.compare(rollout(engine, w), ref, [b.request_ids for b in w.batches])
@@ -33,7 +34,7 @@ def test_static_path_reproduces_generate_exactly(tiny, attn, requests, batch_siz
 
 def test_eager_engine_matches_reference(tiny):
     params, loaded = tiny()
-    w = random_workload(6, 4, 32, 8, params.vocab, seed=2)
+    w = random_workload(6, 4, 32, params.vocab, seed=2)
     ref = reference(loaded.model, w.batches, 8, 0, "cpu")
     assert parity.compare(rollout(EagerEngine(loaded.model, "cpu", 8, 0), w), ref)["ok"]
 
@@ -48,7 +49,7 @@ class FakeGraph:
 
 def engine_with_fake_graph(model, policy):
     engine = GraphEngine(model, "cpu", policy, 32, 4)
-    w = random_workload(4, 4, 32, 4, 1024, seed=0)
+    w = random_workload(4, 4, 32, 1024, seed=0)
     rollout(engine, w)  # records the signature and builds the runner
     engine.runners[4].graphs = (FakeGraph(), FakeGraph())
     return engine
@@ -98,7 +99,7 @@ def test_reuse_never_keeps_a_graph_whose_addresses_changed(tiny, replace):
 def test_graph_engine_follows_an_update(tiny):
     """After an in-place update the engine's output is generate()'s with the new weights."""
     params, loaded = tiny()
-    w = random_workload(8, 4, 32, 16, params.vocab, seed=5)
+    w = random_workload(8, 4, 32, params.vocab, seed=5)
     engine = GraphEngine(loaded.model, "cpu", "reuse", 32, 16)
     rollout(engine, w)
     with torch.no_grad():
@@ -111,7 +112,7 @@ def test_graph_engine_follows_an_update(tiny):
 
 def test_breakdown_parts_sum_to_total(tiny):
     params, loaded = tiny()
-    w = random_workload(5, 4, 32, 6, params.vocab, seed=0)
+    w = random_workload(5, 4, 32, params.vocab, seed=0)
     engine = GraphEngine(loaded.model, "cpu", "recapture", 32, 6)
     for _ in range(2):
         clock = CallClock("cpu").start()

@@ -1,13 +1,14 @@
-"""Phases and cycles: runs the engines on the same weights and returns the result record.
+"""Phases and cycles: runs the engines on the same weights and returns the typed `Result`.
 
 Order of one run (STUDY.md):
   initialize CUDA and the model's libraries (one plain forward, no engine touched)
-  cycle 0:  first        each engine once, eager first, then graph[recapture], graph[reuse]
+  cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
             (reference)  generate() with logits for these weights, outside any timed region
             steady       `iterations` calls per engine; then one profiled call per engine (CUDA)
   each cycle c: update   one optimizer step on the latest rollout
             first_after_update, (reference), steady_after_update
-The peak memory counter is reset at the start of every (engine, phase) block.
+The peak memory counter is reset at the start of every (engine, phase) block. Fresh-process
+cold starts are the launcher's job (`launch.py`); this module runs inside one process.
 """
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ import traceback
 import torch
 
 from . import environment, memory, models, parity, training
-from .engines import RolloutOutput, engine_label
-from .engines.eager import EagerEngine, reference
-from .engines.graph import GraphEngine
+from .engines import expand
+from .engines.base import RolloutOutput
 from .params import ParameterError, StudyParams
-from .results import SCHEMA_VERSION
+from .record import Call, Failure, Parity, Profile, Result, Update
+from .reference import reference
 from .timing import CallClock, profile_call, synchronize
 from .workload import Workload, chat_workload, random_workload
 
@@ -34,10 +35,10 @@ def build_workload(params: StudyParams, loaded: models.LoadedModel) -> Workload:
             raise ParameterError(f"prompts: 'chat' needs a model with a tokenizer; {loaded.info['name']} has none "
                                  "(allowed here: auto, random)")
         return chat_workload(loaded.tokenizer, params.requests, params.batch_size, params.prompt_len,
-                             params.max_new_tokens, loaded.pad_token_id)
+                             loaded.pad_token_id)
     vocab = loaded.model.config.vocab_size
-    return random_workload(params.requests, params.batch_size, params.prompt_len, params.max_new_tokens,
-                           vocab, params.seed, loaded.pad_token_id)
+    return random_workload(params.requests, params.batch_size, params.prompt_len, vocab, params.seed,
+                           loaded.pad_token_id)
 
 
 def pin(workload: Workload) -> Workload:
@@ -45,17 +46,6 @@ def pin(workload: Workload) -> Workload:
     for batch in workload.batches:
         batch.input_ids, batch.attention_mask = batch.input_ids.pin_memory(), batch.attention_mask.pin_memory()
     return workload
-
-
-def build_engines(params: StudyParams, loaded: models.LoadedModel, device: torch.device) -> list:
-    engines = []
-    if "eager" in params.engines:
-        engines.append(EagerEngine(loaded.model, device, params.max_new_tokens, loaded.pad_token_id))
-    if "graph" in params.engines:
-        for policy in params.policies:
-            engines.append(GraphEngine(loaded.model, device, policy, params.prompt_len, params.max_new_tokens,
-                                       attn=params.attn))
-    return engines
 
 
 def initialize(model, workload: Workload, device: torch.device) -> float:
@@ -86,22 +76,30 @@ class _Progress:
             self.bar.close()
 
 
+def _failure(engine, cycle: int | None, phase: str, err: BaseException, with_traceback: bool = True) -> Failure:
+    extra = {"traceback": traceback.format_exc(limit=8)} if with_traceback else {}
+    return Failure(getattr(engine, "name", None), getattr(engine, "policy", None), cycle, phase,
+                   f"{type(err).__name__}: {err}", extra)
+
+
 class Study:
+    """One process's run of the protocol; `run()` returns the `Result`."""
+
     def __init__(self, params: StudyParams, progress: bool = False, command: str | None = None):
         self.params = params
         self.command = command
-        self.calls: list[dict] = []
-        self.updates: list[dict] = []
-        self.profile: dict = {}
-        self.failures: list[dict] = []
+        self.calls: list[Call] = []
+        self.updates: list[Update] = []
+        self.profile: dict[str, Profile] = {}
+        self.failures: list[Failure] = []
         self.progress_enabled = progress
-        self._pending: list[tuple[dict, RolloutOutput]] = []  # records waiting for this version's reference
+        self._pending: list[tuple[Call, RolloutOutput]] = []  # calls waiting for this version's reference
         self._reference = None
         self.latest: RolloutOutput | None = None
         self._phase_start_allocated: int | None = None
 
     # -- measurement -------------------------------------------------------------------------
-    def _measure(self, engine, cycle: int, phase: str, index: int) -> dict:
+    def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
         # As timeit does: collect before, no collector pauses inside the measured call.
         gc.collect()
         gc.disable()
@@ -112,36 +110,32 @@ class Study:
         finally:
             gc.enable()
         tokens = self.workload.requests * self.params.max_new_tokens
-        record = {
-            "engine": engine.name, "policy": engine.policy, "cycle": cycle, "phase": phase, "index": index,
-            "total_ms": total_ms, "breakdown_ms": breakdown, "captures": output.captures,
-            "memory_bytes": {**memory.snapshot(self.device), "phase_start_allocated": self._phase_start_allocated},
-            "generated_tokens": tokens,
-            "tokens_per_s": tokens / (total_ms / 1e3) if total_ms > 0 else None,
-            "parameter_check": getattr(engine, "last_check", None), "parity": None,
-        }
+        call = Call(engine.name, engine.policy, cycle, phase, index, total_ms, breakdown, output.captures,
+                    {**memory.snapshot(self.device), "phase_start_allocated": self._phase_start_allocated},
+                    tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
+                    {"parameter_check": engine.last_check})
         output = output.to_cpu()
         self.latest = output
         if self._reference is None:
-            self._pending.append((record, output))
+            self._pending.append((call, output))
         else:
-            record["parity"] = parity.compare(output, self._reference, self._request_ids)
-        self.calls.append(record)
-        return record
+            call.parity = self._compare(output)
+        self.calls.append(call)
+        return call
+
+    def _compare(self, output: RolloutOutput) -> Parity:
+        return Parity.from_dict(parity.compare(output, self._reference, self._request_ids))
 
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
         for engine in self.engines:
-            label = engine_label(engine.name, engine.policy)
             memory.reset_peak(self.device)
             self._phase_start_allocated = memory.snapshot(self.device)["allocated"]
             try:
                 for index in range(samples):
                     self._measure(engine, cycle, phase, index)
-                    self.bar.step(f"c{cycle} {phase} {label}")
+                    self.bar.step(f"c{cycle} {phase} {engine.variant}")
             except Exception as err:  # a phase that cannot run (out of memory, say) is recorded, not hidden
-                self.failures.append({"engine": engine.name, "policy": engine.policy, "cycle": cycle, "phase": phase,
-                                      "error": f"{type(err).__name__}: {err}",
-                                      "traceback": traceback.format_exc(limit=8)})
+                self.failures.append(_failure(engine, cycle, phase, err))
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
 
@@ -149,35 +143,35 @@ class Study:
         """Compute generate()'s reference for the current weights and check the calls that waited for it."""
         self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
                                     self.loaded.pad_token_id, self.device)
-        for record, output in self._pending:
-            record["parity"] = parity.compare(output, self._reference, self._request_ids)
+        for call, output in self._pending:
+            call.parity = self._compare(output)
         self._pending = []
 
     def _profile(self, cycle: int, phase: str) -> None:
         if self.device.type != "cuda" or not self.params.profile:
             return
         for engine in self.engines:
-            label = engine_label(engine.name, engine.policy)
             try:
-                result = profile_call(lambda: engine(self.workload.batches, CallClock(self.device).start()), self.device)
-                self.profile[label] = {"engine": engine.name, "policy": engine.policy, "cycle": cycle, "phase": phase,
-                                       **result}
+                measured = profile_call(lambda: engine(self.workload.batches, CallClock(self.device).start()),
+                                        self.device)
+                self.profile[engine.variant] = Profile(engine.name, engine.policy, cycle=cycle, phase=phase, **measured)
             except Exception as err:
-                self.failures.append({"engine": engine.name, "policy": engine.policy, "cycle": cycle,
-                                      "phase": f"profile:{phase}", "error": f"{type(err).__name__}: {err}"})
+                self.failures.append(_failure(engine, cycle, f"profile:{phase}", err, with_traceback=False))
 
     def _update(self, cycle: int) -> None:
         source = self.latest or self._reference.output
         try:
             stats = training.update(self.model, self.optimizer, source, self.device)
         except training.NonFiniteUpdate as err:
-            self.failures.append({"engine": None, "policy": None, "cycle": cycle, "phase": "update", "error": str(err)})
+            self.failures.append(Failure(None, None, cycle, "update", str(err)))
             stats = {"loss": None, "ms": None}
-        self.updates.append({"cycle": cycle, "optimizer": self.params.optimizer, "lr": self.params.lr, **stats})
+        self.updates.append(Update(cycle, self.params.optimizer, self.params.lr, stats["loss"], stats["ms"]))
+        for engine in self.engines:
+            engine.weights_updated()
         self._reference = None  # the weights changed: the next calls wait for a new reference
 
     # -- the run ------------------------------------------------------------------------------
-    def run(self, first_only: bool = False) -> dict:
+    def run(self, first_only: bool = False) -> Result:
         params = self.params
         started = environment.now()
         startup_ms = environment.process_age_ms()
@@ -193,9 +187,10 @@ class Study:
         self._request_ids = [b.request_ids for b in self.workload.batches]
         grad_was = torch.is_grad_enabled()
         torch.set_grad_enabled(False)
+        self.engines = []
         try:
             init_ms = initialize(self.model, self.workload, self.device)
-            self.engines = build_engines(params, self.loaded, self.device)
+            self.engines = expand(params, self.loaded, self.device)
             self.optimizer = training.make_optimizer(params.optimizer, self.model, params.lr)
             per_engine = 1 if first_only else (1 + params.iterations) * (1 + params.cycles)
             self.bar = _Progress(per_engine * len(self.engines), self.progress_enabled)
@@ -213,13 +208,15 @@ class Study:
             finally:
                 self.bar.close()
         finally:
+            for engine in self.engines:
+                engine.close()
             torch.set_grad_enabled(grad_was)
         return self._result(started, dtype, {"process_startup_ms": startup_ms, "model_load_ms": load_ms,
                                              "initialization_ms": init_ms})
 
-    def _result(self, started: str, dtype: str, startup: dict) -> dict:
+    def _result(self, started: str, dtype: str, startup: dict) -> Result:
         params, info = self.params, self.loaded.info
-        parity_ok = all(c["parity"] is not None and c["parity"]["ok"] for c in self.calls)
+        parity_ok = all(c.parity_ok for c in self.calls)
         cuda_graph = self.device.type == "cuda"
         metadata = {
             "label": info["label"],
@@ -245,61 +242,10 @@ class Study:
             "time_end": environment.now(),
             "params": params.to_dict(),
         }
-        return {"schema_version": SCHEMA_VERSION, "valid": parity_ok and not self.failures, "metadata": metadata,
-                "calls": self.calls, "updates": self.updates, "profile": self.profile, "failures": self.failures}
+        return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, self.profile,
+                      self.failures)
 
 
-def run_study(params: StudyParams, progress: bool = False, command: str | None = None,
-              first_only: bool = False) -> dict:
-    result = Study(params, progress, command).run(first_only=first_only)
-    if params.cold_starts and not first_only:
-        result["cold_starts"] = cold_starts(params, params.cold_starts, progress)
-        result["valid"] = result["valid"] and all(
-            run["valid"] for run in result["cold_starts"])
-    return result
-
-
-def cold_start_targets(params: StudyParams) -> list[dict]:
-    """One parameter override per target, so each fresh process runs a single engine's first call."""
-    targets = []
-    if "eager" in params.engines:
-        targets.append({"engines": ["eager"]})
-    if "graph" in params.engines:
-        targets.extend({"engines": ["graph"], "policy": policy} for policy in params.policies)
-    return targets
-
-
-def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> list[dict]:
-    """Repeat each target's first call alone in fresh processes.
-
-    In one process the targets share lazily loaded CUDA modules and library handles, so the
-    second graph engine's first call looks cheaper than it is alone. A fresh process per target
-    and repeat gives first-call figures a spread and removes that order effect.
-    """
-    import json
-    import os
-    import subprocess
-    import tempfile
-
-    runs = []
-    with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
-        for process in range(processes):
-            for override in cold_start_targets(params):
-                path = os.path.join(folder, f"cold-{process}-{len(runs)}.json")
-                values = {**params.to_dict(), "cold_starts": 0, **override}
-                cmd = [sys.executable, "-m", "rollout_study.bench", "--params-json", json.dumps(values),
-                       "--first-only", "--quiet", "--output", path]
-                done = subprocess.run(cmd, capture_output=True, text=True)
-                target = engine_label(override["engines"][0], override.get("policy"))
-                if not os.path.exists(path):
-                    runs.append({"process": process, "target": target, "valid": False, "calls": [], "startup": None,
-                                 "error": (done.stderr or done.stdout)[-2000:]})
-                    continue
-                with open(path, encoding="utf-8") as handle:
-                    child = json.load(handle)
-                runs.append({"process": process, "target": target, "valid": child["valid"], "calls": child["calls"],
-                             "startup": child["metadata"]["startup"], "failures": child["failures"]})
-                if progress:
-                    print(f"cold start {process + 1}/{processes}: {target} "
-                          f"{child['calls'][0]['total_ms'] if child['calls'] else float('nan'):.1f} ms", file=sys.stderr)
-    return runs
+def run_in_process(params: StudyParams, progress: bool = False, command: str | None = None,
+                   first_only: bool = False) -> Result:
+    return Study(params, progress, command).run(first_only=first_only)

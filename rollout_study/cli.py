@@ -1,0 +1,268 @@
+"""The command line: `python -m rollout_study {run,bench,report,summary,publish} ...` (or `rollout-study`).
+
+    run      the study and report notebooks for one parameter file, into a new folder under runs/
+    bench    the study alone, in this process, into one result JSON (the original benchmark's flags)
+    report   rebuild a folder's summary, report notebook, figures and HTML from its result.json
+    summary  the console summary of a result file (--markdown: summary.md)
+    publish  copy a finished run folder into reports/ (never a CPU result over a GPU one)
+
+`run` and `bench` take the same parameters: a YAML file, then `--set key=value` or `-p key value`
+for any parameter, or a flag per parameter (`--requests 8`). Every value is validated by
+`StudyParams` before anything runs or is written. Exit status: 0 done and valid; 1 the run
+finished but a parity check, a phase or a notebook failed; 2 bad input, nothing written.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from .params import ParameterError, StudyParams
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+PARAMS_DIR = Path(__file__).resolve().parent.parent / "params"
+GPU_DEFAULT_PARAMS = PARAMS_DIR / "reference-tiny.yaml"
+CPU_DEFAULT_PARAMS = PARAMS_DIR / "cpu-smoke.yaml"
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# -- parameters -------------------------------------------------------------------------------
+def parse_value(key: str, raw: str) -> Any:
+    """A command-line value read as YAML, so numbers, booleans and lists keep their types."""
+    import yaml
+
+    if key == "engines" and raw and not raw.lstrip().startswith("["):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ParameterError(f"{key}: value {raw!r} is not valid YAML: {err}") from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`key=value` as --set takes it."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ParameterError(f"--set expects key=value, got {text!r}")
+    return key.strip(), parse_value(key.strip(), raw)
+
+
+def default_params_file() -> Path:
+    import torch
+
+    return GPU_DEFAULT_PARAMS if torch.cuda.is_available() else CPU_DEFAULT_PARAMS
+
+
+def load_params(params_file: str | os.PathLike | None, overrides: dict | None = None) -> StudyParams:
+    """The parameter file (or the defaults), then the overrides, validated once by StudyParams."""
+    base = StudyParams.from_yaml(str(params_file)).to_dict() if params_file else {}
+    source = f"{params_file or 'defaults'}" + (" with overrides" if overrides else "")
+    return StudyParams.from_dict({**base, **(overrides or {})}, source=source)
+
+
+def overrides_of(args) -> dict:
+    values = {}
+    for field in dataclasses.fields(StudyParams):
+        raw = getattr(args, f"flag_{field.name}", None)
+        if raw is not None:
+            values[field.name] = parse_value(field.name, raw)
+    values.update(dict(parse_override(text) for text in args.overrides))
+    values.update({key: parse_value(key, raw) for key, raw in args.papermill_style})
+    if getattr(args, "no_profile", False):
+        values["profile"] = False
+    return values
+
+
+def _parameter_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("parameters (each validated by StudyParams; later ones win)")
+    group.add_argument("--params", dest="params_option", default=None, metavar="FILE",
+                       help="YAML parameter file (same as the positional argument)")
+    group.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="set one parameter; repeatable")
+    group.add_argument("-p", "--parameters", dest="papermill_style", nargs=2, action="append", default=[],
+                       metavar=("KEY", "VALUE"), help="set one parameter, as papermill's -p does; repeatable")
+    defaults = StudyParams()
+    for field in dataclasses.fields(StudyParams):
+        group.add_argument("--" + field.name.replace("_", "-"), dest=f"flag_{field.name}", default=None,
+                           metavar="V", help=f"default: {getattr(defaults, field.name)}")
+
+
+def params_from(args) -> StudyParams:
+    params_file = args.params_option or args.params_file
+    return load_params(params_file, overrides_of(args))
+
+
+def _command(argv: list[str]) -> str:
+    return "python -m rollout_study " + shlex.join(argv)
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_bench(args, argv: list[str]) -> int:
+    from .launch import run_study
+    from .present import text
+
+    params = params_from(args)
+    output = Path(args.output)
+    problem = writable(output)
+    if problem:
+        raise ParameterError(f"--output {args.output!r}: {problem}")
+    result = run_study(params, progress=not args.quiet, command=_command(argv))
+    result.write(output)
+    if not args.quiet:
+        print(text.console_summary(result))
+        print(f"wrote {output}")
+    if not result.is_valid:
+        say(text.invalid_summary(result))
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def writable(path: Path) -> str | None:
+    """Why a result file cannot be written at `path`, or None: checked before a run, not after it."""
+    if not str(path) or path.name in ("", ".", ".."):
+        return "not a file name"
+    if path.is_dir():
+        return "is a folder"
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"the folder {existing} is not writable"
+    return None
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from . import pipeline, publish
+
+    params = params_from(args)
+    publish.check_name(params.name, "name")
+    params.resolved_device()  # cuda without a GPU is refused here, not inside the notebook
+    runs_root = Path(args.output_root).resolve()
+    problem = writable(runs_root / "probe.json")
+    if problem:
+        raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
+    partial = publish.start_run(runs_root, params.name)
+    problems: list[str] = []
+    try:
+        with pipeline.kernel_environment():
+            say(f"[1/2] study notebook -> {partial / 'study.ipynb'}")
+            problems += pipeline.study_step(partial, params.to_dict(), _command(argv), progress=not args.quiet)
+            if (partial / "result.json").exists():
+                say(f"[2/2] report notebook -> {partial / 'report.ipynb'}")
+                problems += pipeline.report_step(partial, progress=not args.quiet)
+            else:
+                say("no result.json: the report is skipped")
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(partial, ignore_errors=True)  # an interrupted run leaves nothing half-written
+        raise
+    folder = publish.finish_run(partial, params.name)
+    index = publish.write_index(runs_root)
+    say(f"run folder: {folder}\nindex: {index}")
+    if (folder / "result.json").exists():
+        from .present import text
+        from .record import Result
+
+        say(text.headline_text(Result.read(folder / "result.json")))
+    if problems:
+        say(f"run failed: {len(problems)} problem(s), each reported above as 'error:'")
+        return EXIT_FAILED
+    say(f"to publish it: python -m rollout_study publish {pipeline.relative(folder)}")
+    return EXIT_OK
+
+
+def cmd_report(args, argv: list[str]) -> int:
+    from . import pipeline, publish
+
+    folder = Path(args.folder).resolve()
+    if not (folder / "result.json").is_file():
+        say(f"error: {folder / 'result.json'} does not exist")
+        return EXIT_BAD_INPUT
+    with pipeline.kernel_environment():
+        problems = pipeline.report_step(folder, progress=not args.quiet)
+    index = publish.write_index(folder.parent)
+    say(f"report folder: {folder}\nindex: {index}")
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def cmd_summary(args, argv: list[str]) -> int:
+    from .present import markdown, text
+    from .record import Result
+
+    result = Result.read(args.result)
+    sys.stdout.write(markdown.summary(result) if args.markdown else text.console_summary(result) + "\n")
+    return EXIT_OK
+
+
+def cmd_publish(args, argv: list[str]) -> int:
+    from . import publish
+
+    target = publish.publish(args.run_folder, args.reports_root, args.name)
+    say(f"published: {target}\nindex: {Path(args.reports_root) / 'index.html'}")
+    return EXIT_OK
+
+
+# -- parser -----------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m rollout_study", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,report,summary,publish}")
+    run = commands.add_parser("run", help="study + report notebooks into a new folder under runs/")
+    run.add_argument("params_file", nargs="?", default=None,
+                     help="YAML parameter file (default: reference-tiny with CUDA, else cpu-smoke)")
+    run.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")),
+                     help="folder of run folders (default: runs/ in the repository, git-ignored)")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    _parameter_arguments(run)
+    bench = commands.add_parser("bench", help="the study alone, into one result JSON")
+    bench.add_argument("params_file", nargs="?", default=None, help="YAML parameter file (default: the defaults)")
+    bench.add_argument("--output", default="rollout-first-call.json", help="result JSON path")
+    bench.add_argument("--no-profile", action="store_true", help="skip the profiled call per engine")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
+    _parameter_arguments(bench)
+    report = commands.add_parser("report", help="rebuild a folder's report from its result.json")
+    report.add_argument("folder", help="a run or report folder holding result.json")
+    report.add_argument("--quiet", action="store_true", help="no progress bars")
+    summary = commands.add_parser("summary", help="the summary of a result file")
+    summary.add_argument("result", help="a result.json")
+    summary.add_argument("--markdown", action="store_true", help="summary.md instead of the console table")
+    publish = commands.add_parser("publish", help="copy a finished run folder into reports/")
+    publish.add_argument("run_folder", help="a folder under runs/ holding a valid result.json")
+    publish.add_argument("--name", default=None, help="report folder name (default: the run's name)")
+    publish.add_argument("--reports-root", default=str(PARAMS_DIR.parent / "reports"), help="default: reports/")
+    return top
+
+
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "report": cmd_report, "summary": cmd_summary,
+            "publish": cmd_publish}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .publish import PublishError
+    from .record import ResultError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    if args.command == "run" and not (args.params_option or args.params_file):
+        args.params_file = str(default_params_file())
+        say(f"no parameter file given: using {args.params_file}")
+    try:
+        return COMMANDS[args.command](args, argv)
+    except (ParameterError, PublishError, ResultError, OSError) as err:
+        say(f"error: {err}")
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

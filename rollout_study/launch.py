@@ -1,0 +1,91 @@
+"""Launchers: where a study runs. In this process, or in a fresh one that reports back a `Result`.
+
+A fresh process is `python -m rollout_study.launch`: it reads `{"params": {...}, "first_only": bool}`
+on standard input, runs the protocol and writes the result JSON to its standard output (anything
+the run itself prints goes to standard error). The study's cold starts use it: one fresh process
+per variant and repeat, so each first call pays what a real first call pays, alone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from .engines import variants
+from .params import StudyParams
+from .record import ColdStart, Result, variant_name
+
+
+class LaunchError(RuntimeError):
+    """A fresh process ended without a result."""
+
+
+def fresh_process(params: StudyParams, first_only: bool = False, timeout: float | None = None) -> Result:
+    """Run the protocol in a new interpreter; its result comes back typed, its errors as LaunchError."""
+    request = json.dumps({"params": params.to_dict(), "first_only": first_only})
+    done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
+                          text=True, timeout=timeout, env=os.environ.copy())
+    if done.returncode != 0 or not done.stdout.strip():
+        raise LaunchError(f"fresh process exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
+    return Result.from_dict(json.loads(done.stdout), "fresh process")
+
+
+def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> list[ColdStart]:
+    """Repeat each variant's first call alone in fresh processes.
+
+    In one process the variants share lazily loaded CUDA modules and library handles, so the
+    second graph engine's first call looks cheaper than it is alone. A fresh process per variant
+    and repeat gives first-call figures a spread and removes that order effect.
+    """
+    runs = []
+    for process in range(processes):
+        for engine, policy in variants(params.engines, params.policies):
+            variant = variant_name(engine, policy)
+            alone = StudyParams.from_dict({**params.to_dict(), "cold_starts": 0, "engines": [engine],
+                                           "policy": policy or params.policy}, source=f"cold start {variant}")
+            try:
+                child = fresh_process(alone, first_only=True)
+            except LaunchError as err:
+                runs.append(ColdStart(process, variant, False, error=str(err)))
+                continue
+            runs.append(ColdStart(process, variant, child.valid, child.calls, child.metadata.get("startup"),
+                                  child.failures))
+            if progress:
+                first = runs[-1].first_ms
+                print(f"cold start {process + 1}/{processes}: {variant} "
+                      f"{first if first is not None else float('nan'):.1f} ms", file=sys.stderr)
+    return runs
+
+
+def run_study(params: StudyParams, progress: bool = False, command: str | None = None) -> Result:
+    """The whole study: the protocol in this process, then the cold starts in fresh processes."""
+    from .protocol import run_in_process
+
+    result = run_in_process(params, progress, command)
+    if params.cold_starts:
+        result.cold_starts = cold_starts(params, params.cold_starts, progress)
+        result.valid = result.valid and all(run.valid for run in result.cold_starts)
+    return result
+
+
+def worker() -> int:
+    """The fresh process's side: parameters on stdin, result JSON on stdout."""
+    from .protocol import run_in_process
+
+    request = json.loads(sys.stdin.read())
+    params = StudyParams.from_dict(request["params"], source="launcher")
+    out = sys.stdout
+    sys.stdout = sys.stderr  # the result is the only thing on the real stdout
+    try:
+        result = run_in_process(params, progress=False, command="fresh process (rollout_study.launch)",
+                                first_only=bool(request.get("first_only")))
+    finally:
+        sys.stdout = out
+    json.dump(result.to_dict(), out, allow_nan=False)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker())

@@ -1,0 +1,69 @@
+"""index.html of a root of run or report folders, rebuilt from what is on disk.
+
+Every folder with a result or a study notebook gets a row; an unreadable result is shown as such
+instead of stopping the page. Synthetic and pretrained runs are listed in separate tables.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from ..record import LABELS, Result
+
+LINKS = ("report.html", "study.html", "summary.md", "result.json")
+TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model runs", None: "Runs without a readable result"}
+STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
+         ".ok{color:#070}.bad{color:#c00;font-weight:bold}.answer{white-space:pre-line;font-size:90%}")
+
+
+def entry(folder: Path) -> dict | None:
+    """One folder as the index shows it; None for a folder no run wrote."""
+    links = [name for name in LINKS if (folder / name).exists()]
+    row = {"folder": folder.name, "label": None, "model": "-", "machine": "-", "date": "-", "graph": "-",
+           "validity": "no result", "answer": "", "links": links}
+    if not (folder / "result.json").exists():
+        return row if (folder / "study.ipynb").exists() else None
+    try:
+        result = Result.read(folder / "result.json")
+    except Exception as err:  # any unreadable entry is shown, never allowed to stop the page
+        return {**row, "validity": f"unreadable result: {type(err).__name__}"}
+    from .text import headline_text
+
+    problems = result.validity_problems()
+    return {**row, "label": result.label, "model": result.model_name, "machine": result.machine,
+            "date": result.metadata.get("time_start") or "-",
+            "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
+            "graph": "CUDA graph" if result.cuda_graph else "no CUDA graph (CPU run)",
+            "answer": headline_text(result)}
+
+
+def entries(root: Path) -> list[dict]:
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return [row for row in map(entry, folders) if row is not None]
+
+
+def _table(rows: list[dict]) -> str:
+    head = ("<tr><th>run</th><th>answer</th><th>model</th><th>machine</th><th>graph</th><th>date</th>"
+            "<th>validity</th><th>files</th></tr>")
+    body = []
+    for r in rows:
+        e = {k: html.escape(str(v)) for k, v in r.items() if k != "links"}
+        css = "ok" if r["validity"] == "valid" else "bad"
+        links = " ".join(f'<a href="{e["folder"]}/{html.escape(name)}">{html.escape(name)}</a>' for name in r["links"])
+        body.append(f"<tr><td>{e['folder']}</td><td class=\"answer\">{e['answer']}</td><td>{e['model']}</td>"
+                    f"<td>{e['machine']}</td><td>{e['graph']}</td><td>{e['date']}</td>"
+                    f"<td class=\"{css}\">{e['validity']}</td><td>{links}</td></tr>")
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def page(rows: list[dict]) -> str:
+    # One table per label: the index never lists synthetic and pretrained runs together either.
+    sections = [f"<h2>{TITLES[label]}</h2>{_table(group)}"
+                for label in (*LABELS, None) if (group := [r for r in rows if r["label"] == label])]
+    content = "".join(sections) or "<p>No reports yet.</p>"
+    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Rollout study reports</title>"
+            f"<style>{STYLE}</style></head><body><h1>Rollout study reports</h1>{content}</body></html>\n")

@@ -1,0 +1,129 @@
+"""New runs and published reports: where a run's folder lives and how it reaches `reports/`.
+
+A run writes into a hidden partial folder under the git-ignored runs root and is renamed to
+`<name>-<UTC time>` only when complete, so no run ever overwrites another's files. Publishing is
+an explicit step that copies a finished run folder into `reports/<name>/`: it refuses an invalid
+result and refuses to replace a GPU result with a CPU one, and it swaps the folder in by renames,
+so an interrupted publish leaves the previous report whole. Both roots keep an `index.html` that
+is rebuilt from what is on disk.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from .pipeline import REPO_ROOT, write_text
+from .record import Result, ResultError
+
+RUNS_ROOT = REPO_ROOT / "runs"
+REPORTS_ROOT = REPO_ROOT / "reports"
+FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+RESERVED_NAMES = {"index.html", "index"}
+
+
+class PublishError(ValueError):
+    """A run cannot be published (no valid result, or it would replace a GPU result with a CPU one)."""
+
+
+def check_name(name: str, what: str = "name") -> str:
+    if not FOLDER_NAME.match(name or "") or name in RESERVED_NAMES:
+        raise PublishError(f"{what} {name!r} names a report folder; allowed: letters, digits, '.', '_' and '-', "
+                           f"starting with a letter or digit, and not {', '.join(sorted(RESERVED_NAMES))}")
+    return name
+
+
+def start_run(runs_root: Path, name: str) -> Path:
+    """A new hidden partial folder for one run (unique even for two runs started in the same second)."""
+    runs_root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=runs_root))
+
+
+def finish_run(partial: Path, name: str) -> Path:
+    """Rename a partial folder to its final `<name>-<UTC time>` (a suffix keeps it unique)."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    final = partial.parent / f"{name}-{stamp}"
+    number = 1
+    while final.exists():
+        number += 1
+        final = partial.parent / f"{name}-{stamp}-{number}"
+    os.replace(partial, final)
+    return final
+
+
+def standalone_run_folder(name: str, runs_root: Path = RUNS_ROOT) -> Path:
+    """Where a notebook run by hand (papermill, nbconvert, Jupyter) writes when given no output_dir."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    folder = Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root)))
+    return folder
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _device(result: Result) -> str:
+    return "GPU" if result.metadata.get("device") == "cuda" else "CPU"
+
+
+def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REPORTS_ROOT,
+            name: str | None = None) -> Path:
+    """Copy a finished run folder to reports_root/<name> (default: the run's name); returns the folder."""
+    run_folder, reports_root = Path(run_folder).resolve(), Path(reports_root).resolve()
+    try:
+        result = Result.read(run_folder / "result.json")
+    except FileNotFoundError:
+        raise PublishError(f"{run_folder} has no result.json: only finished runs can be published") from None
+    except ResultError as err:
+        raise PublishError(f"{run_folder}: unreadable result: {err}") from None
+    if not result.valid:
+        raise PublishError(f"{run_folder}: the result is invalid (parity mismatch or a failed phase); "
+                           "an invalid run is a failed run and is not published")
+    name = check_name(name or result.run_name)
+    target = reports_root / name
+    if (target / "result.json").exists():
+        try:
+            old = Result.read(target / "result.json")
+        except (ResultError, ValueError):
+            old = None
+        if old is not None and _device(old) == "GPU" and _device(result) == "CPU":
+            raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "
+                               "(publish it under another name with --name)")
+    reports_root.mkdir(parents=True, exist_ok=True)
+    incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
+    try:
+        shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
+        swap_in(incoming, target)
+    finally:
+        if incoming.exists():
+            shutil.rmtree(incoming)
+    write_index(reports_root)
+    return target
+
+
+def swap_in(incoming: Path, target: Path) -> None:
+    """Replace target by incoming with two renames: the old folder is removed only after the new one is in place.
+
+    Only between the two renames (microseconds) is there no folder at `target`; a complete one
+    is on disk throughout, never a half-copied one.
+    """
+    retired = None
+    if target.exists():
+        retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.retired-", dir=target.parent))
+        os.replace(target, retired / target.name)
+    os.replace(incoming, target)
+    if retired is not None:
+        shutil.rmtree(retired)
+
+
+def write_index(root: str | os.PathLike) -> Path:
+    from .present import index
+
+    root = Path(root)
+    target = root / "index.html"
+    write_text(target, index.page(index.entries(root)))
+    return target

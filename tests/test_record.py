@@ -1,0 +1,116 @@
+"""record.py: the typed result record reads every committed file, writes atomically, derives validity."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from result_fixture import make_invalid_result_dict, make_result, make_result_dict
+from rollout_study.record import Result, ResultError, Samples
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "reports").glob("*/result.json")), ids=lambda p: p.parent.name)
+def test_committed_results_round_trip_unchanged(path):
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    result = Result.from_dict(raw, str(path))
+    assert result.to_dict() == raw  # every field, known or not, survives
+    assert result.is_valid and result.variants()[0] == "eager"
+
+
+def test_write_then_read_round_trip_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "r.json"
+    make_result(cuda_graph=True).write(path)
+    assert Result.read(path).to_dict() == make_result_dict(cuda_graph=True)
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_a_crash_while_writing_leaves_the_old_file_intact(tmp_path):
+    path = tmp_path / "r.json"
+    make_result().write(path)
+    bad = make_result()
+    bad.calls[0].total_ms = float("nan")  # refused by the JSON encoder half-way through
+    with pytest.raises(ValueError):
+        bad.write(path)
+    assert Result.read(path).calls[0].total_ms == make_result().calls[0].total_ms
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r["calls"][0]["breakdown_ms"].update(other=r["calls"][0]["breakdown_ms"]["other"] + 1), "breakdown sums"),
+    (lambda r: r["metadata"].update(label="mixed"), "metadata.label"),
+    (lambda r: r.update(valid="false"), "valid must be true or false"),
+    (lambda r: r["calls"][0].update(phase="warm"), "unknown phase"),
+    (lambda r: r.update(metadata="text"), "metadata.label"),
+    (lambda r: r.update(calls=None), "calls must be a list"),
+    (lambda r: r.update(schema_version=99), "schema_version 99"),
+    (lambda r: r["calls"][0].pop("total_ms"), "missing field(s) total_ms"),
+])
+def test_malformed_files_are_refused_with_the_reason(change, message):
+    raw = make_result_dict()
+    change(raw)
+    with pytest.raises(ResultError, match=re.escape(message)):
+        Result.from_dict(raw)
+
+
+def test_non_object_files_are_refused(tmp_path):
+    for text in ("null", '"text"', "[1]", "{"):
+        path = tmp_path / "r.json"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(ResultError):
+            Result.read(path)
+
+
+def test_validity_is_derived_not_trusted():
+    assert make_result().validity_problems() == []
+    forged = make_invalid_result_dict()
+    forged["valid"] = True  # says valid beside a failed parity check
+    result = Result.from_dict(forged)
+    problems = result.validity_problems()
+    assert not result.is_valid and "contradict" in problems[0] and "1 call(s) without parity" in problems[1]
+    failing = make_result_dict()
+    failing["failures"] = [{"engine": "graph", "policy": "reuse", "cycle": 0, "phase": "steady", "error": "OOM"}]
+    assert "1 failure(s)" in " ".join(Result.from_dict(failing).validity_problems())
+    cold = make_result_dict()
+    cold["cold_starts"][0]["valid"] = False
+    assert "cold-start" in " ".join(Result.from_dict(cold).validity_problems())
+    honest = make_result_dict()
+    honest["valid"] = False
+    assert Result.from_dict(honest).validity_problems() == ["the file says invalid"]
+
+
+def test_samples_owns_median_quartiles_and_spread():
+    s = Samples([3.0, 4.0, 5.0, 100.0])
+    assert (s.median, s.n, s.min, s.max) == (4.5, 4, 3.0, 100.0)
+    assert s.quartiles == (3.75, 28.75) and s.wide
+    assert not Samples([10.0, 10.1, 10.2]).wide
+    one = Samples([7.0])
+    assert one.quartiles == (7.0, 7.0) and one.iqr == 0 and not one.wide
+    with pytest.raises(ValueError):
+        Samples([])
+
+
+def test_queries_follow_run_and_registry_order():
+    result = make_result()
+    assert result.variants() == ["eager", "graph[recapture]", "graph[reuse]"]
+    assert result.phase_groups()[:4] == [(0, "first"), (0, "steady"), (0, "first_after_update"),
+                                         (0, "steady_after_update")]
+    assert result.samples("graph[reuse]", 0, "first_after_update").values == (60.0,)
+    assert result.samples("graph[reuse]", phase=("steady", "steady_after_update")).n == 9
+    assert result.samples("nothing") is None
+    firsts = result.cold_start_samples()
+    assert firsts["eager"].values == (200.0, 210.0, 220.0)
+
+
+def test_unknown_fields_survive_and_old_cold_start_key_is_read():
+    raw = make_result_dict()
+    raw["calls"][0]["token_hash"] = "abc"
+    raw["future_block"] = {"x": 1}
+    result = Result.from_dict(copy.deepcopy(raw))
+    assert result.calls[0].extra["token_hash"] == "abc" and result.to_dict() == raw
+    assert result.cold_starts[0].variant == raw["cold_starts"][0]["target"]

@@ -99,6 +99,23 @@ def params_from(args) -> StudyParams:
     return load_params(params_file, overrides_of(args))
 
 
+def preflight(params: StudyParams) -> None:
+    """Checks that need the model's files but not its weights, done before any run starts.
+
+    An explicit prompt_len must hold the longest chat prompt; the tokenizer alone tells, in seconds,
+    instead of failing after a model load.
+    """
+    from . import models
+    from .workload import chat_rows, check_chat_prompt_len
+
+    if params.prompt_len is None or params.prompts == "random" or params.model == "synthetic":
+        return
+    tokenizer = models.tokenizer_only(params)
+    if tokenizer is not None and params.resolved_prompts(True) == "chat":
+        _, rows = chat_rows(tokenizer, params.requests)
+        check_chat_prompt_len(params.prompt_len, max(len(r) for r in rows))
+
+
 def _command(argv: list[str]) -> str:
     return "python -m rollout_study " + shlex.join(argv)
 
@@ -109,6 +126,7 @@ def cmd_bench(args, argv: list[str]) -> int:
     from .present import text
 
     params = params_from(args)
+    preflight(params)
     output = Path(args.output)
     problem = writable(output)
     if problem:
@@ -147,6 +165,7 @@ def cmd_run(args, argv: list[str]) -> int:
     params = params_from(args)
     publish.check_name(params.name, "name")
     params.resolved_device()  # cuda without a GPU is refused here, not inside the notebook
+    preflight(params)
     runs_root = Path(args.output_root).resolve()
     problem = writable(runs_root / "probe.json")
     if problem:

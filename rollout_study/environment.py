@@ -41,6 +41,24 @@ def _driver() -> str | None:
         return None
 
 
+def gpu_clocks() -> dict | None:
+    """SM and memory clocks, temperature and power now (nvidia-smi), or None without a GPU."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    values = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(("sm_mhz", "memory_mhz", "temperature_c", "power_w"), values))
+
+
+def threads() -> dict:
+    return {"torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
+            **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")}}
+
+
 def git_commit() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     def git(*args):

@@ -1,9 +1,10 @@
 """Launchers: where a study runs. In this process, or in a fresh one that reports back a `Result`.
 
-A fresh process is `python -m rollout_study.launch`: it reads `{"params": {...}, "first_only": bool}`
-on standard input, runs the protocol and writes the result JSON to its standard output (anything
-the run itself prints goes to standard error). The study's cold starts use it: one fresh process
-per variant and repeat, so each first call pays what a real first call pays, alone.
+A fresh process is `python -m rollout_study.launch`: it reads `{"params": {...}, "mode": ...}` on
+standard input, runs the protocol and writes the result JSON to its standard output (anything the
+run itself prints goes to standard error). The study uses it twice: cold starts (one fresh
+process per variant and repeat, so each first call pays what a real first call pays, alone) and
+profiling (a process of its own, so the profiler never shares a process with a measured call).
 """
 from __future__ import annotations
 
@@ -14,18 +15,19 @@ import sys
 
 from .engines import variants
 from .params import StudyParams
-from .record import ColdStart, Result, variant_name
+from .record import ColdStart, Failure, Result, variant_name
 
 
 class LaunchError(RuntimeError):
     """A fresh process ended without a result."""
 
 
-def fresh_process(params: StudyParams, first_only: bool = False, timeout: float | None = None) -> Result:
+def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | None = None) -> Result:
     """Run the protocol in a new interpreter; its result comes back typed, its errors as LaunchError."""
-    request = json.dumps({"params": params.to_dict(), "first_only": first_only})
+    request = json.dumps({"params": params.to_dict(), "mode": mode})
+    env = {**os.environ, "TEARDOWN_CUPTI": "1"}
     done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
-                          text=True, timeout=timeout, env=os.environ.copy())
+                          text=True, timeout=timeout, env=env)
     if done.returncode != 0 or not done.stdout.strip():
         raise LaunchError(f"fresh process exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
     return Result.from_dict(json.loads(done.stdout), "fresh process")
@@ -45,7 +47,7 @@ def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> 
             alone = StudyParams.from_dict({**params.to_dict(), "cold_starts": 0, "engines": [engine],
                                            "policy": policy or params.policy}, source=f"cold start {variant}")
             try:
-                child = fresh_process(alone, first_only=True)
+                child = fresh_process(alone, mode="first_only")
             except LaunchError as err:
                 runs.append(ColdStart(process, variant, False, error=str(err)))
                 continue
@@ -59,10 +61,19 @@ def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> 
 
 
 def run_study(params: StudyParams, progress: bool = False, command: str | None = None) -> Result:
-    """The whole study: the protocol in this process, then the cold starts in fresh processes."""
+    """The whole study: the measured protocol in this process, then profiling and cold starts in fresh ones."""
     from .protocol import run_in_process
 
     result = run_in_process(params, progress, command)
+    if params.profile and result.metadata["device"] == "cuda":
+        try:
+            profiled = fresh_process(params, mode="profile")
+            result.profile = profiled.profile
+            result.extra["profiles"] = profiled.extra.get("profiles", [])
+            result.failures += [f for f in profiled.failures if f.phase.startswith("profile")]
+        except LaunchError as err:
+            result.failures.append(Failure(None, None, None, "profile", str(err)))
+        result.valid = result.valid and not result.failures
     if params.cold_starts:
         result.cold_starts = cold_starts(params, params.cold_starts, progress)
         result.valid = result.valid and all(run.valid for run in result.cold_starts)
@@ -79,7 +90,7 @@ def worker() -> int:
     sys.stdout = sys.stderr  # the result is the only thing on the real stdout
     try:
         result = run_in_process(params, progress=False, command="fresh process (rollout_study.launch)",
-                                first_only=bool(request.get("first_only")))
+                                mode=request.get("mode", "measure"))
     finally:
         sys.stdout = out
     json.dump(result.to_dict(), out, allow_nan=False)

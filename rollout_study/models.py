@@ -150,6 +150,22 @@ def smollm2(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel
     return LoadedModel(model, tokenizer, pad, info)
 
 
+def tokenizer_only(params: StudyParams):
+    """The model's tokenizer without its weights (seconds, not a model load), or None where it has none."""
+    from transformers import AutoTokenizer
+
+    if params.model == SYNTHETIC:
+        return None
+    if params.model == "smollm2-135m-instruct":
+        path = smollm2_gguf_path()
+        return AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                             local_files_only=True)
+    try:
+        return AutoTokenizer.from_pretrained(params.model, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
 def load(params: StudyParams, device: str, dtype_name: str) -> LoadedModel:
     dtype = TORCH_DTYPES[dtype_name]
     if params.model == SYNTHETIC:

@@ -20,6 +20,7 @@ DEVICES = ("auto", "cpu", "cuda")
 ATTENTION = ("sdpa", "eager")
 PROMPT_SOURCES = ("auto", "random", "chat")
 SYNTHETIC = "synthetic"
+RANDOM_PROMPT_LEN = 32  # the reference workload's prompt length
 PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
 
 
@@ -42,6 +43,11 @@ def _one_of(choices: tuple[str, ...]):
         if not isinstance(value, str) or value not in choices:
             raise ParameterError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
     return check
+
+
+def _prompt_len(name: str, value: Any) -> None:
+    if value is not None:
+        _int_at_least(1, 32768)(name, value)
 
 
 def _positive_float(name: str, value: Any) -> None:
@@ -101,10 +107,11 @@ class StudyParams:
     policy: str = "recapture"
     requests: int = 8
     batch_size: int = 4
-    prompt_len: int = 32
+    prompt_len: int | None = None  # None ("auto"): 32 for random prompts, the longest chat prompt for chat
     max_new_tokens: int = 32
     iterations: int = 10
     cycles: int = 1
+    control_cycles: int = 0  # cycles whose update runs forward and backward but takes no step
     seed: int = 0
     optimizer: str = "sgd"
     lr: float = 1e-2
@@ -129,6 +136,8 @@ class StudyParams:
         if unknown:
             raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         merged = {**dataclasses.asdict(cls()), **values}
+        if merged.get("prompt_len") == "auto":
+            merged["prompt_len"] = None
         if isinstance(merged.get("lr"), int) and not isinstance(merged.get("lr"), bool):
             merged["lr"] = float(merged["lr"])
         for key, check in _CHECKS.items():
@@ -177,7 +186,7 @@ class StudyParams:
 
     def check_positions(self, model_positions: int, source: str = "parameters") -> None:
         """Prompt plus new tokens must fit in the model's position table."""
-        needed = self.prompt_len + self.max_new_tokens
+        needed = (self.prompt_len or 1) + self.max_new_tokens
         if needed > model_positions:
             raise ParameterError(
                 f"{source}: prompt_len + max_new_tokens = {needed} exceeds the model's "
@@ -205,6 +214,12 @@ class StudyParams:
             return self.dtype
         return "float16" if device == "cuda" else "float32"
 
+    def resolved_prompt_len(self, longest_prompt: int | None = None) -> int:
+        """An explicit prompt_len, else the longest chat prompt (chat), else the reference's 32."""
+        if self.prompt_len is not None:
+            return self.prompt_len
+        return longest_prompt if longest_prompt is not None else RANDOM_PROMPT_LEN
+
     def resolved_prompts(self, has_tokenizer: bool) -> str:
         """'auto' means chat prompts where the model brings a tokenizer, seeded random ones otherwise."""
         if self.prompts != "auto":
@@ -225,10 +240,11 @@ _CHECKS = {
     "policy": _one_of(POLICY_CHOICES),
     "requests": _int_at_least(1, 4096),
     "batch_size": _int_at_least(1, 1024),
-    "prompt_len": _int_at_least(1, 32768),
+    "prompt_len": _prompt_len,
     "max_new_tokens": _int_at_least(1, 32768),
     "iterations": _int_at_least(1, 10000),
     "cycles": _int_at_least(1, 100),
+    "control_cycles": _int_at_least(0, 10),
     "seed": _int_at_least(0),
     "optimizer": _one_of(OPTIMIZERS),
     "lr": _positive_float,

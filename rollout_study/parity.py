@@ -31,8 +31,15 @@ def compare(output: RolloutOutput, reference: Reference, request_ids: list[list[
         ids = request_ids[b] if request_ids else list(range(seq.shape[0]))
         for row in range(ref_seq.shape[0]):
             request = ids[row]
-            off, ref_off = got.response_offsets[b][row], ref.response_offsets[b][row]
-            if off != ref_off:
+            # Where each response starts is read off the returned sequences, not trusted from the
+            # engine: generate() returns the prompt then exactly its new tokens, so its offset is the
+            # length minus the new tokens; the engine's offset must equal it and the engine's
+            # sequence must carry the same prompt before it.
+            off = got.response_offsets[b][row]
+            ref_off = ref_seq.shape[1] - reference.logits[b].shape[1]
+            prompt_ok = off == ref_off and row < seq.shape[0] and seq.shape[1] - off == ref_seq.shape[1] - ref_off \
+                and torch.equal(seq[row, :off], ref_seq[row, :ref_off])
+            if not prompt_ok:
                 offsets_ok = False
                 first = first or {"kind": "response_offset", "request": request, "engine": off, "reference": ref_off}
             mask, ref_mask = got.attention_masks[b][row], ref.attention_masks[b][row]

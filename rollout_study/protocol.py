@@ -4,14 +4,20 @@ Order of one run (STUDY.md):
   initialize CUDA and the model's libraries (one plain forward, no engine touched)
   cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
             (reference)  generate() with logits for these weights, outside any timed region
-            steady       `iterations` calls per engine; then one profiled call per engine (CUDA)
-  each cycle c: update   one optimizer step on the latest rollout
+            steady       `iterations` rounds; in each round every engine makes one call, in turn
+  each cycle c: update   control cycles first (forward and backward, no step: the weights stay),
+                         then real optimizer steps; every engine is told of each update
             first_after_update, (reference), steady_after_update
-The peak memory counter is reset at the start of every (engine, phase) block. Fresh-process
-cold starts are the launcher's job (`launch.py`); this module runs inside one process.
+  after all measured phases: instrumented eager calls (prefill/decode split, and what the
+            instrument costs), taken in turns with untouched ones
+Engines take turns call by call, so drift of the host over time lands on every engine alike and
+cannot pass for the effect of an update; control cycles measure that drift. Peak memory is reset
+before every call. Profiling (`mode="profile"`) runs in a process of its own (launch.py), so no
+measured call shares a process with the profiler. Fresh-process cold starts are launch.py's job.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 import time
@@ -37,7 +43,7 @@ def build_workload(params: StudyParams, loaded: models.LoadedModel) -> Workload:
         return chat_workload(loaded.tokenizer, params.requests, params.batch_size, params.prompt_len,
                              loaded.pad_token_id)
     vocab = loaded.model.config.vocab_size
-    return random_workload(params.requests, params.batch_size, params.prompt_len, vocab, params.seed,
+    return random_workload(params.requests, params.batch_size, params.resolved_prompt_len(), vocab, params.seed,
                            loaded.pad_token_id)
 
 
@@ -82,98 +88,148 @@ def _failure(engine, cycle: int | None, phase: str, err: BaseException, with_tra
                    f"{type(err).__name__}: {err}", extra)
 
 
-class Study:
-    """One process's run of the protocol; `run()` returns the `Result`."""
+MODES = ("measure", "first_only", "profile")
+PROFILE_ROUNDS = 2  # steady rounds before each profiled call in a profiling process: enough to warm up
+INSTRUMENT_ROUNDS = 3
 
-    def __init__(self, params: StudyParams, progress: bool = False, command: str | None = None):
+
+class Study:
+    """One process's run of the protocol; `run()` returns the `Result`.
+
+    mode: `measure` (every phase, the measured samples), `first_only` (the first call, for cold
+    starts), `profile` (the same phases with few samples and one profiled call per engine after
+    each steady phase; only its profiles are kept).
+    """
+
+    def __init__(self, params: StudyParams, progress: bool = False, command: str | None = None,
+                 mode: str = "measure"):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.params = params
         self.command = command
+        self.mode = mode
         self.calls: list[Call] = []
         self.updates: list[Update] = []
-        self.profile: dict[str, Profile] = {}
+        self.profiles: list[Profile] = []
         self.failures: list[Failure] = []
+        self.instrumented: list[dict] = []
         self.progress_enabled = progress
         self._pending: list[tuple[Call, RolloutOutput]] = []  # calls waiting for this version's reference
         self._reference = None
         self.latest: RolloutOutput | None = None
-        self._phase_start_allocated: int | None = None
 
     # -- measurement -------------------------------------------------------------------------
-    def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
+    def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
         # As timeit does: collect before, no collector pauses inside the measured call.
         gc.collect()
         gc.disable()
         try:
             clock = CallClock(self.device).start()
             output = engine(self.workload.batches, clock)
-            total_ms, breakdown = clock.stop()
+            clock.stop()
         finally:
             gc.enable()
+        return clock, output
+
+    def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
+        memory.reset_peak(self.device)
+        start_allocated = memory.snapshot(self.device)["allocated"]
+        clock, output = self._timed(engine)
+        total_ms, breakdown = clock.total_ms, clock.breakdown
         tokens = self.workload.requests * self.params.max_new_tokens
         call = Call(engine.name, engine.policy, cycle, phase, index, total_ms, breakdown, output.captures,
-                    {**memory.snapshot(self.device), "phase_start_allocated": self._phase_start_allocated},
+                    {**memory.snapshot(self.device), "phase_start_allocated": start_allocated},
                     tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
-                    {"parameter_check": engine.last_check})
+                    {"parameter_check": engine.last_check, "timing_check": clock.overlap_check(breakdown)})
         output = output.to_cpu()
         self.latest = output
         if self._reference is None:
             self._pending.append((call, output))
         else:
-            call.parity = self._compare(output)
+            call.parity = self._compare(call, output)
         self.calls.append(call)
         return call
 
-    def _compare(self, output: RolloutOutput) -> Parity:
-        return Parity.from_dict(parity.compare(output, self._reference, self._request_ids))
+    def _compare(self, call: Call, output: RolloutOutput) -> Parity:
+        checked = Parity.from_dict(parity.compare(output, self._reference, self._request_ids))
+        # generate() against generate() checks determinism, not the engine's own code: said so.
+        checked.extra["reference"] = ("repeat of generate() (determinism)" if call.engine == "eager"
+                                      else "generate() with the same weights")
+        return checked
 
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
-        for engine in self.engines:
-            memory.reset_peak(self.device)
-            self._phase_start_allocated = memory.snapshot(self.device)["allocated"]
-            try:
-                for index in range(samples):
+        """`samples` rounds; in each, every engine still running makes one call, in registry order."""
+        running = list(self.engines)
+        for index in range(samples):
+            for engine in list(running):
+                try:
                     self._measure(engine, cycle, phase, index)
                     self.bar.step(f"c{cycle} {phase} {engine.variant}")
-            except Exception as err:  # a phase that cannot run (out of memory, say) is recorded, not hidden
-                self.failures.append(_failure(engine, cycle, phase, err))
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
+                except Exception as err:  # a phase that cannot run (out of memory, say) is recorded, not hidden
+                    self.failures.append(_failure(engine, cycle, phase, err))
+                    running.remove(engine)
+                    if self.device.type == "cuda":
+                        torch.cuda.empty_cache()
 
     def _settle_reference(self) -> None:
         """Compute generate()'s reference for the current weights and check the calls that waited for it."""
         self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
                                     self.loaded.pad_token_id, self.device)
         for call, output in self._pending:
-            call.parity = self._compare(output)
+            call.parity = self._compare(call, output)
         self._pending = []
 
     def _profile(self, cycle: int, phase: str) -> None:
-        if self.device.type != "cuda" or not self.params.profile:
-            return
         for engine in self.engines:
             try:
                 measured = profile_call(lambda: engine(self.workload.batches, CallClock(self.device).start()),
                                         self.device)
-                self.profile[engine.variant] = Profile(engine.name, engine.policy, cycle=cycle, phase=phase, **measured)
+                self.profiles.append(Profile(engine.name, engine.policy, cycle=cycle, phase=phase, **measured))
             except Exception as err:
                 self.failures.append(_failure(engine, cycle, f"profile:{phase}", err, with_traceback=False))
 
-    def _update(self, cycle: int) -> None:
+    def _instrument(self) -> None:
+        """Instrumented calls of engines that have an instrument, in turns with untouched ones."""
+        for engine in [e for e in self.engines if hasattr(e, "instrumented")]:
+            untouched, instrumented = [], []
+            for _ in range(INSTRUMENT_ROUNDS):
+                untouched.append(self._timed(engine)[0].total_ms)
+                engine.instrumented = True
+                try:
+                    clock, _ = self._timed(engine)
+                finally:
+                    engine.instrumented = False
+                instrumented.append((clock.total_ms, clock.breakdown))
+            totals = sorted(instrumented, key=lambda item: item[0])
+            median_total, median_parts = totals[(len(totals) - 1) // 2]
+            self.instrumented.append({
+                "engine": engine.name, "policy": engine.policy, "untouched_ms": untouched,
+                "instrumented_ms": [t for t, _ in instrumented], "breakdown_ms": median_parts,
+                "instrument_cost_ms": median_total - sorted(untouched)[(len(untouched) - 1) // 2]})
+
+    def _update(self, cycle: int, control: bool) -> None:
         source = self.latest or self._reference.output
         try:
-            stats = training.update(self.model, self.optimizer, source, self.device)
+            stats = training.update(self.model, self.optimizer, source, self.device, apply=not control)
         except training.NonFiniteUpdate as err:
             self.failures.append(Failure(None, None, cycle, "update", str(err)))
             stats = {"loss": None, "ms": None}
-        self.updates.append(Update(cycle, self.params.optimizer, self.params.lr, stats["loss"], stats["ms"]))
+        self.updates.append(Update(cycle, self.params.optimizer, self.params.lr, stats["loss"], stats["ms"],
+                                   {"control": control}))
         for engine in self.engines:
             engine.weights_updated()
-        self._reference = None  # the weights changed: the next calls wait for a new reference
+        self._reference = None  # the weights (may have) changed: the next calls wait for a new reference
+
+    def schedule(self) -> list[tuple[int, bool]]:
+        """(cycle, control) in run order: the control cycles first, then the real updates."""
+        controls = self.params.control_cycles
+        return [(c, c < controls) for c in range(controls + self.params.cycles)]
 
     # -- the run ------------------------------------------------------------------------------
-    def run(self, first_only: bool = False) -> Result:
+    def run(self) -> Result:
         params = self.params
         started = environment.now()
+        clocks_at_start = environment.gpu_clocks()
         startup_ms = environment.process_age_ms()
         self.device = torch.device(params.resolved_device())
         dtype = params.resolved_dtype(self.device.type)
@@ -182,6 +238,12 @@ class Study:
         self.model = self.loaded.model
         load_ms = (time.perf_counter() - import_done) * 1e3
         self.workload = build_workload(params, self.loaded)
+        # From here on prompt_len is the one the prompts were padded to ("auto" resolved).
+        self.requested_prompt_len = params.prompt_len
+        self.params = params = dataclasses.replace(params, prompt_len=self.workload.prompt_len)
+        positions = self.loaded.info.get("max_positions")
+        if positions:
+            params.check_positions(int(positions))
         if self.device.type == "cuda":
             pin(self.workload)
         self._request_ids = [b.request_ids for b in self.workload.batches]
@@ -192,19 +254,26 @@ class Study:
             init_ms = initialize(self.model, self.workload, self.device)
             self.engines = expand(params, self.loaded, self.device)
             self.optimizer = training.make_optimizer(params.optimizer, self.model, params.lr)
-            per_engine = 1 if first_only else (1 + params.iterations) * (1 + params.cycles)
+            schedule = self.schedule()
+            steady = PROFILE_ROUNDS if self.mode == "profile" else self.params.iterations
+            per_engine = 1 if self.mode == "first_only" else (1 + steady) * (1 + len(schedule))
             self.bar = _Progress(per_engine * len(self.engines), self.progress_enabled)
             try:
                 self._phase(0, "first", 1)
                 self._settle_reference()
-                if not first_only:
-                    self._phase(0, "steady", params.iterations)
-                    self._profile(0, "steady")
-                    for cycle in range(params.cycles):
-                        self._update(cycle)
+                if self.mode != "first_only":
+                    self._phase(0, "steady", steady)
+                    if self.mode == "profile":
+                        self._profile(0, "steady")
+                    for cycle, control in schedule:
+                        self._update(cycle, control)
                         self._phase(cycle, "first_after_update", 1)
                         self._settle_reference()
-                        self._phase(cycle, "steady_after_update", params.iterations)
+                        self._phase(cycle, "steady_after_update", steady)
+                        if self.mode == "profile":
+                            self._profile(cycle, "steady_after_update")
+                    if self.mode == "measure":
+                        self._instrument()
             finally:
                 self.bar.close()
         finally:
@@ -212,9 +281,9 @@ class Study:
                 engine.close()
             torch.set_grad_enabled(grad_was)
         return self._result(started, dtype, {"process_startup_ms": startup_ms, "model_load_ms": load_ms,
-                                             "initialization_ms": init_ms})
+                                             "initialization_ms": init_ms}, clocks_at_start)
 
-    def _result(self, started: str, dtype: str, startup: dict) -> Result:
+    def _result(self, started: str, dtype: str, startup: dict, clocks_at_start: dict | None) -> Result:
         params, info = self.params, self.loaded.info
         parity_ok = all(c.parity_ok for c in self.calls)
         cuda_graph = self.device.type == "cuda"
@@ -230,10 +299,15 @@ class Study:
             "hardware": environment.hardware(self.device),
             "software": environment.software(),
             "workload": {"requests": params.requests, "batch_size": params.batch_size, "prompt_len": params.prompt_len,
-                         "max_new_tokens": params.max_new_tokens, "iterations": params.iterations,
+                         "prompt_len_requested": self.requested_prompt_len or "auto", "max_new_tokens": params.max_new_tokens, "iterations": params.iterations,
                          "cycles": params.cycles, "seed": params.seed, **self.workload.describe()},
             "training": {"optimizer": params.optimizer, "lr": params.lr,
+                         "optimizer_flags": training.optimizer_flags(self.optimizer),
+                         "control_cycles": params.control_cycles,
                          "loss": "mean negative log-likelihood of the latest rollout's response tokens"},
+            "mode": self.mode,
+            "threads": environment.threads(),
+            "gpu_clocks": {"start": clocks_at_start, "end": environment.gpu_clocks()},
             "engines": [e.describe() for e in self.engines],
             "startup": startup,
             "git": environment.git_commit(),
@@ -242,10 +316,16 @@ class Study:
             "time_end": environment.now(),
             "params": params.to_dict(),
         }
-        return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, self.profile,
-                      self.failures)
+        extra = {}
+        if self.profiles:
+            extra["profiles"] = [p.to_dict() for p in self.profiles]
+        if self.instrumented:
+            extra["instrumented_calls"] = self.instrumented
+        profile = {p.variant: p for p in self.profiles if (p.cycle, p.phase) == (0, "steady")}
+        return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, profile,
+                      self.failures, extra=extra)
 
 
 def run_in_process(params: StudyParams, progress: bool = False, command: str | None = None,
-                   first_only: bool = False) -> Result:
-    return Study(params, progress, command).run(first_only=first_only)
+                   mode: str = "measure") -> Result:
+    return Study(params, progress, command, mode).run()

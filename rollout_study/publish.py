@@ -54,8 +54,12 @@ def finish_run(partial: Path, name: str) -> Path:
     return final
 
 
-def standalone_run_folder(name: str, runs_root: Path = RUNS_ROOT) -> Path:
-    """Where a notebook run by hand (papermill, nbconvert, Jupyter) writes when given no output_dir."""
+def standalone_run_folder(name: str, runs_root: Path | None = None) -> Path:
+    """Where a notebook run by hand (papermill, nbconvert, Jupyter) writes when given no output_dir.
+
+    The runs root is the repository's runs/, or ROLLOUT_STUDY_RUNS where that is set.
+    """
+    runs_root = Path(runs_root or os.environ.get("ROLLOUT_STUDY_RUNS") or RUNS_ROOT)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root)))
     return folder

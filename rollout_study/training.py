@@ -26,6 +26,12 @@ def make_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
     raise ValueError(f"optimizer must be sgd or adamw, got {name!r}")
 
 
+def optimizer_flags(optimizer: torch.optim.Optimizer) -> dict:
+    """foreach and fused as set (None: PyTorch picks at the first step); fused steps bump no version."""
+    group = optimizer.param_groups[0]
+    return {"class": type(optimizer).__name__, "foreach": group.get("foreach"), "fused": group.get("fused")}
+
+
 def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
     # The same masks and positions as the rollout saw them (generate() counts positions from the
     # first real token); a padding query sees itself, so no row is fully masked and no NaN
@@ -48,8 +54,12 @@ class NonFiniteUpdate(FloatingPointError):
     pass
 
 
-def update(model, optimizer, rollout, device) -> dict:
-    """One optimizer step on the rollout's responses; returns loss and synchronized wall time."""
+def update(model, optimizer, rollout, device, apply: bool = True) -> dict:
+    """One optimizer step on the rollout's responses; returns loss and synchronized wall time.
+
+    `apply=False` is the control update: the same forward and backward, no step, so the weights
+    stay as they were and whatever moves after it is drift, not the update.
+    """
     model.train()
     torch.set_grad_enabled(True)
     try:
@@ -64,12 +74,16 @@ def update(model, optimizer, rollout, device) -> dict:
             losses.append(float(loss.detach()) * batches)
         # FP16 parameters have no master copy: a non-finite gradient would silently poison every
         # later rollout (and graph and generate() would agree on the garbage), so refuse it.
-        bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
-        if bad or not all(math.isfinite(v) for v in losses):
+        # One device-to-host read for all gradients, not one per parameter.
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
+        if not finite or not all(math.isfinite(v) for v in losses):
+            bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
             optimizer.zero_grad(set_to_none=True)
             raise NonFiniteUpdate(f"non-finite loss or gradient (loss {losses}, first bad gradient: {bad[:1]}); "
                                   "the update was not applied")
-        optimizer.step()
+        if apply:
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         synchronize(torch.device(device))
         elapsed = time.perf_counter() - begin

@@ -48,6 +48,10 @@ class Workload:
     texts: list[str] | None = None
 
     @property
+    def prompt_len(self) -> int:
+        return int(self.batches[0].input_ids.shape[1])
+
+    @property
     def requests(self) -> int:
         return sum(b.size for b in self.batches)
 
@@ -108,16 +112,29 @@ def random_workload(requests: int, batch_size: int, prompt_len: int,
     return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), pad_token_id, "random")
 
 
-def chat_workload(tokenizer, requests: int, batch_size: int, prompt_len: int,
-                  pad_token_id: int, prompts: tuple[str, ...] = CHAT_PROMPTS) -> Workload:
+def chat_rows(tokenizer, requests: int, prompts: tuple[str, ...] = CHAT_PROMPTS) -> tuple[list[str], list[list[int]]]:
+    """The request texts and their token ids through the chat template (what generate() sees)."""
     texts = [prompts[i % len(prompts)] for i in range(requests)]
     rows = []
     for text in texts:
         rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                  add_generation_prompt=True)
         rows.append(tokenizer(rendered, add_special_tokens=False)["input_ids"])
-    longest = max(len(r) for r in rows)
+    return texts, rows
+
+
+def check_chat_prompt_len(prompt_len: int | None, longest: int) -> int:
+    """prompt_len for chat prompts: None fits the longest; an explicit one must hold it."""
+    if prompt_len is None:
+        return longest
     if longest > prompt_len:
-        raise ParameterError(
-            f"prompt_len must be >= {longest} for the chat prompts (the longest renders to {longest} tokens); got {prompt_len}")
+        raise ParameterError(f"prompt_len must be >= {longest} for the chat prompts (the longest renders to "
+                             f"{longest} tokens), or auto to fit them; got {prompt_len}")
+    return prompt_len
+
+
+def chat_workload(tokenizer, requests: int, batch_size: int, prompt_len: int | None,
+                  pad_token_id: int, prompts: tuple[str, ...] = CHAT_PROMPTS) -> Workload:
+    texts, rows = chat_rows(tokenizer, requests, prompts)
+    prompt_len = check_chat_prompt_len(prompt_len, max(len(r) for r in rows))
     return Workload(_batched(rows, batch_size, prompt_len, pad_token_id), pad_token_id, "chat", texts)

@@ -5,7 +5,10 @@ from rollout_study.params import ParameterError, StudyParams
 
 def test_defaults_are_the_reference_workload():
     p = StudyParams()
-    assert (p.requests, p.batch_size, p.prompt_len, p.max_new_tokens, p.iterations) == (8, 4, 32, 32, 10)
+    assert (p.requests, p.batch_size, p.resolved_prompt_len(), p.max_new_tokens, p.iterations) == (8, 4, 32, 32, 10)
+    assert p.prompt_len is None and p.resolved_prompt_len(longest_prompt=41) == 41  # auto fits chat prompts
+    assert StudyParams.from_dict({"prompt_len": "auto"}).prompt_len is None
+    assert StudyParams.from_dict({"prompt_len": 40}).resolved_prompt_len(longest_prompt=41) == 40
     assert p.policy == "recapture" and p.optimizer == "sgd" and p.model == "synthetic"
 
 

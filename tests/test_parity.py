@@ -61,3 +61,14 @@ def test_a_shifted_offset_is_caught(ref_and_ids):
     assert not result["ok"] and not result["response_offsets"]
     assert not result["tokens"]  # read from the wrong offset, the response no longer matches either
     assert result["mismatch"]["kind"] == "tokens" and result["mismatch"]["request"] == ids[1][0]
+
+
+def test_a_sequence_that_drops_its_prompt_is_caught_even_with_a_right_offset(ref_and_ids):
+    """The offset is checked against the sequence itself: the prompt must stand before it, unchanged."""
+    ref, ids = ref_and_ids
+    out = clone(ref.output)
+    out.sequences[0] = out.sequences[0].clone()
+    out.sequences[0][1, 0] = (out.sequences[0][1, 0] + 1) % 1024  # the echoed prompt differs, the response not
+    result = parity.compare(out, ref, ids)
+    assert result["tokens"] and not result["response_offsets"] and not result["ok"]
+    assert result["mismatch"]["kind"] == "response_offset" and result["mismatch"]["request"] == ids[0][1]

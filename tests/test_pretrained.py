@@ -101,11 +101,22 @@ def test_command_line_runs_the_pretrained_model(tmp_path):
     out = tmp_path / "smol.json"
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, "-m", "rollout_study.bench", "--model", "smollm2-135m-instruct",
-                           "--device", "cpu", "--requests", "4", "--prompt-len", "48", "--max-new-tokens", "4",
+                           "--device", "cpu", "--requests", "4", "--max-new-tokens", "4",
                            "--iterations", "1", "--policy", "reuse", "--quiet", "--output", str(out)],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["valid"] and result["metadata"]["label"] == "pretrained"
-    assert result["metadata"]["workload"]["prompt_source"] == "chat"
+    workload = result["metadata"]["workload"]
+    assert workload["prompt_source"] == "chat" and workload["prompt_len_requested"] == "auto"
+    assert workload["prompt_len"] == max(workload["true_prompt_lengths"])  # auto: the longest chat prompt
     assert result["metadata"]["model"]["quantization"].startswith("GGUF Q4_1")
+
+
+def test_a_too_short_prompt_len_is_refused_before_the_model_loads(monkeypatch, capsys):
+    from rollout_study import cli
+
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    code = cli.main(["bench", "--model", "smollm2-135m-instruct", "--device", "cpu", "--prompt-len", "32",
+                     "--output", "/nonexistent-folder-for-this-test/x.json"])
+    assert code == 2 and "prompt_len must be >= " in capsys.readouterr().err

@@ -31,3 +31,18 @@ def test_unknown_part_is_refused():
     with pytest.raises(ValueError, match="unknown part"):
         with clock.part("other"):
             pass
+
+
+def test_parts_beyond_the_total_are_flagged_not_clamped():
+    clock = CallClock("cpu").start()
+    time.sleep(0.01)
+    clock.add("decode", 1.0)  # a part charged twice or from elsewhere: a second more than the call took
+    total, parts = clock.stop()
+    assert parts["other"] < -900  # kept negative: the breakdown still sums to the measured total
+    assert sum(parts.values()) == pytest.approx(total)
+    check = clock.overlap_check(parts)
+    assert check["flagged"] and check["overlap_ms"] == pytest.approx(-parts["other"])
+    honest = CallClock("cpu").start()
+    with honest.part("prefill"):
+        time.sleep(0.005)
+    assert not honest.overlap_check(honest.stop()[1])["flagged"]

@@ -58,3 +58,16 @@ def test_non_finite_gradient_is_refused_and_not_applied(tiny):
         training.update(model, training.make_optimizer("sgd", model, 1e-2), rollout, "cpu")
     for n, p in model.named_parameters():
         assert torch.equal(p.detach(), snapshot[n]) or torch.isinf(snapshot[n]).any()
+
+
+def test_a_control_update_runs_forward_and_backward_but_leaves_the_weights(tiny):
+    params, loaded = tiny()
+    model = loaded.model
+    w = random_workload(4, 4, 16, params.vocab, seed=3)
+    rollout = reference(model, w.batches, 4, 0, "cpu").output
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = training.make_optimizer("adamw", model, 1e-2)
+    stats = training.update(model, opt, rollout, "cpu", apply=False)
+    assert stats["loss"] > 0 and stats["ms"] > 0
+    assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())
+    assert training.optimizer_flags(opt)["class"] == "AdamW"

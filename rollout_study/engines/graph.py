@@ -7,12 +7,14 @@ changes between steps (the greedy choice, positions, mask, write position, outpu
 updated on the device inside the graphs, so a rollout is: copy the prompt in, replay prefill,
 replay decode `max_new_tokens - 1` times. Without CUDA the same step functions run eagerly.
 
-A graph bakes in the addresses of the parameters it read. The engine records each parameter's
-`(data_ptr, _version)` at capture and checks them before every call:
-- `recapture`: any change drops the graphs; the next call captures again.
-- `reuse`: if every address is unchanged (an in-place update), the graphs are kept and the
-  recorded versions refreshed; if any address changed, the graphs are captured again.
-A graph whose parameter addresses changed is never replayed.
+A graph bakes in the addresses and layouts of the tensors it read. The engine records each
+parameter's and buffer's address, version, shape, stride, dtype and device at capture and checks
+them before every call; the trainer also tells it of every update (`weights_updated`):
+- `recapture`: an update it is told of, or any change, drops the graphs; the next call captures
+  again (the teardown is charged to capture).
+- `reuse`: if every address and layout is unchanged (an in-place update), the graphs are kept;
+  if any moved, the graphs are captured again.
+A graph whose inputs moved is never replayed.
 """
 from __future__ import annotations
 
@@ -36,6 +38,12 @@ class StaticKVCache:
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.write_positions: torch.Tensor | None = None
 
+    def clear_from(self, position: int) -> None:
+        # An earlier rollout may have left inf (an FP16 overflow) in a slot this one masks out;
+        # masked attention gives it weight zero, and zero times inf is NaN. Slots are cleared.
+        for tensor in (*self.keys, *self.values):
+            tensor[:, :, position:].zero_()
+
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         self.keys[layer_idx].index_copy_(2, self.write_positions, key_states)
         self.values[layer_idx].index_copy_(2, self.write_positions, value_states)
@@ -53,9 +61,19 @@ def _side_stream(device) -> "torch.cuda.Stream":
     return _SIDE_STREAMS[device]
 
 
-def parameter_signature(model) -> tuple[tuple[int, int], ...]:
+def parameter_signature(model) -> tuple[tuple, ...]:
+    """Per parameter and buffer: (address, version, shape, stride, dtype, device).
+
+    The version alone is not enough (fused optimizers and `.data` writes do not bump it), and the
+    address alone is not enough (a new tensor of another shape or layout can reuse freed memory).
+    """
     tensors = list(model.parameters()) + list(model.buffers())
-    return tuple((t.data_ptr(), t._version) for t in tensors)
+    return tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors)
+
+
+def _layout(signature: tuple) -> list[tuple]:
+    """Everything a captured graph baked in: the signature without the version counter."""
+    return [(ptr, shape, stride, dtype, device) for ptr, _, shape, stride, dtype, device in signature]
 
 
 class _Runner:
@@ -96,6 +114,7 @@ class _Runner:
         self.key_valid[:, : self.prompt_len] = mask2d.bool()
         allowed = masks.allowed_keys(self.key_valid, self.prompt_len)
         positions = masks.positions(mask2d)  # as generate() does
+        self.cache.clear_from(self.prompt_len)
         self.cache.write_positions = self.prefill_positions
         token = self._logits(self.input_ids, self._attention_mask(allowed), positions).argmax(-1)
         self.out[:, 0] = token
@@ -131,10 +150,13 @@ class _Runner:
         self.warmed = True
 
     def capture(self, pool) -> int:
+        # The warmup's stream: a capture on PyTorch's default capture stream would set up a
+        # second cuBLAS workspace there and charge that lazy set-up to capture.
+        stream = _side_stream(self.input_ids.device)
         graphs = []
         for step in self._steps():
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
                 step()
             graphs.append(graph)
         self.graphs = tuple(graphs)
@@ -178,6 +200,7 @@ class GraphEngine(Engine):
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self.signature: tuple | None = None  # parameters as recorded at the last capture
         self.last_check: str | None = None
+        self.told_updated = False  # the trainer said the weights changed since the last call
 
     @classmethod
     def build(cls, loaded, device, params, policy):
@@ -198,22 +221,34 @@ class GraphEngine(Engine):
             self.pool = torch.cuda.graph_pool_handle()
         self.signature = None
 
+    def weights_updated(self) -> None:
+        self.told_updated = True
+
+    def decide(self) -> str:
+        """What the refresh policy makes of the weights now: 'none', 'unchanged', 'kept' or 'drop'.
+
+        `recapture` drops the graphs after every update it is told of, whatever the version
+        counters say; `reuse` keeps them only when every address and layout is unchanged.
+        """
+        if self.signature is None:
+            return "none"
+        current = parameter_signature(self.model)
+        if self.policy == "recapture":
+            return "drop" if self.told_updated or current != self.signature else "unchanged"
+        if _layout(current) != _layout(self.signature):
+            return "drop"
+        return "kept" if self.told_updated or current != self.signature else "unchanged"
+
     def check_parameters(self) -> str:
         """Apply the refresh policy; returns 'none', 'unchanged', 'kept' or 'dropped'."""
-        if self.signature is None:
-            result = "none"
-        else:
-            current = parameter_signature(self.model)
-            if current == self.signature:
-                result = "unchanged"
-            elif self.policy == "reuse" and [p for p, _ in current] == [p for p, _ in self.signature]:
-                self.signature = current  # in-place update: same addresses, the graph reads the new values
-                result = "kept"
-            else:
-                self.invalidate()
-                result = "dropped"
-        self.last_check = result
-        return result
+        decision = self.decide()
+        if decision == "drop":
+            self.invalidate()
+        elif decision == "kept":
+            self.signature = parameter_signature(self.model)  # same layout: the graphs read the new values
+        self.told_updated = False
+        self.last_check = "dropped" if decision == "drop" else decision
+        return self.last_check
 
     def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[_Runner, int]:
         captures = 0
@@ -234,7 +269,11 @@ class GraphEngine(Engine):
         return runner, captures
 
     def __call__(self, batches, clock: CallClock) -> RolloutOutput:
-        self.check_parameters()
+        if self.decide() == "drop":
+            with clock.part("capture"):  # tearing down the stale graphs is part of what a recapture costs
+                self.check_parameters()
+        else:
+            self.check_parameters()
         sequences, masks, offsets, captures = [], [], [], 0
         with torch.no_grad():
             for batch in batches:

@@ -1,0 +1,153 @@
+"""cli.py: the reference workload end to end through `bench`, parameters, bad input, a parity failure."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rollout_study import cli
+from rollout_study.engines.graph import GraphEngine
+from rollout_study.params import ParameterError
+from rollout_study.record import Result
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ["--requests", "8", "--batch-size", "4", "--prompt-len", "32", "--max-new-tokens", "32",
+             "--iterations", "10"]
+
+
+def run_cli(*args, module=("rollout_study",), timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", *module, *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=timeout)
+
+
+def test_reference_workload_end_to_end_through_the_original_command_line(tmp_path):
+    out = tmp_path / "rollout-first-call.json"
+    done = run_cli(*REFERENCE, "--device", "cpu", "--output", str(out), module=("rollout_study.bench",))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = Result.read(out)
+    assert result.is_valid and not result.failures
+    meta = result.metadata
+    assert meta["label"] == "synthetic" and meta["cuda_graph"] is False and "no CUDA graph" in meta["graph_note"]
+    assert meta["workload"]["requests"] == 8 and meta["workload"]["batch_sizes"] == [4, 4]
+    assert meta["command"].startswith("python -m rollout_study bench --requests 8")
+    for key in ("name", "layers", "hidden_size", "heads", "kv_heads", "vocab", "parameters", "dtype"):
+        assert meta["model"][key] is not None
+    assert meta["hardware"]["cpu"] and meta["hardware"]["cores"]
+    assert all(meta["software"][key] for key in ("python", "torch", "transformers"))
+    assert meta["git"]["commit"] and meta["time_start"] and meta["training"]["optimizer"] == "sgd"
+    # eager and graph[recapture]; first + 10 steady, before and after the one update
+    assert len(result.calls) == 2 * (1 + 10) * 2
+    assert len(result.calls_of("graph[recapture]", phase="steady")) == 10
+    assert len(result.calls_of("eager", phase="first_after_update")) == 1
+    assert all(c.parity_ok and c.generated_tokens == 8 * 32 for c in result.calls)
+    assert len(result.updates) == 1 and result.updates[0].loss > 0
+    assert result.profile == {}  # no CUDA, no profile
+    assert "graph[recapture]" in done.stdout and "wrote" in done.stdout
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--requests", "0"], "requests must be an integer between 1"),
+    (["--batch-size", "-1"], "batch_size must be an integer between 1"),
+    (["--policy", "never"], "policy must be one of recapture, reuse, both"),
+    (["--optimizer", "rmsprop"], "optimizer must be one of sgd, adamw"),
+    (["--dtype", "int8"], "dtype must be one of"),
+    (["--engines", "eager,turbo"], "engines must be a non-empty list drawn from eager, graph"),
+    (["--model", "/nonexistent/model"], "model must be 'synthetic'"),
+    (["--prompt-len", "2000", "--max-new-tokens", "100"], "exceeds the model's 2048 positions"),
+    (["--set", "colour=red"], "unknown parameter(s) colour"),
+    (["-p", "iterations", "0"], "iterations must be"),
+])
+def test_bad_parameters_exit_2_naming_the_parameter_and_write_nothing(tmp_path, capsys, args, fragment):
+    out = tmp_path / "r.json"
+    assert cli.main(["bench", *args, "--device", "cpu", "--output", str(out)]) == 2
+    assert fragment in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("output, fragment", [("", "not a file name"), (".", "not a file name"),
+                                              ("folder", "is a folder")])
+def test_an_unusable_output_path_is_refused_before_the_run(tmp_path, capsys, monkeypatch, output, fragment):
+    (tmp_path / "folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("rollout_study.launch.run_study", lambda *a, **k: pytest.fail("the run started"))
+    assert cli.main(["bench", "--device", "cpu", "--output", output]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_every_way_of_giving_a_parameter_agrees(tmp_path):
+    base = tmp_path / "p.yaml"
+    base.write_text("name: p\nrequests: 6\niterations: 2\n", encoding="utf-8")
+    args = cli.parser().parse_args(["bench", str(base), "--set", "lr=0.5", "-p", "engines", "[eager]",
+                                    "--cycles", "3", "--no-profile"])
+    params = cli.params_from(args)
+    assert (params.name, params.requests, params.iterations, params.lr, params.engines, params.cycles,
+            params.profile) == ("p", 6, 2, 0.5, ["eager"], 3, False)
+    assert cli.parse_value("engines", "eager,graph") == ["eager", "graph"]
+    run_args = cli.parser().parse_args(["run", str(base), "--set", "lr=0.5", "-p", "engines", "[eager]",
+                                        "--cycles", "3", "--profile", "false"])
+    assert cli.params_from(run_args) == params  # run accepts what bench accepts
+    with pytest.raises(ParameterError, match="key=value"):
+        cli.parse_override("iterations")
+
+
+def test_parity_failure_writes_an_invalid_result_and_exits_1(tmp_path, monkeypatch, capsys):
+    real_call = GraphEngine.__call__
+
+    def corrupt(self, batches, clock):
+        out = real_call(self, batches, clock)
+        out.sequences[0] = out.sequences[0].clone()
+        out.sequences[0][0, -1] += 1  # one wrong token in the last step
+        return out
+
+    monkeypatch.setattr(GraphEngine, "__call__", corrupt)
+    out = tmp_path / "r.json"
+    code = cli.main(["bench", "--device", "cpu", "--requests", "4", "--prompt-len", "8", "--max-new-tokens", "4",
+                     "--iterations", "2", "--quiet", "--output", str(out)])
+    assert code == 1
+    raw = json.loads(out.read_text())
+    assert raw["valid"] is False
+    bad = [c for c in raw["calls"] if not c["parity"]["ok"]]
+    assert bad and all(c["engine"] == "graph" for c in bad)
+    assert bad[0]["parity"]["mismatch"]["step"] == 3
+    assert "parity" in capsys.readouterr().err
+
+
+def test_local_checkpoint_loads_and_is_labelled_pretrained(tmp_path, tiny):
+    _, loaded = tiny()
+    folder = tmp_path / "my-checkpoint"
+    loaded.model.save_pretrained(folder)  # no tokenizer: seeded random prompts
+    out = tmp_path / "r.json"
+    done = run_cli("bench", "--model", str(folder), "--device", "cpu", "--requests", "4", "--prompt-len", "8",
+                   "--max-new-tokens", "4", "--iterations", "1", "--output", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = Result.read(out)
+    meta = result.metadata
+    assert meta["label"] == "pretrained" and meta["model"]["name"] == "my-checkpoint"
+    assert meta["model"]["source"] == str(folder) and meta["workload"]["prompt_source"] == "random"
+    assert result.is_valid
+    chat = run_cli("bench", "--model", str(folder), "--prompts", "chat", "--device", "cpu",
+                   "--output", str(tmp_path / "c.json"))
+    assert chat.returncode == 2 and "prompts: 'chat' needs a model with a tokenizer" in chat.stderr
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_help_lists_every_subcommand():
+    done = run_cli("--help", timeout=120)
+    assert done.returncode == 0
+    for command in ("run", "bench", "report", "summary", "publish"):
+        assert command in done.stdout
+
+
+def test_main_job_default_follows_cuda(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.default_params_file().name == "cpu-smoke.yaml"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cli.default_params_file().name == "reference-tiny.yaml"

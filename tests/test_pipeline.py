@@ -1,0 +1,205 @@
+"""pipeline.py and `run`: the notebooks end to end on the CPU, every way users run them, and failures.
+
+Every run writes into a temporary root, never into the repository's runs/ or reports/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from result_fixture import make_invalid_result_dict
+from rollout_study import pipeline
+from rollout_study.record import Result
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _env(**extra) -> dict:
+    # One BLAS thread: on a shared two-core machine OpenMP spin-waits make oversubscribed runs many times slower.
+    return {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **extra}
+
+
+def _run(*args: str, cwd: Path = REPO, timeout: int = 900, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    done = _run(sys.executable, "-m", "rollout_study", "run", "params/cpu-smoke.yaml", "--output-root", str(root),
+                "--quiet")
+    folders = [p for p in root.iterdir() if p.is_dir()]
+    return root, done, folders
+
+
+def test_smoke_run_writes_one_complete_run_folder(smoke):
+    root, done, folders = smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(folders) == 1 and folders[0].name.startswith("cpu-smoke-")  # never named after a published report
+    folder = folders[0]
+    for name in ("study.ipynb", "result.json", "summary.md", "study.html", "report.ipynb", "report.html"):
+        assert (folder / name).is_file(), name
+    result = Result.read(folder / "result.json")
+    assert result.is_valid and result.run_name == "cpu-smoke"
+    assert result.metadata["workload"]["batch_sizes"] == [4, 2]  # the last batch is partial
+    assert result.metadata["command"].startswith("python -m rollout_study run params/cpu-smoke.yaml")
+    assert "cpu-smoke" in (root / "index.html").read_text(encoding="utf-8")
+
+
+def test_executed_notebooks_carry_no_machine_paths_or_timestamps(smoke):
+    folder = smoke[2][0]
+    for name in ("study.ipynb", "report.ipynb", "report.html"):
+        text = (folder / name).read_text(encoding="utf-8")
+        assert str(folder) not in text and str(REPO) not in text, name
+        assert "start_time" not in text and "end_time" not in text, name
+
+
+def test_report_html_has_no_code_and_study_html_keeps_it(smoke):
+    folder = smoke[2][0]
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64" in page and "<table" in page
+    assert "section_blocks(" not in page and "read_results(" not in page  # inputs excluded
+    assert "Pretrained model:" not in page
+    study = (folder / "study.html").read_text(encoding="utf-8")
+    assert "run_study" in study and "widget" not in study.lower()
+
+
+def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
+    """A folder holding only result.json gets its report back, and a second rebuild is byte-identical."""
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    shutil.copy(smoke[2][0] / "result.json", folder / "result.json")
+    first = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")
+    assert first.returncode == 0, first.stderr[-3000:]
+    snapshot = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert {Path("summary.md"), Path("report.ipynb"), Path("report.html")} <= set(snapshot)
+    again = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == snapshot
+    assert "copied/report.html" in (tmp_path / "index.html").read_text(encoding="utf-8")
+    missing = _run(sys.executable, "-m", "rollout_study", "report", str(tmp_path / "nothing"), "--quiet")
+    assert missing.returncode == 2 and "result.json does not exist" in missing.stderr
+
+
+def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tmp_path):
+    out = tmp_path / "out"
+    done = _run(sys.executable, "-m", "papermill", str(REPO / "notebooks/study.ipynb"), str(tmp_path / "run.ipynb"),
+                "-f", str(REPO / "params/cpu-smoke.yaml"), "-p", "requests", "3", "-p", "cold_starts", "0",
+                "-p", "output_dir", str(out), "--cwd", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Passed unknown parameter" not in done.stderr
+    result = Result.read(out / "result.json")
+    workload = result.metadata["workload"]
+    assert (result.run_name, workload["requests"], workload["max_new_tokens"]) == ("cpu-smoke", 3, 8)
+    assert "papermill" in result.metadata["command"] and "requests" in result.metadata["command"]
+
+
+def test_nbconvert_execute_runs_the_defaults_anywhere(tmp_path):
+    runs = tmp_path / "runs"
+    done = _run(sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--to", "notebook",
+                "--output-dir", str(tmp_path), str(REPO / "notebooks/study.ipynb"), cwd=tmp_path,
+                ROLLOUT_STUDY_RUNS=str(runs))
+    assert done.returncode == 0, done.stderr[-3000:]
+    [folder] = list(runs.iterdir())
+    result = Result.read(folder / "result.json")
+    assert result.run_name == "adhoc" and result.metadata["workload"]["requests"] == 8
+    assert "nbconvert" in result.metadata["command"]
+
+
+# -- failing cells ----------------------------------------------------------------------------
+def _notebooks_with(tmp_path: Path, first_line: str, new_source: str) -> Path:
+    """Copies of the notebooks where the study cell starting with `first_line` is replaced."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    study = nbformat.read(str(REPO / "notebooks/study.ipynb"), as_version=4)
+    [cell] = [cell for cell in study.cells if cell.source.startswith(first_line)]
+    cell.source = new_source
+    nbformat.write(study, str(folder / "study.ipynb"))
+    shutil.copy(REPO / "notebooks/report.ipynb", folder / "report.ipynb")
+    return folder
+
+
+def _study(tmp_path: Path, notebooks: Path) -> tuple[list[str], Path]:
+    from rollout_study.cli import load_params
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    params = load_params(REPO / "params/cpu-smoke.yaml", {"cold_starts": 0})
+    with pipeline.kernel_environment():
+        problems = pipeline.study_step(folder, params.to_dict(), "test", progress=False, notebooks=notebooks)
+        if (folder / "result.json").exists():
+            problems += pipeline.report_step(folder, progress=False, notebooks=notebooks)
+    return problems, folder
+
+
+def test_failing_cell_is_named_and_its_notebook_kept(tmp_path, capsys):
+    notebooks = _notebooks_with(tmp_path, "from rollout_study.launch import", "raise ValueError('broken on purpose')")
+    problems, folder = _study(tmp_path, notebooks)
+    err = capsys.readouterr().err
+    number = 1 + [c.source for c in nbformat.read(str(notebooks / "study.ipynb"), as_version=4).cells].index(
+        "raise ValueError('broken on purpose')")
+    assert len(problems) == 1 and f"study.ipynb failed at cell {number} (In [" in err
+    assert "ValueError: broken on purpose" in err
+    assert (folder / "study.ipynb").is_file() and (folder / "study.html").is_file()
+    assert not (folder / "result.json").exists()
+
+
+def test_invalid_result_fails_the_study_but_is_still_reported(tmp_path, capsys):
+    fixture = tmp_path / "invalid.json"
+    fixture.write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
+    notebooks = _notebooks_with(tmp_path, "from rollout_study.launch import",
+                                f"from rollout_study.record import Result\n\nresult = Result.read({str(fixture)!r})")
+    problems, folder = _study(tmp_path, notebooks)
+    err = capsys.readouterr().err
+    assert problems and "InvalidResult" in err and 'if not result.is_valid:' in err
+    assert Result.read(folder / "result.json").valid is False
+    assert "INVALID" in (folder / "report.html").read_text(encoding="utf-8")
+
+
+# -- kernel -----------------------------------------------------------------------------------
+def test_kernel_command_lines_that_run_this_interpreter():
+    assert pipeline.runs_this_interpreter(["python", "-m", "ipykernel_launcher"])
+    assert pipeline.runs_this_interpreter([sys.executable, "-m", "ipykernel_launcher"])
+    assert not pipeline.runs_this_interpreter(["/nonexistent/python2.7", "-m", "ipykernel_launcher"])
+
+
+def test_foreign_python3_kernelspec_is_shadowed(tmp_path, monkeypatch):
+    foreign = tmp_path / "kernels" / "python3"
+    foreign.mkdir(parents=True)
+    (foreign / "kernel.json").write_text(json.dumps(
+        {"argv": ["/nonexistent/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+         "display_name": "other", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert pipeline.kernel_argv()[0] == "/nonexistent/python"
+    with pipeline.kernel_environment():
+        assert pipeline.kernel_argv()[0] == sys.executable
+        assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
+    assert os.environ["JUPYTER_PATH"] == str(tmp_path) and "PYTHONPATH" not in os.environ
+
+
+def test_source_notebooks_are_committed_without_outputs():
+    for name in ("study.ipynb", "report.ipynb"):
+        notebook = nbformat.read(str(REPO / "notebooks" / name), as_version=4)
+        assert all(not c.get("outputs") and c.get("execution_count") is None
+                   for c in notebook.cells if c.cell_type == "code"), name
+
+
+def test_study_parameters_cell_holds_every_parameter():
+    import dataclasses
+
+    from rollout_study.params import StudyParams
+
+    notebook = nbformat.read(str(REPO / "notebooks/study.ipynb"), as_version=4)
+    [cell] = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    assert StudyParams.from_namespace(namespace) == StudyParams()
+    assert {f.name for f in dataclasses.fields(StudyParams)} <= set(namespace)

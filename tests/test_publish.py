@@ -1,0 +1,89 @@
+"""publish.py: new runs never overwrite published reports; publishing is explicit, guarded and atomic."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from result_fixture import make_invalid_result, make_result
+from rollout_study import publish
+from rollout_study.publish import PublishError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run_folder(root: Path, name: str, result) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    result.write(folder / "result.json")
+    (folder / "report.html").write_text(f"<p>{name}</p>", encoding="utf-8")
+    return folder
+
+
+def test_runs_get_unique_folders_and_never_a_published_name(tmp_path):
+    a = publish.finish_run(publish.start_run(tmp_path, "reference-tiny"), "reference-tiny")
+    b = publish.finish_run(publish.start_run(tmp_path, "reference-tiny"), "reference-tiny")
+    assert a != b and a.name.startswith("reference-tiny-") and b.name.startswith("reference-tiny-")
+    assert a.name != "reference-tiny" and not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_publish_copies_the_run_and_rebuilds_the_index(tmp_path):
+    run = _run_folder(tmp_path / "runs", "fixture-20260101", make_result(cuda_graph=True))
+    target = publish.publish(run, tmp_path / "reports")
+    assert target == (tmp_path / "reports" / "fixture").resolve()
+    assert (target / "report.html").read_text(encoding="utf-8") == "<p>fixture-20260101</p>"
+    assert "fixture/report.html" in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["fixture", "index.html"]  # no debris
+
+
+def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
+    gpu = _run_folder(tmp_path / "runs", "gpu", make_result(cuda_graph=True))
+    publish.publish(gpu, tmp_path / "reports")
+    cpu = _run_folder(tmp_path / "runs", "cpu", make_result(cuda_graph=False))
+    with pytest.raises(PublishError, match="GPU result"):
+        publish.publish(cpu, tmp_path / "reports")
+    assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu</p>"
+    publish.publish(cpu, tmp_path / "reports", name="fixture-cpu")  # under another name it is fine
+    newer_gpu = _run_folder(tmp_path / "runs", "gpu2", make_result(cuda_graph=True))
+    publish.publish(newer_gpu, tmp_path / "reports")  # a GPU result may replace a GPU result
+    assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu2</p>"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda root: _run_folder(root, "bad", make_invalid_result()), "invalid"),
+    (lambda root: root, "no result.json"),
+])
+def test_invalid_or_missing_results_are_not_published(tmp_path, make, message):
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(PublishError, match=message):
+        publish.publish(make(tmp_path / "runs"), tmp_path / "reports")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_names_that_clash_with_index_files_are_refused():
+    for name in ("index.html", "../x", ".hidden", ""):
+        with pytest.raises(PublishError):
+            publish.check_name(name)
+
+
+def test_swap_keeps_a_complete_folder_when_the_copy_fails(tmp_path, monkeypatch):
+    gpu = _run_folder(tmp_path / "runs", "gpu", make_result(cuda_graph=True))
+    publish.publish(gpu, tmp_path / "reports")
+
+    def broken_copy(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(publish.shutil, "copytree", broken_copy)
+    again = _run_folder(tmp_path / "runs", "gpu-again", make_result(cuda_graph=True))
+    with pytest.raises(OSError):
+        publish.publish(again, tmp_path / "reports")
+    assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu</p>"
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["fixture", "index.html"]
+
+
+def test_what_the_readme_commands_write_is_ignored_by_git():
+    paths = ["runs/cpu-smoke-20260101-000000/result.json", "runs/index.html", "rollout-first-call.json"]
+    done = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.split() == paths
+    assert publish.RUNS_ROOT == REPO / "runs"

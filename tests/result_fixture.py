@@ -102,3 +102,37 @@ def make_invalid_result_dict() -> dict:
 
 def make_invalid_result() -> Result:
     return Result.from_dict(make_invalid_result_dict(), "fixture")
+
+
+# -- variations of the fixture dict, for tests that need another timing or another engine ----------
+def retime(data: dict, variant: str, phase: str, ms: float, cycle: int | None = None) -> dict:
+    """The fixture dict with every call of one variant and phase taking `ms` (its breakdown rescaled)."""
+    for call in data["calls"]:
+        name = call["engine"] if call["policy"] is None else f"{call['engine']}[{call['policy']}]"
+        if name == variant and call["phase"] == phase and (cycle is None or call["cycle"] == cycle):
+            scale = ms / call["total_ms"]
+            call["breakdown_ms"] = {k: v * scale for k, v in call["breakdown_ms"].items()}
+            call["breakdown_ms"]["other"] += ms - sum(call["breakdown_ms"].values())
+            call["total_ms"] = ms
+    return data
+
+
+def rename_engine(data: dict, old: str, new: str) -> dict:
+    for record in data["calls"] + [c for run in data["cold_starts"] for c in run["calls"]]:
+        if record["engine"] == old:
+            record["engine"] = new
+    data["profile"] = {key.replace(old, new, 1): {**p, "engine": new if p["engine"] == old else p["engine"]}
+                       for key, p in data["profile"].items()}
+    for run in data["cold_starts"]:
+        run["target"] = run["target"].replace(old, new, 1)
+    return data
+
+
+def add_engine(data: dict, like: str, engine: str) -> dict:
+    """The fixture dict with one more engine, unknown to the registry, timed like variant `like`."""
+    base, _, policy = like.partition("[")
+    policy = policy.rstrip("]") or None
+    copies = [{**copy.deepcopy(c), "engine": engine} for c in data["calls"]
+              if c["engine"] == base and c["policy"] == policy]
+    data["calls"] += copies
+    return data

@@ -1,33 +1,85 @@
-import subprocess
-import sys
+"""present/markdown.py: summary.md and the README's results tables."""
+from __future__ import annotations
 
-from rollout_study import markdown, results
+import os
+import re
+
+import pytest
+
+from result_fixture import make_invalid_result, make_result, make_result_dict
+from rollout_study.present import markdown, text
+from rollout_study.record import Result
+from result_fixture import add_engine
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMITTED = [os.path.join(REPO, "reports", name, "result.json") for name in ("reference-tiny", "pretrained-smollm2")]
 
 
-def test_summary_of_a_cpu_run(tmp_path):
-    out = tmp_path / "r.json"
-    done = subprocess.run([sys.executable, "-m", "rollout_study.bench", "--device", "cpu", "--requests", "5",
-                           "--prompt-len", "8", "--max-new-tokens", "4", "--iterations", "2", "--policy", "both",
-                           "--quiet", "--output", str(out)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    text = markdown.summary(results.read(str(out)))
-    assert "synthetic model" in text and "**no CUDA graph**" in text
-    for target in ("| eager | 0 | first |", "| graph[recapture] | 0 | steady |", "| graph[reuse] | 0 | steady_after_update |"):
-        assert target in text
-    assert "not measured" in text  # no profile on the CPU: the kernel-time target is not claimed
-    assert "| parity with generate() on every measured call | 18/18 | all | yes |" in text
+def test_summary_starts_with_the_answer():
+    result = make_result()
+    summary = markdown.summary(result)
+    assert summary.startswith("# fixture: synthetic model tiny-llama-fixture\n\n## Answer\n")
+    assert summary.index("## Answer") < summary.index("- valid:") < summary.index("## Per variant and phase")
+    for line in text.headline_lines(result):
+        assert f"- {line}\n" in summary
+
+
+def test_summary_of_a_cpu_run_does_not_claim_gpu_goals():
+    summary = markdown.summary(make_result())
+    assert "**no CUDA graph**" in summary
+    for row in ("| eager | 0 | first |", "| graph[recapture] | 0 | steady |", "| graph[reuse] | 1 | steady_after_update |"):
+        assert row in summary
+    assert "| graph[reuse] steady speed-up over eager generate() | 5.000 | >= 12.0x | GPU only, not measured on CPU |" \
+        in summary
+    assert "**no**" not in summary and "| no |" not in summary
+    assert "| parity with generate() on every measured call | 36/36 | all | yes |  |" in summary
+
+
+def test_summary_of_a_gpu_run_marks_missed_goals():
+    summary = markdown.summary(make_result(cuda_graph=True))
+    assert "| graph[reuse] steady speed-up over eager generate() | 5.000 | >= 12.0x | **no** | " in summary
+    assert "GPU only" not in summary and "no CUDA graph" not in summary
+    assert "## Profiled steady call" in summary
+
+
+def test_summary_lists_mismatches_failures_and_break_even():
+    summary = markdown.summary(make_invalid_result())
+    assert "## Parity mismatches\n\n- graph[recapture] first_after_update #0: {" in summary
+    assert "| graph[recapture] | eager | 130.000 | 10.000 | 100.000 | 50.000 | pays off from 2 rollouts per update |" \
+        in summary
+
+
+@pytest.mark.parametrize("path", COMMITTED)
+def test_summary_of_committed_results_has_no_raw_floats(path):
+    summary = markdown.summary(Result.read(path))
+    assert not re.search(r"\d\.\d{6,}", summary)
+    assert "| graph[reuse] | graph[recapture] |" in summary and "only up to U=" in summary
+
+
+def test_command_line_writes_the_summary(capsys):
+    assert markdown.main([COMMITTED[0]]) == 0
+    assert capsys.readouterr().out == markdown.summary(Result.read(COMMITTED[0]))
+    assert markdown.main([]) == 2
+
+
+def test_readme_results_take_every_registered_and_new_engine():
+    result = Result.from_dict(add_engine(make_result_dict(cuda_graph=True), "graph[reuse]", "newgraph"))
+    header = markdown.readme_results(result, with_original=True).splitlines()[0]
+    assert header == ("| phase | original eager, A4500 | original graph, A4500 | eager, NVIDIA H200 | "
+                      "graph[recapture], NVIDIA H200 | graph[reuse], NVIDIA H200 | newgraph[reuse], NVIDIA H200 |")
+    table = markdown.readme_results(result, with_original=False)
+    assert "| first after update | 100.000 | 130.000 | 60.000 | 60.000 |" in table
+    # 3 speed-ups, 3 kernel ratios, 2 first calls x 2 reuse variants, 2 capture counts, parity: 13 goals;
+    # met: both reuse variants' captures and parity.
+    assert "goals met 3/13" in table
 
 
 def test_readme_figures_are_the_committed_results():
     """Every results table in the README is regenerated from the result file committed beside it."""
-    import os
-    import re
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    readme = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     blocks = re.findall(r"<!-- readme-results (\S+)( original)? -->\n(.*?)\n<!-- end readme-results -->", readme, re.S)
     assert blocks, "the README has no results tables"
     for name, original, table in blocks:
-        result = results.read(os.path.join(root, "reports", name, "result.json"))
-        assert result["metadata"]["hardware"]["gpu"], f"{name}: README figures must come from a GPU run"
+        result = Result.read(os.path.join(REPO, "reports", name, "result.json"))
+        assert result.metadata["hardware"]["gpu"], f"{name}: README figures must come from a GPU run"
         assert table == markdown.readme_results(result, with_original=bool(original))

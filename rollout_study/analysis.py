@@ -1,0 +1,324 @@
+"""Numbers from result records, with no formatting: summaries, break-even, timeline, goals, headline.
+
+Everything here is a pure function of a `Result` (record.py), so a report can be rebuilt anywhere
+from committed JSON without a GPU. Medians, quartiles and the wide-spread flag come from `Samples`;
+engine order comes from the engine registry (`variant_rank`), never from a list written here.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from .engines import variant_rank
+from .record import PARTS, Call, Result, Samples, run_order
+
+BASELINE = "eager"  # Hugging Face generate(): the parity reference and the engine every other is compared with
+REUSE = "reuse"  # the refresh policy that keeps its graphs across an update: the goals hold it to that
+STEADY_PHASES = ("steady", "steady_after_update")
+MEMORY_KINDS = ("allocated", "reserved", "peak_allocated")
+# The issues' performance goals.
+MIN_SPEEDUP = 12.0
+MAX_KERNEL_RATIO = 1.3
+MAX_REUSE_FIRST_RATIO = 1.10
+
+
+def graph_variants(result: Result) -> list[str]:
+    """Variants with a refresh policy: those of every graph engine, whatever the engine is called."""
+    return sorted({c.variant for c in result.calls if c.policy is not None}, key=variant_rank)
+
+
+# -- summary ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SummaryRow:
+    """One (variant, cycle, phase): its samples and the medians of everything recorded per call."""
+
+    variant: str
+    cycle: int
+    phase: str
+    samples: Samples
+    parts_ms: dict  # median of each breakdown part over the samples
+    captures: int  # summed over the phase's calls
+    memory_bytes: dict  # largest value of each kind over the calls; None where never recorded
+    tokens_per_s: float | None
+    parity_ok: bool  # every call checked and matched generate()
+
+
+def median_call(calls: list[Call]) -> Call:
+    """The sample whose total is the (lower) median: a real call, so its breakdown sums to its total."""
+    return sorted(calls, key=lambda call: call.total_ms)[(len(calls) - 1) // 2]
+
+
+def largest_memory(calls: list[Call], kind: str) -> int | None:
+    values = [c.memory_bytes.get(kind) for c in calls if c.memory_bytes.get(kind) is not None]
+    return max(values) if values else None
+
+
+def summary_rows(result: Result) -> list[SummaryRow]:
+    """Rows in run order, variants in registry order within a phase."""
+    rows = []
+    for cycle, phase in result.phase_groups():
+        for variant in result.variants():
+            calls = result.calls_of(variant, cycle, phase)
+            if not calls:
+                continue
+            rates = [c.tokens_per_s for c in calls]
+            rows.append(SummaryRow(
+                variant, cycle, phase, Samples([c.total_ms for c in calls]),
+                {part: statistics.median(c.breakdown_ms[part] for c in calls) for part in PARTS},
+                sum(c.captures for c in calls), {kind: largest_memory(calls, kind) for kind in MEMORY_KINDS},
+                statistics.median(rates) if None not in rates else None, all(c.parity_ok for c in calls)))
+    return rows
+
+
+# -- break-even -------------------------------------------------------------------------------
+def rollouts_cost(first_ms: float, steady_ms: float, rollouts: int) -> float:
+    """Time of `rollouts` calls after one update: the first pays the refresh, the rest are steady."""
+    return first_ms + (rollouts - 1) * steady_ms
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """For which rollouts per update U the candidate costs no more than its baseline.
+
+    cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
+    difference is linear in U, so the U where the candidate pays off form one interval:
+    [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
+    """
+
+    first_u: int | None
+    last_u: int | None
+
+    @property
+    def verdict(self) -> str:
+        if self.first_u is None:
+            return "never: its first call and its steady state are not cheaper"
+        if self.last_u is not None:
+            return f"only up to U={self.last_u} rollouts per update: its steady state is slower"
+        if self.first_u == 1:
+            return "pays off from the first rollout"
+        return f"pays off from {self.first_u} rollouts per update"
+
+
+def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float,
+                        steady_ms: float) -> BreakEven:
+    def pays(u: int) -> bool:
+        return rollouts_cost(first_ms, steady_ms, u) <= rollouts_cost(base_first_ms, base_steady_ms, u)
+
+    extra_first, saving = first_ms - base_first_ms, base_steady_ms - steady_ms
+    if pays(1):
+        if saving >= 0:
+            return BreakEven(1, None)
+        # Cheaper first call, slower steady state: it pays off until the steady loss eats the head start.
+        last = 1 + math.floor(-extra_first / -saving)
+        # Correct the closed form against the cost itself, so float rounding cannot move it by one.
+        while not pays(last):
+            last -= 1
+        while pays(last + 1):
+            last += 1
+        return BreakEven(1, last)
+    if saving <= 0:
+        return BreakEven(None, None)
+    first = 1 + math.ceil(extra_first / saving)
+    while first > 1 and pays(first - 1):
+        first -= 1
+    while not pays(first):
+        first += 1
+    return BreakEven(first, None)
+
+
+@dataclass(frozen=True)
+class BreakEvenRow:
+    candidate: str
+    baseline: str
+    candidate_first_ms: float
+    candidate_steady_ms: float
+    baseline_first_ms: float
+    baseline_steady_ms: float
+    break_even: BreakEven
+
+
+def costs_after_update(result: Result) -> dict[str, tuple[float, float]]:
+    """Per variant: (median first call after an update over cycles, median steady sample after updates)."""
+    costs = {}
+    for variant in result.variants():
+        firsts = result.samples(variant, phase="first_after_update")
+        steady = result.samples(variant, phase="steady_after_update")
+        if firsts and steady:
+            costs[variant] = (firsts.median, steady.median)
+    return costs
+
+
+def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
+    """(candidate, baseline): every variant against eager, then the policies of one engine against each other.
+
+    Within an engine the policy later in the registry is the candidate (reuse against recapture).
+    """
+    ordered = sorted(variants, key=variant_rank)
+    pairs = [(v, BASELINE) for v in ordered if v != BASELINE and BASELINE in ordered]
+    for i, later in enumerate(ordered):
+        for earlier in ordered[:i]:
+            if "[" in later and later.split("[")[0] == earlier.split("[")[0]:
+                pairs.append((later, earlier))
+    return pairs
+
+
+def break_even_rows(result: Result) -> list[BreakEvenRow]:
+    costs = costs_after_update(result)
+    rows = []
+    for candidate, baseline in break_even_pairs(list(costs)):
+        (first, steady), (base_first, base_steady) = costs[candidate], costs[baseline]
+        rows.append(BreakEvenRow(candidate, baseline, first, steady, base_first, base_steady,
+                                 break_even_rollouts(base_first, base_steady, first, steady)))
+    return rows
+
+
+# -- cumulative timeline ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Event:
+    step: int
+    kind: str  # rollout or update
+    cycle: int
+    phase: str
+    index: int
+    ms: float
+    cumulative_ms: float
+
+
+def timeline(result: Result, variant: str) -> list[Event]:
+    """One variant's calls and every training update in run order, with the cumulative wall time."""
+    raw = [("rollout", c.cycle, c.phase, c.index, c.total_ms) for c in result.calls_of(variant)]
+    # A failed (non-finite) update has no time; it still marks where the weights changed.
+    raw += [("update", u.cycle, "update", 0, u.ms or 0.0) for u in result.updates]
+    raw.sort(key=lambda e: (run_order(e[1], e[2]), e[3]))
+    events, total = [], 0.0
+    for step, (kind, cycle, phase, index, ms) in enumerate(raw, start=1):
+        total += ms
+        events.append(Event(step, kind, cycle, phase, index, ms, total))
+    return events
+
+
+# -- goals ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    measured: float | str | None
+    threshold: str
+    met: bool | None  # None: not measured (or a GPU-only goal on a CPU run)
+    inputs: tuple = ()  # (what, value, unit) the measurement came from
+    note: str = ""  # why it is not measured
+    gpu_only: bool = False
+    measured_here: bool = True  # False: a GPU-only goal of a run without CUDA graphs
+
+    @property
+    def verdict(self) -> str:
+        if not self.measured_here:
+            return "GPU only, not measured on CPU"
+        return {True: "yes", False: "no", None: "not measured"}[self.met]
+
+
+def goals(result: Result) -> list[Goal]:
+    """The issues' goals, checked against one result; a goal whose inputs are absent says so."""
+    rows: list[Goal] = []
+    gpu = result.cuda_graph
+
+    def add(name, measured, threshold, met, inputs=(), note="", gpu_only=True):
+        here = gpu or not gpu_only
+        rows.append(Goal(name, measured, threshold, met if here else None, inputs, note, gpu_only, here))
+
+    eager = result.samples(BASELINE, 0, "steady")
+    for variant in graph_variants(result):
+        graph = result.samples(variant, 0, "steady")
+        if eager and graph:
+            speedup = eager.median / graph.median
+            add(f"{variant} steady speed-up over eager generate()", speedup, f">= {MIN_SPEEDUP}x",
+                speedup >= MIN_SPEEDUP, (("eager", eager.median, "ms"), ("graph", graph.median, "ms")))
+        profile = result.profile.get(variant)
+        if profile and graph and profile.kernel_ms:
+            ratio = graph.median / profile.kernel_ms
+            add(f"{variant} steady over summed kernel time", ratio, f"<= {MAX_KERNEL_RATIO}x",
+                ratio <= MAX_KERNEL_RATIO, (("steady", graph.median, "ms"), ("kernels", profile.kernel_ms, "ms"),
+                                            ("kernel count", profile.kernels, "")))
+        else:
+            add(f"{variant} steady over summed kernel time", None, f"<= {MAX_KERNEL_RATIO}x", None,
+                note="no profile in this run (CPU, or profiling off)")
+    for variant in sorted({c.variant for c in result.calls if c.policy == REUSE}, key=variant_rank):
+        for first in result.calls_of(variant, phase="first_after_update"):
+            steady = result.samples(variant, first.cycle, "steady_after_update")
+            ratio = first.total_ms / steady.median if steady else None
+            add(f"{variant} first call after update {first.cycle} vs steady", ratio,
+                f"<= {MAX_REUSE_FIRST_RATIO:.2f}x", ratio is not None and ratio <= MAX_REUSE_FIRST_RATIO,
+                (("first", first.total_ms, "ms"), ("steady", steady.median, "ms")) if steady else (),
+                "" if steady else "no steady samples after this update")
+        after = result.calls_of(variant, phase=("first_after_update", "steady_after_update"))
+        captures = sum(c.captures for c in after)
+        add(f"{variant} captures after an update", captures, "0", captures == 0 if after else None)
+    matched = sum(c.parity_ok for c in result.calls)
+    add("parity with generate() on every measured call", f"{matched}/{len(result.calls)}", "all",
+        bool(result.calls) and matched == len(result.calls), gpu_only=False)
+    return rows
+
+
+# -- headline ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Span:
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Span | None":
+        return cls(min(values), max(values)) if values else None
+
+
+@dataclass(frozen=True)
+class FirstAfterUpdate:
+    variant: str
+    ms: Span  # over cycles
+    over_steady: Span  # each cycle's first call over that cycle's steady median
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The answer a reader wants first, before any table."""
+
+    speedups: dict[str, Span]  # graph variant -> generate() steady median over its own, over steady phases
+    first_after_update: list[FirstAfterUpdate]
+    first_update_ms: float | None
+    later_updates_ms: Span | None
+    break_even: list[BreakEvenRow]
+    parity_matched: int
+    calls: int
+    problems: list[str] = field(default_factory=list)  # empty: valid
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+def headline(result: Result) -> Headline:
+    """Speed-up per graph variant, the first call after an update, the update, break-even, parity, validity."""
+    # The speed-up as a range: generate() drifts between phases, so one phase's ratio would overstate certainty.
+    steady = [(cycle, phase) for cycle, phase in result.phase_groups() if phase in STEADY_PHASES]
+    speedups = {}
+    for variant in graph_variants(result):
+        ratios = []
+        for cycle, phase in steady:
+            eager, graph = result.samples(BASELINE, cycle, phase), result.samples(variant, cycle, phase)
+            if eager and graph:
+                ratios.append(eager.median / graph.median)
+        if ratios:
+            speedups[variant] = Span.of(ratios)
+    firsts = []
+    for variant in graph_variants(result):
+        ms, ratios = [], []
+        for first in result.calls_of(variant, phase="first_after_update"):
+            ms.append(first.total_ms)
+            steady = result.samples(variant, first.cycle, "steady_after_update")
+            if steady:
+                ratios.append(first.total_ms / steady.median)
+        if ms:
+            firsts.append(FirstAfterUpdate(variant, Span.of(ms), Span.of(ratios)))
+    update_ms = [u.ms for u in sorted(result.updates, key=lambda u: u.cycle)]
+    return Headline(speedups, firsts, update_ms[0] if update_ms else None,
+                    Span.of([ms for ms in update_ms[1:] if ms is not None]), break_even_rows(result),
+                    sum(c.parity_ok for c in result.calls), len(result.calls), result.validity_problems())

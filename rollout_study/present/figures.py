@@ -1,0 +1,274 @@
+"""The report's figures: bare matplotlib Figures (no pyplot state), saved as PNG in a figures folder.
+
+Each figure function takes one result (one label), an optional folder and file stem, and returns
+the Figure; `FIGURES` lists them with the file suffix and caption the report uses. Colours and
+variant order come from the engine registry. Latencies span 10 ms to seconds, so time axes are
+logarithmic with plain labelled ticks (1-2-5 per decade) that bracket every plotted value.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
+
+from .. import analysis
+from ..engines import variant_color
+from ..record import PARTS, Result
+from .text import MIB, NO_GRAPH_NOTE, number, run_title
+
+PART_COLORS = {"allocation": "#8c564b", "warmup": "#ff7f0e", "capture": "#d62728",
+               "prefill": "#2ca02c", "decode": "#1f77b4", "other": "#7f7f7f"}
+MEMORY_PANELS = {"allocated": "allocated", "reserved": "reserved", "peak_allocated": "peak allocated"}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def figure_stem(result: Result, position: int | None = None) -> str:
+    return f"{result.label}-{_safe(result.run_name)}" + ("" if position is None else f"-{position}")
+
+
+def figure_path(figures_dir: str, stem: str, kind: str) -> str:
+    return os.path.join(figures_dir, f"{stem}-{kind}.png")
+
+
+def phase_label(cycle: int, phase: str) -> str:
+    return f"c{cycle} {phase.replace('_', ' ')}"
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    # A bare Figure: nothing global, nothing shown twice by the notebook's inline backend.
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _finish(fig: Figure, result: Result, what: str, figures_dir: str | None, stem: str | None, kind: str) -> Figure:
+    fig.suptitle(f"{run_title(result)}: {what}" + ("" if result.cuda_graph else "\n" + NO_GRAPH_NOTE), fontsize=10)
+    if figures_dir is not None:
+        os.makedirs(figures_dir, exist_ok=True)
+        fig.savefig(figure_path(figures_dir, stem or figure_stem(result), kind), dpi=110)
+    return fig
+
+
+def _legend(ax, **kwargs) -> None:
+    # Only when something is labelled: an empty legend() warns "No artists with labels found".
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
+def _ticks_125(low: float, high: float) -> list[float]:
+    """1-2-5 ticks from the largest one at or below `low` to the smallest one at or above `high`."""
+    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5)]
+    below = max(t for t in ticks if t <= low * (1 + 1e-9))
+    above = min(t for t in ticks if t >= high * (1 - 1e-9))
+    return [t for t in ticks if below <= t <= above]
+
+
+def log_axis(ax, values: list[float], axis: str = "y") -> None:
+    """A log axis whose labelled 1-2-5 ticks bracket every value, labels in plain numbers (13, 20, 200)."""
+    positive = [v for v in values if v and v > 0]
+    if not positive:
+        return
+    ticks = _ticks_125(min(positive), max(positive))
+    scaled = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    scaled.set_major_locator(FixedLocator(ticks))
+    scaled.set_minor_locator(NullLocator())
+    scaled.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(ticks[0], ticks[-1])
+
+
+def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8) -> None:
+    ax.set_xticks(range(len(groups)), [phase_label(c, p) for c, p in groups], rotation=rotation, ha="right",
+                  fontsize=fontsize)
+
+
+# -- figures ----------------------------------------------------------------------------------
+def latency_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    """Every sample (dots), the median (bar) and IQR (error bar) per phase and variant, on a log axis."""
+    fig = _new_figure(11, 4.5)
+    ax = fig.add_subplot()
+    groups, names = result.phase_groups(), result.variants()
+    width = 0.8 / max(len(names), 1)
+    values = []
+    for v, variant in enumerate(names):
+        color = variant_color(variant)
+        for g, (cycle, phase) in enumerate(groups):
+            samples = result.samples(variant, cycle, phase)
+            if samples is None:
+                continue
+            values += samples.values
+            x = g - 0.4 + width * (v + 0.5)
+            low, high = samples.quartiles
+            ax.errorbar([x], [samples.median], yerr=[[samples.median - low], [high - samples.median]], fmt="_",
+                        markersize=14, capsize=4, color=color, label=variant if g == 0 else None)
+            spread = [x + width * 0.3 * ((i % 5) - 2) / 2 for i in range(samples.n)]
+            ax.scatter(spread, samples.values, s=8, alpha=0.5, color=color)
+    _x_phases(ax, groups)
+    ax.set_ylabel("wall time per rollout call (ms, log scale)")
+    log_axis(ax, values)
+    _legend(ax, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _finish(fig, result, "latency per phase (median, IQR, samples)", figures_dir, stem, "latency")
+
+
+def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    """The median call's disjoint parts per phase: ms on one shared scale (top), share of the call (bottom).
+
+    The bottom row is what makes a 13 ms steady call readable beside a 500 ms first call.
+    """
+    names, groups = result.variants(), result.phase_groups()
+    fig = _new_figure(4 * max(len(names), 1), 7)
+    axes = fig.subplots(2, max(len(names), 1), squeeze=False, sharey="row")
+    for column, variant in enumerate(names):
+        top, bottom = axes[0][column], axes[1][column]
+        calls = [result.calls_of(variant, c, p) for c, p in groups]
+        medians = [analysis.median_call(found) if found else None for found in calls]
+        totals = [call.total_ms if call else 0.0 for call in medians]
+        ms_base, share_base = [0.0] * len(groups), [0.0] * len(groups)
+        for part in PARTS:
+            ms = [call.breakdown_ms[part] if call else 0.0 for call in medians]
+            share = [m / t if t else 0.0 for m, t in zip(ms, totals)]
+            top.bar(range(len(groups)), ms, bottom=ms_base, color=PART_COLORS[part], label=part)
+            bottom.bar(range(len(groups)), share, bottom=share_base, color=PART_COLORS[part])
+            ms_base = [b + h for b, h in zip(ms_base, ms)]
+            share_base = [b + h for b, h in zip(share_base, share)]
+        for g, total in enumerate(totals):
+            if total:
+                top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6)
+        top.set_title(variant, fontsize=9)
+        top.set_xticks(range(len(groups)), [])
+        _x_phases(bottom, groups, rotation=35, fontsize=7)
+        bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
+        for ax in (top, bottom):
+            ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("ms of the median call (shared scale)")
+    axes[1][0].set_ylabel("share of the call")
+    _legend(axes[0][-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _finish(fig, result, "disjoint breakdown of the median call", figures_dir, stem, "breakdown")
+
+
+def _grouped_bars(ax, result: Result, values_of) -> None:
+    """One bar per variant in each phase group; `values_of(variant)` gives one value per group."""
+    names, groups = result.variants(), result.phase_groups()
+    width = 0.8 / max(len(names), 1)
+    for v, variant in enumerate(names):
+        ax.bar([g - 0.4 + width * (v + 0.5) for g in range(len(groups))], values_of(variant), width=width,
+               color=variant_color(variant), label=variant)
+
+
+def memory_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    """One panel per allocator statistic (allocated, reserved, peak allocated), then captures per phase."""
+    rows = {(r.variant, r.cycle, r.phase): r for r in analysis.summary_rows(result)}
+    groups = result.phase_groups()
+    fig = _new_figure(11, 9)
+    axes = fig.subplots(len(MEMORY_PANELS) + 1, 1, sharex=True)
+
+    def per_group(variant, get):
+        return [get(rows[(variant, c, p)]) if (variant, c, p) in rows else 0 for c, p in groups]
+
+    for ax, (kind, title) in zip(axes, MEMORY_PANELS.items()):
+        has = any(r.memory_bytes[kind] is not None for r in rows.values())
+        if has:
+            _grouped_bars(ax, result, lambda v: per_group(v, lambda r: (r.memory_bytes[kind] or 0) / MIB))
+        else:
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "no allocator statistics: CPU run", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel(f"{title}\n(MiB)")
+        ax.grid(axis="y", alpha=0.3)
+    captures = axes[-1]
+    _grouped_bars(captures, result, lambda v: per_group(v, lambda r: r.captures))
+    captures.yaxis.set_major_locator(MaxNLocator(integer=True))
+    captures.set_ylim(0, max([1] + [r.captures for r in rows.values()]) * 1.15)
+    captures.set_ylabel("captures\nin phase")
+    _x_phases(captures, groups)
+    _legend(axes[0], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _finish(fig, result, "memory and captures per phase", figures_dir, stem, "memory")
+
+
+def throughput_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    rows = {(r.variant, r.cycle, r.phase): r.tokens_per_s for r in analysis.summary_rows(result)}
+    fig = _new_figure(11, 4)
+    ax = fig.add_subplot()
+    _grouped_bars(ax, result, lambda v: [rows.get((v, c, p)) or 0.0 for c, p in result.phase_groups()])
+    _x_phases(ax, result.phase_groups())
+    ax.set_ylabel("generated tokens per second (median)")
+    _legend(ax, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _finish(fig, result, "tokens per second", figures_dir, stem, "throughput")
+
+
+def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    """Cumulative wall time of each variant's calls plus the updates, in run order; updates marked."""
+    fig = _new_figure(11, 4.5)
+    ax = fig.add_subplot()
+    values = []
+    for variant in result.variants():
+        events = analysis.timeline(result, variant)
+        color = variant_color(variant)
+        ax.plot([e.step for e in events], [e.cumulative_ms for e in events], drawstyle="steps-post", color=color,
+                label=variant)
+        updates = [e for e in events if e.kind == "update"]
+        ax.scatter([e.step for e in updates], [e.cumulative_ms for e in updates], marker="x", color=color, s=40)
+        values += [e.cumulative_ms for e in events]
+    ax.set_xlabel("event in run order (rollout calls and updates; x = training update)")
+    ax.set_ylabel("cumulative wall time (ms, log scale)")
+    log_axis(ax, values)
+    _legend(ax, fontsize=8)
+    ax.grid(alpha=0.3)
+    return _finish(fig, result, "cumulative wall time over the run", figures_dir, stem, "timeline")
+
+
+def break_even_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
+    """Per pair: cost per update against rollouts per update U (log-log, top) and the candidate's cost
+    minus the baseline's (bottom, where lines that nearly coincide on top still part); where the
+    candidate pays off is shaded."""
+    rows = analysis.break_even_rows(result)
+    fig = _new_figure(5 * max(len(rows), 1), 7)
+    axes = fig.subplots(2, max(len(rows), 1), squeeze=False)
+    if not rows:
+        axes[0][0].text(0.5, 0.5, "no pair measured after an update", ha="center", va="center",
+                        transform=axes[0][0].transAxes)
+    for column, row in enumerate(rows):
+        top, bottom = axes[0][column], axes[1][column]
+        bounds = [u for u in (row.break_even.first_u, row.break_even.last_u) if u]
+        horizon = min(max([10] + [2 * u for u in bounds]), 10 ** 6)
+        span = sorted({round(10 ** (math.log10(horizon) * i / 200)) for i in range(201)})
+        lines = {}
+        for variant, first, steady in ((row.baseline, row.baseline_first_ms, row.baseline_steady_ms),
+                                       (row.candidate, row.candidate_first_ms, row.candidate_steady_ms)):
+            lines[variant] = [analysis.rollouts_cost(first, steady, u) for u in span]
+            top.plot(span, lines[variant], color=variant_color(variant), label=variant)
+        difference = [c - b for c, b in zip(lines[row.candidate], lines[row.baseline])]
+        bottom.plot(span, difference, color=variant_color(row.candidate))
+        bottom.axhline(0, color="black", linewidth=0.8)
+        for ax in (top, bottom):
+            if row.break_even.first_u is not None:
+                ax.axvspan(row.break_even.first_u, row.break_even.last_u or horizon, color="#2ca02c", alpha=0.1,
+                           label=f"{row.candidate} pays off" if ax is top else None)
+            log_axis(ax, span, "x")
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+            ax.grid(alpha=0.3)
+        log_axis(top, lines[row.baseline] + lines[row.candidate])
+        top.set_title(f"{row.candidate} vs {row.baseline}:\n{row.break_even.verdict}", fontsize=8)
+        bottom.set_xlabel("rollouts per update U")
+        bottom.set_ylabel(f"{row.candidate} minus {row.baseline} (ms)", fontsize=7)
+        _legend(top, fontsize=7)
+    axes[0][0].set_ylabel("first + (U-1) x steady (ms)")
+    return _finish(fig, result, "cost per update vs rollouts per update", figures_dir, stem, "break-even")
+
+
+# (file kind, caption, function): the kind is the PNG name's suffix each function saves under.
+FIGURES = (
+    ("latency", "Latency per phase and variant", latency_figure),
+    ("breakdown", "Breakdown of the median call", breakdown_figure),
+    ("memory", "Memory and captures", memory_figure),
+    ("throughput", "Tokens per second", throughput_figure),
+    ("timeline", "Cumulative wall time: calls and updates in run order", timeline_figure),
+    ("break-even", "Break-even: cost per update against rollouts per update", break_even_figure),
+)

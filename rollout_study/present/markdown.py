@@ -1,0 +1,149 @@
+"""Markdown from one result: summary.md (what a reviewer reads first) and the README's results tables.
+
+    python -m rollout_study.present.markdown reports/NAME/result.json > reports/NAME/summary.md
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import analysis
+from ..record import PARTS, PHASES, Result
+from .text import MIB, goal_detail, headline_lines, number
+
+# The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
+ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
+                  "first_after_update": (226.304, 58.800), "steady_after_update": (234.919, 45.281)}
+
+
+def _cell(value) -> str:
+    # A table cell: numbers formatted, and a pipe in a name or an error cannot split the row.
+    return (value if isinstance(value, str) else number(value)).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
+
+
+def phase_table(result: Result) -> list[str]:
+    rows = []
+    for r in analysis.summary_rows(result):
+        profile = result.profile.get(r.variant)
+        kernel = profile.kernel_ms if profile and (r.cycle, r.phase) == (profile.cycle, profile.phase) else None
+        peak, reserved = r.memory_bytes["peak_allocated"], r.memory_bytes["reserved"]
+        rows.append([r.variant, str(r.cycle), r.phase, str(r.samples.n),
+                     number(r.samples.median) + (" (wide IQR)" if r.samples.wide else ""), r.samples.iqr,
+                     *(r.parts_ms[part] for part in PARTS),
+                     str(r.captures), number(peak / MIB if peak else None, 1),
+                     number(reserved / MIB if reserved else None, 1), number(r.tokens_per_s, 0), kernel,
+                     "ok" if r.parity_ok else "FAIL"])
+    return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "capture", "prefill",
+                  "decode", "other", "captures", "peak MiB", "reserved MiB", "tok/s", "kernel ms", "parity"], rows)
+
+
+def cold_start_table(result: Result) -> list[str]:
+    rows = [[variant, str(s.n), s.min, s.median, s.max] for variant, s in result.cold_start_samples().items()]
+    return table(["variant", "processes", "min ms", "median ms", "max ms"], rows) if rows else []
+
+
+def _facts(result: Result) -> list[str]:
+    meta = result.metadata
+    model, hw, sw, wl = (meta.get(key) or {} for key in ("model", "hardware", "software", "workload"))
+    training, git = meta.get("training") or {}, meta.get("git") or {}
+    parameters = model.get("parameters")
+    graph_note = "" if result.cuda_graph else " **no CUDA graph** (the graph engine ran its static-cache step eagerly)"
+    command = str(meta.get("command")).replace("`", "'")  # a backtick would end the code span early
+    gpu = (f"{hw['gpu']} (capability {hw.get('gpu_capability')}, driver {hw.get('driver')}, CUDA {hw.get('cuda')})"
+           if hw.get("gpu") else "CPU only")
+    return [
+        f"- valid: **{result.valid}**{graph_note}",
+        f"- model: {model.get('name')} ({result.label}), {model.get('layers')} layers, hidden {model.get('hidden_size')}, "
+        f"heads {model.get('heads')}/{model.get('kv_heads')} KV, vocab {model.get('vocab')}, "
+        f"{number(parameters)} parameters, {meta.get('dtype')}, attention {meta.get('attention_implementation')}"
+        + (f", {model['quantization']}" if model.get("quantization") else ""),
+        f"- machine: {gpu}; {hw.get('cpu')}, {hw.get('cores')} cores",
+        f"- software: Python {sw.get('python')}, torch {sw.get('torch_build') or sw.get('torch')}, "
+        f"transformers {sw.get('transformers')}",
+        f"- workload: {wl.get('requests')} requests, batch {wl.get('batch_size')}, prompt length {wl.get('prompt_len')} "
+        f"(true lengths {wl.get('true_prompt_lengths')}), {wl.get('max_new_tokens')} new tokens, "
+        f"{wl.get('iterations')} iterations, {wl.get('cycles')} cycles, seed {wl.get('seed')}, "
+        f"prompts {wl.get('prompt_source')}",
+        f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}; commit {git.get('commit')}; "
+        f"{meta.get('time_start')}",
+        f"- command: `{command}`",
+    ]
+
+
+def summary(result: Result) -> str:
+    lines = [f"# {result.run_name}: {result.label} model {result.model_name}", "", "## Answer", "",
+             *(f"- {line}" for line in headline_lines(result)), "", "## Run", "", *_facts(result), "",
+             "## Per variant and phase (medians; breakdown parts in ms)", "", *phase_table(result), ""]
+    cold = cold_start_table(result)
+    if cold:
+        lines += ["## First call alone in a fresh process (cold starts)", "", *cold, ""]
+    if result.profile:
+        lines += ["## Profiled steady call (one per variant, outside the samples)", "",
+                  *table(["variant", "wall ms (profiled)", "kernel ms", "kernels", "copy ms"],
+                         [[name, p.wall_ms, p.kernel_ms, p.kernels, p.copy_ms] for name, p in result.profile.items()]),
+                  ""]
+    lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"],
+                                       [[str(u.cycle), u.optimizer, number(u.lr), number(u.loss, 4), u.ms]
+                                        for u in result.updates]), ""]
+    lines += ["## Break-even rollouts per update", "",
+              *table(["candidate", "baseline", "first ms", "steady ms", "baseline first ms", "baseline steady ms",
+                      "verdict"],
+                     [[r.candidate, r.baseline, r.candidate_first_ms, r.candidate_steady_ms, r.baseline_first_ms,
+                       r.baseline_steady_ms, r.break_even.verdict] for r in analysis.break_even_rows(result)]), ""]
+    lines += ["## Goals", "", *table(["goal", "measured", "threshold", "met", "detail"],
+                                     [[g.name, g.measured, g.threshold,
+                                       "**no**" if g.met is False else g.verdict, goal_detail(g)]
+                                      for g in analysis.goals(result)]), ""]
+    if result.failures:
+        lines += ["## Failures", ""] + [f"- {f.variant} {f.phase} (cycle {f.cycle}): {f.error}"
+                                        for f in result.failures] + [""]
+    mismatches = [c for c in result.calls if c.parity and not c.parity.ok]
+    if mismatches:
+        lines += ["## Parity mismatches", ""] + [f"- {c.variant} {c.phase} #{c.index}: {json.dumps(c.parity.mismatch)}"
+                                                 for c in mismatches[:20]]
+    return "\n".join(lines) + "\n"
+
+
+def readme_results(result: Result, with_original: bool) -> str:
+    """The README's table for one committed run: cycle-0 medians per phase and variant, from its result file."""
+    meta, machine = result.metadata, result.metadata["hardware"].get("gpu") or "CPU"
+    variants = result.variants()
+    medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(result) if r.cycle == 0}
+    quoted = ["-", "-"] if with_original else []
+    header = ["phase"] + (["original eager, A4500", "original graph, A4500"] if with_original else []) + \
+             [f"{variant}, {machine}" for variant in variants]
+    body = [[phase.replace("_", " ")] + ([number(v) for v in ORIGINAL_A4500[phase]] if with_original else [])
+            + [number(medians.get((variant, phase))) for variant in variants] for phase in PHASES]
+    cold = result.cold_start_samples()
+    body.append(["first call alone, fresh process (median)", *quoted]
+                + [number(cold[v].median if v in cold else None) for v in variants])
+    body.append(["summed GPU kernel time, one steady call", *quoted]
+                + [number(result.profile[v].kernel_ms if v in result.profile else None) for v in variants])
+    update = result.updates[0] if result.updates else None
+    checks = analysis.goals(result)
+    software = meta.get("software") or {}
+    lines = table(header, body) + [
+        "", f"Run `{result.run_name}` ({result.label}, {result.model_name}, {meta.get('dtype')}, "
+            f"{software.get('torch_build') or software.get('torch')}, transformers {software.get('transformers')}; "
+            f"commit {str((meta.get('git') or {}).get('commit'))[:10]}): valid **{result.valid}**; first update "
+            f"({update.optimizer if update else '-'}) {number(update.ms if update else None)} ms; "
+            f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m rollout_study.present.markdown RESULT.json", file=sys.stderr)
+        return 2
+    sys.stdout.write(summary(Result.read(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

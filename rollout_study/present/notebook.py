@@ -1,0 +1,142 @@
+"""The report notebook's content: blocks per label and run, and how a notebook shows them.
+
+A section per label (synthetic, pretrained) holds every run of that label; each run opens with its
+headline answer, then its validity, then tables and figures. `show` displays blocks as HTML.
+
+Every string that reaches HTML is escaped here: model names, run names, commands and error texts
+come from result files and may hold markup. pandas' Styler does not escape by default, so tables
+are formatted with `escape="html"`; every Styler gets a uuid derived from the block's position, so
+rebuilding a report from the same result gives byte-identical HTML.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..record import LABELS, Result
+from . import figures, tables
+from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number
+
+
+@dataclass
+class Block:
+    kind: str  # heading, answer, note, warning, table, figure
+    text: str = ""
+    body: Any = None  # heading level, answer lines, DataFrame, or PNG path
+    key: str = ""  # stable id of the block within the report (the table's Styler uuid)
+
+
+def read_results(paths: Iterable[str]) -> list[Result]:
+    return [Result.read(path) for path in paths]
+
+
+def group_by_label(results: list[Result]) -> dict[str, list[Result]]:
+    """Results split by label, synthetic first; labels without results are left out."""
+    groups = {label: [r for r in results if r.label == label] for label in LABELS}
+    return {label: group for label, group in groups.items() if group}
+
+
+def section_heading(label: str, results: list[Result]) -> str:
+    names = list(dict.fromkeys(r.model_name for r in results))
+    return f"{LABEL_TITLES[label]}: {', '.join(names)}"
+
+
+def run_blocks(result: Result, figures_dir: str, position: int | None = None) -> list[Block]:
+    """Everything shown for one result: the answer first, then validity, tables and figures."""
+    one = [result]
+    stem = figures.figure_stem(result, position)
+    blocks = [Block("heading", f"Run {result.run_name} ({LABEL_TITLES[result.label].lower()} {result.model_name}) "
+                               f"on {result.machine}, {result.metadata.get('time_start')}", 3),
+              Block("answer", "Answer", headline_lines(result))]
+    if not result.cuda_graph:
+        blocks.append(Block("warning", NO_GRAPH_NOTE))
+    problems = result.validity_problems()
+    if problems:
+        blocks.append(Block("warning", "INVALID run: " + "; ".join(problems) + ". Details below."))
+    else:
+        blocks.append(Block("note", "Valid run: every parity check passed and no phase failed."))
+    summary = tables.summary_table(one)
+    wide = int((summary["spread"] == "wide IQR").sum())
+    blocks.append(Block("table", "Latency per phase (medians; IQR over 10% of the median is flagged: "
+                                 f"{wide} phase(s) flagged)", summary))
+    for kind, caption, make in figures.FIGURES:
+        make(result, figures_dir, stem)
+        blocks.append(Block("figure", caption, figures.figure_path(figures_dir, stem, kind)))
+    blocks += [
+        Block("table", "Goals of the issues, checked against this result", tables.goals_table(result)),
+        Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
+              tables.break_even_table(one)),
+        Block("table", "Disjoint breakdown of the median call (ms)", tables.breakdown_table(one)),
+        Block("table", "Memory and captures per phase", tables.memory_table(one)),
+        Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
+        Block("table", "Profile: wall vs summed kernel time (empty on CPU)", tables.profile_table(one)),
+        Block("table", "Training updates", tables.updates_table(one)),
+        Block("table", "Parity against generate() per phase", tables.parity_table(one)),
+        Block("table", "Parity mismatches", tables.mismatch_table(one)),
+        Block("table", "Failures", tables.failures_table(one)),
+        Block("table", "Metadata", tables.metadata_table(result)),
+    ]
+    return blocks
+
+
+def section_blocks(label: str, results: list[Result], figures_dir: str) -> list[Block]:
+    """The section of one label: its heading, then every run of that label. Empty when there is none."""
+    if not results:
+        return []
+    if tables.require_single_label(results) != label:
+        raise tables.MixedLabelsError(f"section {label!r} was given {results[0].label} results")
+    blocks = [Block("heading", section_heading(label, results), 2)]
+    for position, result in enumerate(results):
+        blocks += run_blocks(result, figures_dir, position if len(results) > 1 else None)
+    for index, block in enumerate(blocks):
+        block.key = f"{label}-{index}"
+    return blocks
+
+
+# -- HTML -------------------------------------------------------------------------------------
+def styled(frame: pd.DataFrame, uuid: str):
+    """A table as a reader sees it: escaped, numbers formatted, text left-aligned, stable HTML."""
+    numeric = [c for c in frame.columns
+               if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+    # One CSS rule per column (not per cell): text reads from the left, numbers line up on the right.
+    align = {c: [{"selector": "td", "props": [("text-align", "right" if c in numeric else "left")]}]
+             for c in frame.columns}
+    return (frame.style.set_uuid(uuid).hide(axis="index")
+            .format(number, na_rep="-", escape="html").format_index(escape="html", axis=1)
+            .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
+            .set_table_styles(align, overwrite=False))
+
+
+def _escape(text: str) -> str:
+    return html.escape(str(text))
+
+
+def block_html(block: Block) -> str:
+    """The HTML of one block; a figure's HTML is its caption (its PNG is shown beside it)."""
+    if block.kind == "heading":
+        return f"<h{block.body}>{_escape(block.text)}</h{block.body}>"
+    if block.kind == "answer":
+        items = "".join(f"<li>{_escape(line)}</li>" for line in block.body)
+        return f"<p><b>{_escape(block.text)}</b></p><ul>{items}</ul>"
+    if block.kind == "note":
+        return f"<p>{_escape(block.text)}</p>"
+    if block.kind == "warning":
+        return (f'<div style="border:2px solid #c00;padding:6px;font-weight:bold;color:#c00">'
+                f"{_escape(block.text)}</div>")
+    caption = f"<p><b>{_escape(block.text)}</b></p>"
+    if block.kind == "table":
+        return caption + ("<p><i>none</i></p>" if block.body.empty else styled(block.body, block.key).to_html())
+    return caption
+
+
+def show(blocks: list[Block]) -> None:
+    """Display blocks in a notebook: everything as escaped HTML, figures from their PNG files."""
+    from IPython.display import HTML, Image, display
+
+    for block in blocks:
+        display(HTML(block_html(block)))
+        if block.kind == "figure":
+            display(Image(filename=block.body))

@@ -1,0 +1,217 @@
+"""The report's tables as pandas DataFrames, built from `analysis` rows.
+
+Values stay numbers here (the notebook formats them when it shows a table). Synthetic and
+pretrained results never share a table: a table of several results refuses mixed labels
+(`MixedLabelsError`); split them with `notebook.group_by_label` first.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .. import analysis
+from ..engines import variant_rank
+from ..record import PARTS, Result, run_order
+from .text import MIB, NO_GRAPH_NOTE, goal_detail
+
+KEY = ["run", "variant", "cycle", "phase"]
+
+
+class MixedLabelsError(ValueError):
+    """Results with different labels (synthetic, pretrained) were passed where one label is required."""
+
+
+def require_single_label(results: list[Result]) -> str:
+    labels = sorted({result.label for result in results})
+    if len(labels) > 1:
+        raise MixedLabelsError(f"results mix labels {', '.join(labels)}; a table or figure shows one label: "
+                               f"split them with group_by_label first")
+    if not labels:
+        raise ValueError("no results given")
+    return labels[0]
+
+
+def _frame(results: list[Result], rows_of, columns: list[str], by_phase: bool = False) -> pd.DataFrame:
+    """Rows of every result, each with its run name first; refuses mixed labels."""
+    require_single_label(results)
+    rows = [{"run": result.run_name, **row} for result in results for row in rows_of(result)]
+    if by_phase:
+        rows.sort(key=lambda r: (r["run"], run_order(r["cycle"], r["phase"]), variant_rank(r["variant"])))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _phase_calls(result: Result):
+    """(variant, cycle, phase, calls) of every measured phase."""
+    for variant in result.variants():
+        for cycle, phase in result.phase_groups():
+            calls = result.calls_of(variant, cycle, phase)
+            if calls:
+                yield variant, cycle, phase, calls
+
+
+def summary_table(results: list[Result]) -> pd.DataFrame:
+    """Median latency per variant, cycle and phase, with IQR, the wide-spread flag, captures, tokens/s, parity."""
+    def rows_of(result):
+        for r in analysis.summary_rows(result):
+            yield {"variant": r.variant, "cycle": r.cycle, "phase": r.phase, "samples": r.samples.n,
+                   "median ms": r.samples.median, "IQR ms": r.samples.iqr,
+                   "spread": "wide IQR" if r.samples.wide else "", "captures": r.captures,
+                   "tokens/s": r.tokens_per_s, "parity": "ok" if r.parity_ok else "MISMATCH"}
+    return _frame(results, rows_of, KEY + ["samples", "median ms", "IQR ms", "spread", "captures", "tokens/s",
+                                           "parity"], by_phase=True)
+
+
+def breakdown_table(results: list[Result]) -> pd.DataFrame:
+    """Disjoint breakdown of each phase's median call (the parts sum to its total)."""
+    def rows_of(result):
+        for variant, cycle, phase, calls in _phase_calls(result):
+            call = analysis.median_call(calls)
+            yield {"variant": variant, "cycle": cycle, "phase": phase, "total ms": call.total_ms,
+                   **{f"{part} ms": call.breakdown_ms[part] for part in PARTS}}
+    return _frame(results, rows_of, KEY + ["total ms"] + [f"{part} ms" for part in PARTS], by_phase=True)
+
+
+MEMORY_COLUMNS = {"allocated": "allocated MiB", "reserved": "reserved MiB", "peak_allocated": "peak allocated MiB"}
+
+
+def memory_rows(result: Result) -> list[dict]:
+    """Allocator statistics per phase in MiB (largest over its calls; peak reset per phase) and captures."""
+    rows = []
+    for variant, cycle, phase, calls in _phase_calls(result):
+        sizes = {column: analysis.largest_memory(calls, kind) for kind, column in MEMORY_COLUMNS.items()}
+        rows.append({"variant": variant, "cycle": cycle, "phase": phase,
+                     **{column: None if size is None else size / MIB for column, size in sizes.items()},
+                     "captures": sum(c.captures for c in calls)})
+    return rows
+
+
+def memory_table(results: list[Result]) -> pd.DataFrame:
+    return _frame(results, memory_rows, KEY + list(MEMORY_COLUMNS.values()) + ["captures"], by_phase=True)
+
+
+def updates_table(results: list[Result]) -> pd.DataFrame:
+    def rows_of(result):
+        for u in result.updates:
+            yield {"cycle": u.cycle, "optimizer": u.optimizer, "lr": u.lr, "loss": u.loss, "ms": u.ms}
+    return _frame(results, rows_of, ["run", "cycle", "optimizer", "lr", "loss", "ms"])
+
+
+def parity_table(results: list[Result]) -> pd.DataFrame:
+    """Parity per variant and phase: how many calls matched generate() on tokens, masks and offsets."""
+    def rows_of(result):
+        for variant, cycle, phase, calls in _phase_calls(result):
+            yield {"variant": variant, "cycle": cycle, "phase": phase, "calls": len(calls),
+                   "matched": sum(c.parity_ok for c in calls), "unchecked": sum(c.parity is None for c in calls)}
+    return _frame(results, rows_of, KEY + ["calls", "matched", "unchecked"], by_phase=True)
+
+
+def mismatch_table(results: list[Result]) -> pd.DataFrame:
+    """Every call whose parity check failed (or never ran), with the mismatch details."""
+    def rows_of(result):
+        for c in result.unmatched_calls():
+            check = c.parity
+            yield {"variant": c.variant, "cycle": c.cycle, "phase": c.phase, "index": c.index,
+                   "tokens": check and check.tokens, "attention mask": check and check.attention_mask,
+                   "response offsets": check and check.response_offsets,
+                   "details": "no reference computed" if check is None else json.dumps(check.mismatch)}
+    return _frame(results, rows_of, KEY + ["index", "tokens", "attention mask", "response offsets", "details"])
+
+
+def failure_rows(result: Result) -> list[dict]:
+    rows = [{"where": "study", "variant": f.variant, "cycle": f.cycle, "phase": f.phase, "error": f.error}
+            for f in result.failures]
+    for run in result.cold_starts:
+        if not run.valid:
+            error = run.error or "; ".join(f.error for f in run.failures) or "parity mismatch"
+            rows.append({"where": f"cold start {run.process}", "variant": run.variant, "cycle": 0, "phase": "first",
+                         "error": error})
+    return rows
+
+
+def failures_table(results: list[Result]) -> pd.DataFrame:
+    return _frame(results, failure_rows, ["run", "where", "variant", "cycle", "phase", "error"])
+
+
+def cold_start_table(results: list[Result]) -> pd.DataFrame:
+    """Min/median/max of each variant's first call over fresh processes, beside the in-process first call."""
+    def rows_of(result):
+        for variant, s in sorted(result.cold_start_samples().items(), key=lambda item: variant_rank(item[0])):
+            in_process = result.samples(variant, 0, "first")
+            yield {"variant": variant, "processes": s.n, "min ms": s.min, "median ms": s.median, "max ms": s.max,
+                   "in-process first ms": in_process.median if in_process else None}
+    return _frame(results, rows_of, ["run", "variant", "processes", "min ms", "median ms", "max ms",
+                                     "in-process first ms"])
+
+
+def profile_table(results: list[Result]) -> pd.DataFrame:
+    """Profiled call per variant: wall vs summed kernel time, and how far the steady median is above the kernels."""
+    def rows_of(result):
+        for variant, p in sorted(result.profile.items(), key=lambda item: variant_rank(item[0])):
+            steady = result.samples(variant, p.cycle, p.phase)
+            median = steady.median if steady else None
+            yield {"variant": variant, "wall ms": p.wall_ms, "kernel ms": p.kernel_ms, "kernels": p.kernels,
+                   "steady median ms": median,
+                   "steady / kernel": median / p.kernel_ms if median is not None and p.kernel_ms else None}
+    return _frame(results, rows_of, ["run", "variant", "wall ms", "kernel ms", "kernels", "steady median ms",
+                                     "steady / kernel"])
+
+
+def break_even_table(results: list[Result]) -> pd.DataFrame:
+    """Per pair: the costs after an update and the interval of rollouts per update where the candidate pays off."""
+    def rows_of(result):
+        for r in analysis.break_even_rows(result):
+            yield {"candidate": r.candidate, "baseline": r.baseline, "candidate first ms": r.candidate_first_ms,
+                   "candidate steady ms": r.candidate_steady_ms, "baseline first ms": r.baseline_first_ms,
+                   "baseline steady ms": r.baseline_steady_ms, "pays off from U": r.break_even.first_u,
+                   "pays off up to U": r.break_even.last_u, "verdict": r.break_even.verdict}
+    frame = _frame(results, rows_of, ["run", "candidate", "baseline", "candidate first ms", "candidate steady ms",
+                                      "baseline first ms", "baseline steady ms", "pays off from U",
+                                      "pays off up to U", "verdict"])
+    for column in ("pays off from U", "pays off up to U"):
+        frame[column] = frame[column].astype("Int64")  # whole rollouts, with gaps where there is no bound
+    return frame
+
+
+def goals_table(result: Result) -> pd.DataFrame:
+    rows = [{"goal": g.name, "measured": g.measured, "threshold": g.threshold, "met": g.verdict,
+             "GPU only": "yes" if g.gpu_only else "no", "detail": goal_detail(g)} for g in analysis.goals(result)]
+    return pd.DataFrame(rows, columns=["goal", "measured", "threshold", "met", "GPU only", "detail"])
+
+
+def metadata_rows(result: Result) -> list[tuple[str, object]]:
+    meta = result.metadata
+    model, hardware, software, workload, training, git = (meta.get(key) or {} for key in (
+        "model", "hardware", "software", "workload", "training", "git"))
+    gpu_memory = hardware.get("gpu_memory_bytes")
+    rows = [
+        ("label", result.label), ("run", result.run_name), ("model", model.get("name")),
+        ("model source", model.get("source")), ("quantization", model.get("quantization")),
+        ("architecture", model.get("architecture")),
+        ("layers / hidden / heads / KV heads", f"{model.get('layers')} / {model.get('hidden_size')} / "
+                                               f"{model.get('heads')} / {model.get('kv_heads')}"),
+        ("vocab", model.get("vocab")), ("parameters", model.get("parameters")), ("dtype", meta.get("dtype")),
+        ("attention", meta.get("attention_implementation")), ("device", meta.get("device")),
+        ("CUDA graph", "yes" if result.cuda_graph else NO_GRAPH_NOTE),
+        ("machine", result.machine), ("GPU capability", hardware.get("gpu_capability")),
+        ("GPU memory GiB", round(gpu_memory / 1024 ** 3, 1) if gpu_memory else None),
+        ("driver / CUDA", f"{hardware.get('driver')} / {hardware.get('cuda')}"),
+        ("CPU / cores", f"{hardware.get('cpu')} / {hardware.get('cores')}"),
+        ("software", ", ".join(f"{k} {v}" for k, v in software.items() if v is not None and k != "platform")),
+        ("platform", software.get("platform")),
+        ("workload", ", ".join(f"{k} {workload.get(k)}" for k in ("requests", "batch_size", "prompt_len",
+                                                                    "max_new_tokens", "iterations", "cycles", "seed"))),
+        ("batch sizes", workload.get("batch_sizes")), ("true prompt lengths", workload.get("true_prompt_lengths")),
+        ("optimizer / lr", f"{training.get('optimizer')} / {training.get('lr')}"),
+        ("start-up ms", meta.get("startup")),
+        ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+        ("command", meta.get("command")), ("time", f"{meta.get('time_start')} to {meta.get('time_end')}"),
+    ]
+    # Nested values (lists, dicts) become JSON text: a table cell holds one plain value.
+    return [(name, value if isinstance(value, (str, int, float)) or value is None else json.dumps(value))
+            for name, value in rows]
+
+
+def metadata_table(result: Result) -> pd.DataFrame:
+    return pd.DataFrame([{"field": name, "value": value} for name, value in metadata_rows(result)],
+                        columns=["field", "value"])

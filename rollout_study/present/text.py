@@ -1,0 +1,131 @@
+"""Plain text: the console summary, the headline answer, and why a result is invalid.
+
+`number` is the one number format of every presentation module: thousands separators, 3 decimals,
+small values in 3 significant digits, "-" for what was not measured; no raw float ever reaches a reader.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from .. import analysis
+from ..record import Result
+
+MIB = 1024 ** 2
+NO_GRAPH_NOTE = "no CUDA graph (CPU run): the graph engine ran its static-cache step eagerly"
+LABEL_TITLES = {"synthetic": "Synthetic model", "pretrained": "Pretrained model"}
+
+
+def run_title(result: Result) -> str:
+    """Label, model and run: what every figure title and section names, so results are never mistaken."""
+    return f"{LABEL_TITLES[result.label]}: {result.model_name} ({result.run_name})"
+
+
+def number(value, digits: int = 3) -> str:
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()  # a numpy scalar from a DataFrame cell
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        # A value that fixed decimals would round to zero (a small learning rate) keeps 3 significant digits.
+        return f"{value:.3g}" if value and digits and round(value, digits) == 0 else f"{value:,.{digits}f}"
+    return str(value)
+
+
+def span(values: analysis.Span | None, unit: str = "") -> str:
+    """A range as `low..high` (one value when both ends round the same)."""
+    if values is None:
+        return "-"
+    fmt = (lambda v: f"{v:.2f}") if unit == "x" else number
+    low, high = fmt(values.low), fmt(values.high)
+    return (low if low == high else f"{low}..{high}") + unit
+
+
+def align(header: list[str], rows: list[list[str]], left: int = 3) -> list[str]:
+    """A fixed-width table whose columns fit their widest cell; the first `left` columns are text."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    head = line(header)
+    return [head, "-" * len(head), *map(line, rows)]
+
+
+def goal_detail(goal: analysis.Goal) -> str:
+    """What a goal's measurement came from, or why it was not measured."""
+    return ", ".join([f"{what} {number(value)}{' ' + unit if unit else ''}" for what, value, unit in goal.inputs]
+                     + ([goal.note] if goal.note else []))
+
+
+# -- headline ---------------------------------------------------------------------------------
+def headline_lines(result: Result) -> list[str]:
+    """The answer first: speed-up, cost of an update for each policy, break-even, parity, validity."""
+    answer = analysis.headline(result)
+    lines = [f"{variant}: {span(speedup, 'x')} faster than generate() in steady state"
+             for variant, speedup in answer.speedups.items()]
+    if answer.first_after_update:
+        lines.append("first call after an update: " + "; ".join(
+            f"{f.variant} {span(f.ms, ' ms')} ({span(f.over_steady, 'x')} steady)" for f in answer.first_after_update))
+    if answer.first_update_ms is not None or answer.later_updates_ms is not None:
+        later = "" if answer.later_updates_ms is None else f", later {span(answer.later_updates_ms, ' ms')}"
+        lines.append(f"training update: first {number(answer.first_update_ms)} ms{later}")
+    for row in answer.break_even:
+        lines.append(f"break-even {row.candidate} vs {row.baseline}: {row.break_even.verdict}")
+    lines.append(f"parity: {answer.parity_matched}/{answer.calls} calls matched generate(); "
+                 + ("valid" if answer.valid else "INVALID: " + "; ".join(answer.problems)))
+    if not result.cuda_graph:
+        lines.append(NO_GRAPH_NOTE)
+    return lines
+
+
+def headline_text(result: Result) -> str:
+    return "\n".join(headline_lines(result))
+
+
+# -- console summary --------------------------------------------------------------------------
+def console_summary(result: Result) -> str:
+    """The per-phase table bench prints after a run, its updates, validity, then the headline."""
+    meta = result.metadata
+    header = ["variant", "cycle", "phase", "n", "median ms", "IQR ms", "spread", "capture ms", "captures", "tok/s",
+              "kernel ms", "parity"]
+    rows = []
+    for r in analysis.summary_rows(result):
+        profile = result.profile.get(r.variant)
+        kernel = profile.kernel_ms if profile and (r.cycle, r.phase) == (profile.cycle, profile.phase) else None
+        rows.append([r.variant, str(r.cycle), r.phase, str(r.samples.n),
+                     number(r.samples.median), number(r.samples.iqr), "wide" if r.samples.wide else "",
+                     number(r.parts_ms["capture"]), str(r.captures), number(r.tokens_per_s, 0), number(kernel),
+                     "ok" if r.parity_ok else "FAIL"])
+    lines = [f"{result.label} | {result.model_name} | {meta.get('device')} {meta.get('dtype')}"
+             + ("" if result.cuda_graph else " | no CUDA graph"), *align(header, rows)]
+    for update in sorted(result.updates, key=lambda u: u.cycle):
+        if update.loss is None:
+            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} FAILED (non-finite)")
+        else:
+            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} "
+                         f"loss={number(update.loss, 4)} {number(update.ms)} ms")
+    lines += ["", "answer:", *("  " + line for line in headline_lines(result))]
+    return "\n".join(lines)
+
+
+def invalid_summary(result: Result) -> str:
+    """Why a result is invalid, in one paragraph (the study notebook's last cell raises it)."""
+    parts = []
+    unmatched = result.unmatched_calls()
+    if unmatched:
+        first = unmatched[0]
+        detail = first.parity.mismatch if first.parity else "no reference computed"
+        parts.append(f"parity failed on {len(unmatched)} call(s); first: {first.variant} cycle {first.cycle} "
+                     f"{first.phase} #{first.index}: {json.dumps(detail)}")
+    if result.failures:
+        first = result.failures[0]
+        parts.append(f"{len(result.failures)} phase(s) failed; first: {first.variant} {first.phase}: {first.error}")
+    bad_cold = [run for run in result.cold_starts if not run.valid]
+    if bad_cold:
+        parts.append(f"{len(bad_cold)} cold-start run(s) invalid")
+    return "the result is invalid (written anyway, for inspection): " + ("; ".join(parts) or "valid is false")

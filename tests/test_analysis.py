@@ -1,0 +1,201 @@
+"""analysis.py: numbers from records, worked out by hand from the fixture's fixed times."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from result_fixture import TIMES, UPDATE_MS, add_engine, make_invalid_result, make_result, make_result_dict, rename_engine, retime
+from rollout_study import analysis
+from rollout_study.analysis import BreakEven
+from rollout_study.record import Result
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def committed(name: str) -> Result:
+    return Result.read(os.path.join(REPO, "reports", name, "result.json"))
+
+
+# -- break-even -------------------------------------------------------------------------------
+@pytest.mark.parametrize("base_first, base_steady, first, steady, expected", [
+    (240.0, 228.0, 262.0, 45.0, BreakEven(2, None)),   # 262 > 240 at U=1; 262+45=307 <= 240+228=468 at U=2
+    (10.0, 5.0, 20.0, 3.0, BreakEven(6, None)),        # tie at U=6: 20+5*3 = 35 = 10+5*5; U=5: 32 > 30
+    (0.3, 0.2, 0.5, 0.1, BreakEven(3, None)),          # 0.2/0.1 is not exactly 2 in floats; the cost decides
+    (100.0, 10.0, 90.0, 10.0, BreakEven(1, None)),     # cheaper first call, same steady state: always
+    (100.0, 10.0, 90.0, 5.0, BreakEven(1, None)),      # cheaper at both: always
+    # The old bug: a cheaper first call with a slower steady state was "1" (for ever). It pays off
+    # only while the head start lasts: 90+(U-1)*20 <= 100+(U-1)*10 holds for U-1 <= 1.
+    (100.0, 10.0, 90.0, 20.0, BreakEven(1, 2)),
+    (100.0, 10.0, 100.0, 10.5, BreakEven(1, 1)),       # tie at U=1, slower afterwards
+    (26.5, 14.1, 14.0, 14.15, BreakEven(1, 251)),      # 12.5 head start / 0.05 per rollout = 250 more
+    (100.0, 10.0, 150.0, 10.0, BreakEven(None, None)), # same steady state, dearer first call: never
+    (100.0, 10.0, 150.0, 12.0, BreakEven(None, None)), # dearer at both: never
+])
+def test_break_even_hand_computed(base_first, base_steady, first, steady, expected):
+    assert analysis.break_even_rollouts(base_first, base_steady, first, steady) == expected
+
+
+@pytest.mark.parametrize("case", [(0.3, 0.1, 0.1, 0.2), (7.7, 3.3, 1.1, 3.4), (5.0, 2.2, 9.9, 1.1),
+                                  (1.0, 1.0, 1.0, 1.0), (3.3, 0.7, 3.3, 0.3)])
+def test_break_even_is_the_interval_of_paying_rollouts(case):
+    base_first, base_steady, first, steady = case
+    paying = [u for u in range(1, 500) if analysis.rollouts_cost(first, steady, u)
+              <= analysis.rollouts_cost(base_first, base_steady, u)]
+    found = analysis.break_even_rollouts(*case)
+    expected = list(range(found.first_u, (found.last_u or 499) + 1)) if found.first_u else []
+    assert paying == expected
+
+
+def test_break_even_verdicts_tell_the_cases_apart():
+    assert BreakEven(1, None).verdict == "pays off from the first rollout"
+    assert BreakEven(4, None).verdict == "pays off from 4 rollouts per update"
+    assert BreakEven(1, 32).verdict.startswith("only up to U=32 ")
+    assert BreakEven(None, None).verdict.startswith("never")
+
+
+def test_break_even_rows_from_fixture():
+    # After an update: eager 100 then 50, recapture 130 then 10, reuse 60 then 10.
+    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(make_result())}
+    assert list(rows) == [("graph[recapture]", "eager"), ("graph[reuse]", "eager"), ("graph[reuse]", "graph[recapture]")]
+    assert rows[("graph[recapture]", "eager")].break_even == BreakEven(2, None)  # 130 > 100; 140 <= 150
+    assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
+    assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None)
+    assert rows[("graph[recapture]", "eager")].candidate_first_ms == 130.0
+
+
+def test_reuse_with_a_slower_steady_state_pays_off_only_up_to_a_bound():
+    data = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 12.0)
+    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    # 60 + (U-1)*12 <= 130 + (U-1)*10  <=>  U-1 <= 35
+    assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 36)
+    assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
+
+
+def test_break_even_pairs_follow_the_registry_and_take_new_engines():
+    pairs = analysis.break_even_pairs(["graph[reuse]", "zz[b]", "eager", "zz[a]", "graph[recapture]", "solo"])
+    assert pairs[:4] == [("graph[recapture]", "eager"), ("graph[reuse]", "eager"), ("solo", "eager"),
+                         ("zz[a]", "eager")]
+    assert ("graph[reuse]", "graph[recapture]") in pairs and ("zz[b]", "zz[a]") in pairs
+    assert not any(b == "solo" or c == "solo" and b != "eager" for c, b in pairs)
+    assert analysis.break_even_pairs(["graph[reuse]"]) == []
+    result = Result.from_dict(add_engine(make_result_dict(), "graph[reuse]", "newgraph"))
+    assert ("newgraph[reuse]", "eager") in [(r.candidate, r.baseline) for r in analysis.break_even_rows(result)]
+
+
+# -- summary and timeline ---------------------------------------------------------------------
+def test_summary_rows_in_run_order_with_medians_and_wide_flag():
+    data = retime(make_result_dict(), "eager", "steady", 50.0)
+    steady = [c for c in data["calls"] if c["engine"] == "eager" and c["phase"] == "steady"]
+    steady[0]["total_ms"], steady[0]["breakdown_ms"]["other"] = 90.0, steady[0]["breakdown_ms"]["other"] + 40.0
+    rows = analysis.summary_rows(Result.from_dict(data))
+    assert [(r.variant, r.cycle, r.phase) for r in rows[:4]] == [
+        ("eager", 0, "first"), ("graph[recapture]", 0, "first"), ("graph[reuse]", 0, "first"), ("eager", 0, "steady")]
+    eager = rows[3]
+    assert eager.samples.median == 50.0 and eager.samples.wide and eager.samples.n == 3
+    assert eager.parts_ms["decode"] == pytest.approx(30.0) and eager.parity_ok
+    assert rows[1].captures == 0 and rows[1].memory_bytes["peak_allocated"] is None  # CPU fixture
+    unmatched = [r for r in analysis.summary_rows(make_invalid_result()) if not r.parity_ok]
+    assert [(r.variant, r.cycle, r.phase) for r in unmatched] == [("graph[recapture]", 0, "first_after_update")]
+
+
+@pytest.mark.parametrize("variant", list(TIMES))
+def test_timeline_sums_to_calls_plus_updates(variant):
+    result = make_result()
+    events = analysis.timeline(result, variant)
+    calls = result.calls_of(variant)
+    assert events[-1].cumulative_ms == pytest.approx(sum(c.total_ms for c in calls) + sum(UPDATE_MS))
+    assert len(events) == len(calls) + len(UPDATE_MS) and [e.step for e in events] == list(range(1, len(events) + 1))
+    phases = [e.phase for e in events]
+    assert phases[:6] == ["first", "steady", "steady", "steady", "update", "first_after_update"]
+    assert phases[phases.index("update", 5) + 1] == "first_after_update"
+
+
+# -- goals ------------------------------------------------------------------------------------
+def by_name(goals):
+    return {g.name: g for g in goals}
+
+
+def test_gpu_only_goals_are_not_claimed_on_a_cpu_run():
+    goals = by_name(analysis.goals(make_result()))
+    speed = goals["graph[reuse] steady speed-up over eager generate()"]
+    assert speed.gpu_only and speed.met is None and speed.verdict == "GPU only, not measured on CPU"
+    assert speed.measured == pytest.approx(5.0)  # measured, shown, but not judged
+    parity = goals["parity with generate() on every measured call"]
+    assert not parity.gpu_only and parity.met is True and parity.measured == "36/36"
+
+
+def test_goals_missed_on_the_gpu_fixture():
+    goals = by_name(analysis.goals(make_result(cuda_graph=True)))
+    assert len(goals) == 8
+    assert goals["graph[recapture] steady speed-up over eager generate()"].met is False  # 50/10 = 5 < 12
+    assert goals["graph[recapture] steady over summed kernel time"].measured == pytest.approx(2.0)  # 10 / 5
+    assert goals["graph[reuse] first call after update 1 vs steady"].measured == pytest.approx(6.0)  # 60 / 10
+    assert goals["graph[reuse] captures after an update"].met is True
+    assert analysis.goals(make_invalid_result())[-1].met is False
+
+
+def test_goals_met_when_thresholds_hold():
+    data = retime(retime(make_result_dict(cuda_graph=True), "eager", "steady", 130.0, cycle=0),
+                  "graph[reuse]", "first_after_update", 10.9, cycle=0)
+    for profile in data["profile"].values():
+        profile["kernel_ms"] = 8.0
+    goals = analysis.goals(Result.from_dict(data))
+    met = {g.name: g.met for g in goals}
+    assert met["graph[reuse] steady speed-up over eager generate()"]  # 13x
+    assert met["graph[reuse] steady over summed kernel time"]  # 1.25x
+    assert met["graph[reuse] first call after update 0 vs steady"]  # 1.09x
+    assert met["graph[reuse] first call after update 1 vs steady"] is False  # untouched: 60 / 10
+
+
+def test_goals_apply_to_any_graph_engine_not_only_one_named_graph():
+    goals = by_name(analysis.goals(Result.from_dict(rename_engine(make_result_dict(cuda_graph=True), "graph",
+                                                                  "graph-compiled"))))
+    assert "graph-compiled[recapture] steady speed-up over eager generate()" in goals
+    assert "graph-compiled[reuse] first call after update 0 vs steady" in goals
+    assert "graph-compiled[reuse] captures after an update" in goals
+
+
+def test_missing_profile_is_not_a_pass():
+    data = {**make_result_dict(cuda_graph=True), "profile": {}}
+    goal = by_name(analysis.goals(Result.from_dict(data)))["graph[reuse] steady over summed kernel time"]
+    assert goal.met is None and goal.verdict == "not measured" and goal.note
+
+
+# -- headline ---------------------------------------------------------------------------------
+def test_headline_of_the_fixture():
+    data = retime(make_result_dict(), "eager", "steady_after_update", 80.0, cycle=1)
+    answer = analysis.headline(Result.from_dict(data))
+    # generate() steady 50, 50, 80 over the graphs' 10: 5x..8x.
+    assert answer.speedups == {"graph[recapture]": analysis.Span(5.0, 8.0), "graph[reuse]": analysis.Span(5.0, 8.0)}
+    firsts = {f.variant: f for f in answer.first_after_update}
+    assert firsts["graph[recapture]"].ms == analysis.Span(130.0, 130.0)
+    assert firsts["graph[reuse]"].over_steady == analysis.Span(6.0, 6.0)
+    assert (answer.first_update_ms, answer.later_updates_ms) == (40.0, analysis.Span(20.0, 20.0))
+    assert [r.break_even for r in answer.break_even] == [BreakEven(2, None), BreakEven(1, None), BreakEven(1, None)]
+    assert (answer.parity_matched, answer.calls, answer.valid) == (36, 36, True)
+
+
+def test_headline_of_an_invalid_result():
+    answer = analysis.headline(make_invalid_result())
+    assert not answer.valid and answer.parity_matched == 35 and "without parity" in answer.problems[0]
+
+
+# -- committed results: the numbers the old report gave -----------------------------------------
+def test_committed_results_keep_their_numbers():
+    tiny = committed("reference-tiny")
+    medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(tiny) if r.cycle == 0}
+    assert round(medians[("eager", "first")], 3) == 3666.867 and round(medians[("graph[reuse]", "steady")], 3) == 13.778
+    goals = by_name(analysis.goals(tiny))
+    assert goals["graph[recapture] steady speed-up over eager generate()"].measured == pytest.approx(15.241505387546752)
+    assert goals["graph[reuse] first call after update 0 vs steady"].measured == pytest.approx(0.987785439359241)
+    assert sum(g.met for g in goals.values()) == 8
+    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(tiny)}
+    assert rows[("graph[recapture]", "eager")].candidate_first_ms == pytest.approx(26.577308499994956)
+    assert rows[("graph[recapture]", "eager")].break_even == BreakEven(1, None)
+    # The fixed bug: reuse's steady state is 0.016 ms slower than recapture's, so its 12.5 ms head start
+    # lasts 798 rollouts, not for ever.
+    assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 798)
+    smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(committed("pretrained-smollm2"))}
+    # 214.070 + (U-1) 213.096 <= 304.843 + (U-1) 210.192  <=>  U-1 <= 31.26
+    assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 32)

@@ -1,0 +1,100 @@
+"""CUDA-only checks of the graph engine: capture, replay timing, refresh after updates, stale replays.
+
+Skipped without a GPU (CI has none); run on the lent H200 with `pytest -m cuda`, and their output
+is committed beside the reports.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rollout_study import parity, training
+from rollout_study.engines.graph import GraphEngine
+from rollout_study.params import StudyParams
+from rollout_study.reference import reference
+from rollout_study.timing import CallClock
+from rollout_study.workload import random_workload
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+NEW = 16
+
+
+@pytest.fixture
+def setup():
+    from rollout_study import models
+
+    params = StudyParams.from_dict({"device": "cuda"})
+    loaded = models.load(params, "cuda", "float16")
+    workload = random_workload(8, 4, 32, params.vocab, seed=7)
+    return loaded.model, workload
+
+
+def _call(engine, workload):
+    clock = CallClock("cuda").start()
+    out = engine(workload.batches, clock)
+    clock.stop()
+    return out.to_cpu(), clock
+
+
+def _matches(model, engine, workload) -> dict:
+    out, _ = _call(engine, workload)
+    ref = reference(model, workload.batches, NEW, 0, "cuda")
+    return parity.compare(out, ref, [b.request_ids for b in workload.batches])
+
+
+def test_capture_then_replays_reproduce_generate_and_time_on_events(setup):
+    model, workload = setup
+    engine = GraphEngine(model, "cuda", "recapture", 32, NEW)
+    first, clock = _call(engine, workload)
+    assert first.captures == 2 and clock.breakdown["capture"] > 0 and clock.breakdown["warmup"] > 0
+    out, clock = _call(engine, workload)
+    assert out.captures == 0 and clock.breakdown["capture"] == 0
+    assert clock.breakdown["decode"] > clock.breakdown["prefill"] > 0
+    assert not clock.overlap_check(clock.breakdown)["flagged"]
+    assert _matches(model, engine, workload)["ok"]
+
+
+@pytest.mark.parametrize("flavour", ["foreach", "fused"])
+def test_both_policies_follow_fused_and_foreach_optimizers(setup, flavour):
+    model, workload = setup
+    engines = {p: GraphEngine(model, "cuda", p, 32, NEW) for p in ("recapture", "reuse")}
+    for engine in engines.values():
+        _call(engine, workload)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, **{flavour: True})
+    rollout = reference(model, workload.batches, NEW, 0, "cuda").output
+    training.update(model, optimizer, rollout, "cuda")
+    for engine in engines.values():
+        engine.weights_updated()
+    assert engines["recapture"].decide() == "drop"  # told, whatever the version counters say
+    assert engines["reuse"].decide() == "kept"
+    for engine in engines.values():
+        assert _matches(model, engine, workload)["ok"], engine.policy
+
+
+def test_recapture_after_a_drop_and_a_stale_replay_when_the_check_is_bypassed(setup):
+    model, workload = setup
+    engine = GraphEngine(model, "cuda", "reuse", 32, NEW)
+    _call(engine, workload)
+    state = {k: v.clone() * 1.5 for k, v in model.state_dict().items()}
+    model.load_state_dict(state, assign=True)  # new storage: the captured graphs read the old memory
+    stale = GraphEngine.__new__(GraphEngine)
+    stale.__dict__.update(engine.__dict__)
+    stale.decide = lambda: "unchanged"  # the control: the check disabled on purpose
+    stale_result = _matches(model, stale, workload)
+    assert not stale_result["tokens"] and stale_result["mismatch"]["kind"] == "tokens"
+    engine.weights_updated()
+    assert engine.decide() == "drop"
+    out, clock = _call(engine, workload)
+    assert out.captures == 2 and clock.breakdown["capture"] > 0
+    assert _matches(model, engine, workload)["ok"]
+
+
+def test_static_cache_is_cleared_beyond_the_prompt(setup):
+    model, workload = setup
+    engine = GraphEngine(model, "cuda", "recapture", 32, NEW)
+    _call(engine, workload)
+    for runner in engine.runners.values():
+        for tensor in (*runner.cache.keys, *runner.cache.values):
+            tensor[:, :, 32:].fill_(float("inf"))  # what an earlier FP16 overflow can leave behind
+    assert _matches(model, engine, workload)["ok"]

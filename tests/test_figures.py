@@ -1,0 +1,89 @@
+"""present/figures.py: every figure builds without warnings, is saved, and is readable."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+from result_fixture import MODELS, make_result, make_result_dict
+from rollout_study.present import figures
+from rollout_study.record import Result
+from result_fixture import add_engine, retime
+
+
+def legend_labels(ax) -> list[str]:
+    legend = ax.get_legend()
+    return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_every_figure_is_saved_titled_and_silent(tmp_path, cuda_graph):
+    result = make_result("pretrained", cuda_graph=cuda_graph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "No artists with labels found to put in legend"
+        for kind, _, make in figures.FIGURES:
+            title = make(result, str(tmp_path), "stem").get_suptitle()
+            assert os.path.isfile(figures.figure_path(str(tmp_path), "stem", kind))
+            assert "Pretrained model" in title and MODELS["pretrained"] in title
+            assert (figures.NO_GRAPH_NOTE in title) is not cuda_graph
+    assert len(os.listdir(tmp_path)) == len(figures.FIGURES)
+
+
+def test_log_ticks_bracket_every_value_with_plain_labels():
+    assert figures._ticks_125(13.0, 27.0) == [10.0, 20.0, 50.0]
+    assert figures._ticks_125(13.7, 3666.9) == [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0]
+    assert figures._ticks_125(20.0, 200.0) == [20.0, 50.0, 100.0, 200.0]
+
+
+def test_latency_axis_is_logarithmic_with_labelled_ticks_around_all_samples():
+    data = retime(make_result_dict(), "graph[reuse]", "steady", 13.0)  # 13 ms beside 300 ms first calls
+    fig = figures.latency_figure(Result.from_dict(data))
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert min(ticks) <= 13.0 and max(ticks) >= 300.0
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "10" in labels and "20" in labels and "200" in labels and "500" in labels
+    assert legend_labels(ax) == ["eager", "graph[recapture]", "graph[reuse]"]
+
+
+def test_breakdown_panels_share_one_scale_and_show_shares():
+    fig = figures.breakdown_figure(make_result(cuda_graph=True))
+    top = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in top] == ["eager", "graph[recapture]", "graph[reuse]"]
+    assert top[0].get_shared_y_axes().joined(top[0], top[2])
+    assert top[0].get_ylim() == top[2].get_ylim()
+    shares = [ax for ax in fig.axes if not ax.get_title()]
+    assert len(shares) == 3 and all(ax.get_ylim()[1] <= 1.1 for ax in shares)
+
+
+def test_break_even_has_a_log_log_panel_per_pair_including_policies():
+    data = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 12.0)
+    fig = figures.break_even_figure(Result.from_dict(data))
+    titled = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(":")[0] for ax in titled] == [
+        "graph[recapture] vs eager", "graph[reuse] vs eager", "graph[reuse] vs graph[recapture]"]
+    assert all(ax.get_xscale() == "log" and ax.get_yscale() == "log" for ax in titled)
+    assert "only up to U=36" in titled[2].get_title()
+    # The x axis reaches past the bound, so the point where it stops paying off is in view.
+    assert titled[2].get_xlim()[1] >= 72
+
+
+def test_memory_kinds_have_their_own_panels():
+    fig = figures.memory_figure(make_result(cuda_graph=True))
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels == ["allocated\n(MiB)", "reserved\n(MiB)", "peak allocated\n(MiB)", "captures\nin phase"]
+    assert legend_labels(fig.axes[0]) == ["eager", "graph[recapture]", "graph[reuse]"]
+
+
+def test_a_new_engine_gets_a_line_in_every_figure():
+    result = Result.from_dict(add_engine(make_result_dict(cuda_graph=True), "graph[reuse]", "newgraph"))
+    for make in (figures.latency_figure, figures.throughput_figure, figures.timeline_figure):
+        assert "newgraph[reuse]" in legend_labels(make(result).axes[0])
+    assert "newgraph[reuse]" in [ax.get_title() for ax in figures.breakdown_figure(result).axes]
+
+
+def test_figure_stem_is_a_safe_file_name():
+    assert figures.figure_stem(make_result(run_name="<b>a b/c</b>"), 2) == "synthetic-b-a-b-c-b-2"

@@ -1,0 +1,140 @@
+"""present/notebook.py: the report's blocks, their escaped HTML, and the committed report notebook."""
+from __future__ import annotations
+
+import copy
+import os
+import re
+
+import nbformat
+import pytest
+
+from result_fixture import MODELS, make_invalid_result_dict, make_result
+from rollout_study.present import notebook, tables, text
+from rollout_study.record import Result
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOSTILE = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>")
+
+
+def hostile_result() -> Result:
+    """The invalid fixture with markup in every string a result file carries."""
+    bad = " ".join(HOSTILE)
+    data = copy.deepcopy(make_invalid_result_dict())
+    meta = data["metadata"]
+    meta["model"]["name"] = meta["run_name"] = meta["command"] = meta["time_start"] = bad
+    meta["hardware"]["cpu"], meta["software"]["torch"] = bad, bad
+    meta["training"]["optimizer"] = data["updates"][0]["optimizer"] = bad
+    for call in data["calls"]:
+        if not call["parity"]["ok"]:
+            call["parity"]["mismatch"]["kind"] = bad
+    data["failures"] = [{"engine": "eager", "policy": None, "cycle": 0, "phase": "first", "error": bad}]
+    data["cold_starts"][0].update(valid=False, error=bad)
+    return Result.from_dict(data)
+
+
+@pytest.fixture
+def quick_figures(monkeypatch):
+    """Figures are drawn in test_figures.py; here a stand-in only writes each file, in a fraction of the time."""
+    def touch(result, figures_dir, stem):
+        os.makedirs(figures_dir, exist_ok=True)
+        open(notebook.figures.figure_path(figures_dir, stem, "stub"), "wb").close()
+    monkeypatch.setattr(notebook.figures, "FIGURES", (("stub", "A figure", touch),))
+
+
+def page(blocks) -> str:
+    return "".join(notebook.block_html(b) for b in blocks)
+
+
+def test_each_run_opens_with_its_answer(tmp_path, quick_figures):
+    result = make_result()
+    blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+    assert [b.kind for b in blocks[:3]] == ["heading", "heading", "answer"]
+    assert blocks[0].text == f"Synthetic model: {MODELS['synthetic']}" and blocks[0].body == 2
+    assert blocks[2].body == text.headline_lines(result)
+    assert blocks[3].kind == "warning" and blocks[3].text == text.NO_GRAPH_NOTE
+    assert blocks[4].kind == "note" and blocks[4].text.startswith("Valid run")
+    first_table = next(i for i, b in enumerate(blocks) if b.kind in ("table", "figure"))
+    assert first_table > 2
+
+
+def test_section_saves_every_figure(tmp_path):
+    blocks = notebook.section_blocks("synthetic", [make_result(run_name="a"), make_result(run_name="b")], str(tmp_path))
+    figures = [b for b in blocks if b.kind == "figure"]
+    assert len(figures) == 2 * len(notebook.figures.FIGURES)
+    assert all(os.path.isfile(b.body) and os.path.dirname(b.body) == str(tmp_path) for b in figures)
+    assert len({b.body for b in figures}) == len(figures)  # two runs never overwrite each other's figures
+    assert len({b.key for b in blocks}) == len(blocks)
+
+
+def test_graph_note_only_without_cuda_graph(tmp_path, quick_figures):
+    blocks = notebook.section_blocks("pretrained", [make_result("pretrained", cuda_graph=True)], str(tmp_path))
+    assert not any(b.text == text.NO_GRAPH_NOTE for b in blocks)
+    assert blocks[0].text.startswith("Pretrained model: ")
+
+
+def test_invalid_result_is_flagged_before_its_tables(tmp_path, quick_figures):
+    blocks = notebook.section_blocks("synthetic", [hostile_result()], str(tmp_path))
+    warnings = [i for i, b in enumerate(blocks) if b.kind == "warning" and b.text.startswith("INVALID")]
+    assert warnings and warnings[0] < next(i for i, b in enumerate(blocks) if b.kind == "table")
+
+
+def test_labels_are_never_mixed(tmp_path, quick_figures):
+    with pytest.raises(tables.MixedLabelsError):
+        notebook.section_blocks("synthetic", [make_result("synthetic"), make_result("pretrained")], str(tmp_path))
+    with pytest.raises(tables.MixedLabelsError):
+        notebook.section_blocks("synthetic", [make_result("pretrained")], str(tmp_path))
+    assert notebook.section_blocks("pretrained", [], "unused") == []
+    groups = notebook.group_by_label([make_result("pretrained", "p"), make_result("synthetic", "s")])
+    assert list(groups) == ["synthetic", "pretrained"] and [r.run_name for r in groups["pretrained"]] == ["p"]
+
+
+def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
+    result = hostile_result()
+    blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+    rendered = page(blocks)
+    for frame in (tables.metadata_table(result), tables.failures_table([result]), tables.mismatch_table([result]),
+                  tables.updates_table([result])):
+        rendered += notebook.styled(frame, "t").to_html()
+    assert "alert(1)" in rendered  # the text is there, shown as text
+    assert not re.search(r"<\s*(script|img)\b", rendered, re.I)
+    assert "&lt;script&gt;" in rendered
+
+
+def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figures):
+    result = Result.read(os.path.join(REPO, "reports", "reference-tiny", "result.json"))
+    first, again = (page(notebook.section_blocks("synthetic", [result], str(tmp_path))) for _ in range(2))
+    assert first == again  # fixed Styler uuids: rebuilding gives the same bytes
+    assert "3,666.867" in first and not re.search(r">-?[\d,]*\.\d{4,}<", first)
+    summary = notebook.styled(tables.summary_table([result]), "s").to_html()
+    assert "#T_s td.col1 {\n  text-align: left;" in summary  # variant: text
+    assert "#T_s td.col5 {\n  text-align: right;" in summary  # median ms: a number
+
+
+def test_show_displays_every_block(tmp_path, quick_figures, capsys):
+    blocks = notebook.section_blocks("synthetic", [make_result()], str(tmp_path))
+    notebook.show(blocks)
+    out = capsys.readouterr().out
+    assert out.count("<IPython.core.display.HTML object>") == len(blocks)
+    assert out.count("<IPython.core.display.Image object>") == 1
+
+
+def test_read_results_round_trip(tmp_path):
+    path = make_result().write(tmp_path / "result.json")
+    assert notebook.read_results([path])[0].run_name == "fixture"
+
+
+def test_report_notebook_is_committed_without_outputs_and_uses_present():
+    nb = nbformat.read(os.path.join(REPO, "notebooks", "report.ipynb"), as_version=4)
+    nbformat.validate(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    tagged = [cell for cell in code if "parameters" in cell.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] is code[0]
+    assert "result_files =" in tagged[0].source and "figures_dir =" in tagged[0].source
+    assert all("rollout_study.report" not in cell.source and "from rollout_study import report" not in cell.source
+               for cell in nb.cells)
+    assert "from rollout_study.present import notebook" in code[1].source
+    assert any("public engines" in cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    assert nb.metadata.kernelspec.name == "python3"
+    with open(os.path.join(REPO, "notebooks", "report.ipynb"), encoding="utf-8") as handle:
+        assert handle.read() == nbformat.writes(nb) + "\n"  # as nbformat writes it

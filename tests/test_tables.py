@@ -1,0 +1,97 @@
+"""present/tables.py: the report's DataFrames, one label at a time."""
+from __future__ import annotations
+
+import pytest
+
+from result_fixture import MODELS, TIMES, make_invalid_result, make_result, make_result_dict
+from rollout_study.present import tables
+from rollout_study.record import PARTS, Result
+from result_fixture import add_engine, retime
+
+ONE_LABEL_TABLES = (tables.summary_table, tables.breakdown_table, tables.memory_table, tables.updates_table,
+                    tables.parity_table, tables.mismatch_table, tables.failures_table, tables.cold_start_table,
+                    tables.profile_table, tables.break_even_table)
+
+
+@pytest.mark.parametrize("table", ONE_LABEL_TABLES)
+def test_mixing_synthetic_and_pretrained_is_refused(table):
+    with pytest.raises(tables.MixedLabelsError):
+        table([make_result("synthetic"), make_result("pretrained")])
+    assert set(table([make_result("pretrained", "a"), make_result("pretrained", "b")])["run"]) <= {"a", "b"}
+
+
+def test_summary_quotes_medians_and_flags_wide_iqr():
+    data = make_result_dict()
+    steady = [c for c in data["calls"] if c["phase"] == "steady" and c["engine"] == "eager"]
+    steady[0]["total_ms"], steady[0]["breakdown_ms"]["other"] = 90.0, steady[0]["breakdown_ms"]["other"] + 40.0
+    table = tables.summary_table([Result.from_dict(data)])
+    row = table[(table["variant"] == "eager") & (table["phase"] == "steady")].iloc[0]
+    assert row["median ms"] == 50.0 and row["spread"] == "wide IQR" and row["parity"] == "ok"
+    assert list(table["variant"][:3]) == list(TIMES) and set(table["run"]) == {"fixture"}
+
+
+def test_a_new_engine_appears_after_the_registered_ones():
+    result = Result.from_dict(add_engine(make_result_dict(), "graph[reuse]", "newgraph"))
+    assert list(tables.summary_table([result])["variant"][:4]) == [*TIMES, "newgraph[reuse]"]
+    pairs = tables.break_even_table([result])[["candidate", "baseline"]].values.tolist()
+    assert ["newgraph[reuse]", "eager"] in pairs
+
+
+def test_breakdown_table_parts_sum_to_total():
+    table = tables.breakdown_table([make_result(cuda_graph=True)])
+    assert list(table[[f"{p} ms" for p in PARTS]].sum(axis=1)) == pytest.approx(list(table["total ms"]))
+
+
+def test_memory_table_in_mib_and_empty_on_cpu():
+    gpu = tables.memory_table([make_result(cuda_graph=True)])
+    assert set(gpu["reserved MiB"]) == {128.0} and set(gpu["peak allocated MiB"]) == {110.0}
+    assert gpu["allocated MiB"].isna().sum() == 0
+    assert tables.memory_table([make_result()])["reserved MiB"].isna().all()
+
+
+def test_cold_start_table_min_median_max():
+    row = tables.cold_start_table([make_result()]).set_index("variant").loc["graph[reuse]"]
+    assert (row["processes"], row["min ms"], row["median ms"], row["max ms"]) == (3, 300.0, 310.0, 320.0)
+    assert row["in-process first ms"] == 300.0
+
+
+def test_profile_table_ratio_of_steady_median_to_kernel_time():
+    row = tables.profile_table([make_result(cuda_graph=True)]).set_index("variant").loc["graph[recapture]"]
+    assert row["steady median ms"] == 10.0 and row["steady / kernel"] == pytest.approx(2.0)
+    assert tables.profile_table([make_result()]).empty
+
+
+def test_break_even_table_has_both_bounds():
+    data = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 12.0)
+    table = tables.break_even_table([Result.from_dict(data)]).set_index(["candidate", "baseline"])
+    assert table.loc[("graph[recapture]", "eager"), "pays off from U"] == 2
+    assert table.loc[("graph[reuse]", "graph[recapture]"), "pays off up to U"] == 36
+    assert str(table["pays off up to U"].dtype) == "Int64"
+
+
+def test_invalid_result_shows_mismatch_details():
+    mismatches = tables.mismatch_table([make_invalid_result()])
+    assert len(mismatches) == 1 and '"reference_token": 42' in mismatches.iloc[0]["details"]
+    parity = tables.parity_table([make_invalid_result()])
+    row = parity[(parity["variant"] == "graph[recapture]") & (parity["phase"] == "first_after_update")].iloc[0]
+    assert (row["calls"], row["matched"]) == (1, 0)
+
+
+def test_failures_of_a_result_without_calls():
+    data = {**make_result_dict(), "calls": [], "updates": [], "cold_starts": [], "valid": False,
+            "failures": [{"engine": "eager", "policy": None, "cycle": 0, "phase": "first", "error": "OutOfMemoryError"}]}
+    assert list(tables.failures_table([Result.from_dict(data)])["error"]) == ["OutOfMemoryError"]
+
+
+def test_goals_table_says_which_goals_need_a_gpu():
+    table = tables.goals_table(make_result()).set_index("goal")
+    assert table.loc["graph[reuse] steady speed-up over eager generate()", "met"] == "GPU only, not measured on CPU"
+    assert table.loc["parity with generate() on every measured call", "GPU only"] == "no"
+    assert "eager 50.000 ms" in table.loc["graph[reuse] steady speed-up over eager generate()", "detail"]
+
+
+def test_metadata_names_model_machine_commit_and_command():
+    fields = dict(tables.metadata_rows(make_result(cuda_graph=True)))
+    assert fields["model"] == MODELS["synthetic"] and fields["machine"] == "NVIDIA H200"
+    assert fields["git commit"].startswith("000") and fields["command"] == "fixture"
+    assert fields["batch sizes"] == "[4, 2]"  # nested values become one plain cell

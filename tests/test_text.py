@@ -1,0 +1,72 @@
+"""present/text.py: the console summary, the headline answer and the invalid-result paragraph."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from result_fixture import make_invalid_result, make_result, make_result_dict
+from rollout_study.present import text
+from rollout_study.record import Result
+from result_fixture import retime
+
+
+def test_number_formats_every_value_a_reader_sees():
+    assert text.number(3181.1851350149) == "3,181.185"
+    assert text.number(5160.000000000004) == "5,160.000"
+    assert text.number(0.0001) == "0.0001" and text.number(0.01) == "0.010" and text.number(0.0) == "0.000"
+    assert text.number(np.int64(88224)) == "88,224" and text.number(np.float64(1.5)) == "1.500"
+    assert text.number(None) == "-" and text.number(float("nan")) == "-" and text.number(True) == "yes"
+    assert text.number(1225.6, 0) == "1,226" and text.number("graph[reuse]") == "graph[reuse]"
+
+
+def test_console_columns_never_run_together():
+    data = make_result_dict()
+    for variant, ms in (("eager", 3181.1851350149), ("graph[recapture]", 1350.149), ("graph[reuse]", 1350.149)):
+        retime(data, variant, "steady", ms)
+    summary = text.console_summary(Result.from_dict(data))
+    table = summary.split("\nupdate cycle")[0].splitlines()[1:]
+    assert "3,181.185" in summary and "1,350.149" in summary
+    assert not re.search(r"\.\d{3}[\d,]", "\n".join(table))  # 3181.1851350.149 was the old output
+    header, rule = table[0], table[1]
+    assert set(rule) == {"-"} and len(rule) == len(header)
+    rows = [line for line in table[2:] if line.startswith("graph[reuse]")]
+    assert len(rows) == 6 and all(len(line) <= len(header) for line in rows)
+
+
+def test_console_summary_ends_with_the_answer():
+    result = make_result()
+    lines = text.console_summary(result).splitlines()
+    answer = text.headline_lines(result)
+    assert [line.strip() for line in lines[-len(answer):]] == answer
+    assert lines[-len(answer) - 1] == "answer:"
+    assert "update cycle 0: sgd lr=0.010 loss=6.0000 40.000 ms" in lines
+
+
+def test_headline_text_of_the_fixture():
+    lines = text.headline_text(make_result()).splitlines()
+    assert lines[0] == "graph[recapture]: 5.00x faster than generate() in steady state"
+    assert lines[2] == ("first call after an update: graph[recapture] 130.000 ms (13.00x steady); "
+                        "graph[reuse] 60.000 ms (6.00x steady)")
+    assert lines[3] == "training update: first 40.000 ms, later 20.000 ms"
+    assert lines[4] == "break-even graph[recapture] vs eager: pays off from 2 rollouts per update"
+    assert lines[-2] == "parity: 36/36 calls matched generate(); valid"
+    assert lines[-1] == text.NO_GRAPH_NOTE
+    assert text.NO_GRAPH_NOTE not in text.headline_text(make_result(cuda_graph=True))
+
+
+def test_headline_shows_ranges_and_the_bounded_break_even():
+    data = retime(retime(make_result_dict(), "eager", "steady_after_update", 80.0, cycle=1),
+                  "graph[reuse]", "steady_after_update", 12.0)
+    lines = text.headline_lines(Result.from_dict(data))
+    assert lines[0] == "graph[recapture]: 5.00..8.00x faster than generate() in steady state"
+    assert ("break-even graph[reuse] vs graph[recapture]: only up to U=36 rollouts per update: "
+            "its steady state is slower") in lines
+
+
+def test_invalid_summary_names_the_first_mismatch():
+    summary = text.invalid_summary(make_invalid_result())
+    assert summary.startswith("the result is invalid")
+    assert "parity failed on 1 call(s); first: graph[recapture] cycle 0 first_after_update #0" in summary
+    assert '"reference_token": 42' in summary
+    assert text.headline_lines(make_invalid_result())[-2].startswith("parity: 35/36 calls matched generate(); INVALID")

@@ -3,6 +3,8 @@
 Everything here is a pure function of a `Result` (record.py), so a report can be rebuilt anywhere
 from committed JSON without a GPU. Medians, quartiles and the wide-spread flag come from `Samples`;
 engine order comes from the engine registry (`variant_rank`), never from a list written here.
+Ratios carry bootstrap intervals (stats.py); after-update figures use real updates only, never the
+control cycles (effects.py), whose updates leave the weights unchanged.
 """
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from .engines import variant_rank
+from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects, instrumented_calls,  # noqa: F401
+                      real_cycles, samples_in, timing_checked, timing_flagged, untouched_variants)
 from .record import PARTS, Call, Result, Samples, run_order
+from .stats import Ratio, ratio_interval, resampled_sides  # noqa: F401
 
 BASELINE = "eager"  # Hugging Face generate(): the parity reference and the engine every other is compared with
 REUSE = "reuse"  # the refresh policy that keeps its graphs across an update: the goals hold it to that
@@ -21,6 +26,8 @@ MEMORY_KINDS = ("allocated", "reserved", "peak_allocated")
 MIN_SPEEDUP = 12.0
 MAX_KERNEL_RATIO = 1.3
 MAX_REUSE_FIRST_RATIO = 1.10
+MAX_REUSE_AFTER_DRIFT = 0.005  # steady after an update within 0.5% of steady before
+MAX_TIMING_OVERLAP = 0.01  # the protocol flags a call whose parts exceed its total by more than this
 
 
 def graph_variants(result: Result) -> list[str]:
@@ -139,11 +146,14 @@ class BreakEvenRow:
 
 
 def costs_after_update(result: Result) -> dict[str, tuple[float, float]]:
-    """Per variant: (median first call after an update over cycles, median steady sample after updates)."""
-    costs = {}
+    """Per variant: (median first call after a real update over cycles, median steady sample after real updates).
+
+    Control cycles (no optimizer step) are left out: they show what an update that changes nothing costs.
+    """
+    costs, cycles = {}, real_cycles(result)
     for variant in result.variants():
-        firsts = result.samples(variant, phase="first_after_update")
-        steady = result.samples(variant, phase="steady_after_update")
+        firsts = samples_in(result, variant, "first_after_update", cycles)
+        steady = samples_in(result, variant, "steady_after_update", cycles)
         if firsts and steady:
             costs[variant] = (firsts.median, steady.median)
     return costs
@@ -209,6 +219,8 @@ class Goal:
     note: str = ""  # why it is not measured
     gpu_only: bool = False
     measured_here: bool = True  # False: a GPU-only goal of a run without CUDA graphs
+    interval: Ratio | None = None  # the measured ratio's bootstrap interval, where it is a ratio of samples
+    interval_note: str = ""  # which samples the interval resampled
 
     @property
     def verdict(self) -> str:
@@ -222,41 +234,80 @@ def goals(result: Result) -> list[Goal]:
     rows: list[Goal] = []
     gpu = result.cuda_graph
 
-    def add(name, measured, threshold, met, inputs=(), note="", gpu_only=True):
+    def add(name, measured, threshold, met, inputs=(), note="", gpu_only=True, ratio=None, sides=""):
         here = gpu or not gpu_only
-        rows.append(Goal(name, measured, threshold, met if here else None, inputs, note, gpu_only, here))
+        rows.append(Goal(name, measured, threshold, met if here else None, inputs, note, gpu_only, here, ratio, sides))
 
     eager = result.samples(BASELINE, 0, "steady")
     for variant in graph_variants(result):
         graph = result.samples(variant, 0, "steady")
         if eager and graph:
-            speedup = eager.median / graph.median
-            add(f"{variant} steady speed-up over eager generate()", speedup, f">= {MIN_SPEEDUP}x",
-                speedup >= MIN_SPEEDUP, (("eager", eager.median, "ms"), ("graph", graph.median, "ms")))
+            ratio = ratio_interval(eager, graph)
+            add(f"{variant} steady speed-up over eager generate()", ratio.point, f">= {MIN_SPEEDUP}x",
+                ratio.point >= MIN_SPEEDUP, (("eager", eager.median, "ms"), ("graph", graph.median, "ms")),
+                ratio=ratio, sides=resampled_sides(eager, graph))
         profile = result.profile.get(variant)
         if profile and graph and profile.kernel_ms:
-            ratio = graph.median / profile.kernel_ms
-            add(f"{variant} steady over summed kernel time", ratio, f"<= {MAX_KERNEL_RATIO}x",
-                ratio <= MAX_KERNEL_RATIO, (("steady", graph.median, "ms"), ("kernels", profile.kernel_ms, "ms"),
-                                            ("kernel count", profile.kernels, "")))
+            kernels = Samples([profile.kernel_ms])
+            ratio = ratio_interval(graph, kernels)
+            add(f"{variant} steady over summed kernel time", ratio.point, f"<= {MAX_KERNEL_RATIO}x",
+                ratio.point <= MAX_KERNEL_RATIO, (("steady", graph.median, "ms"), ("kernels", profile.kernel_ms, "ms"),
+                                                  ("kernel count", profile.kernels, "")),
+                ratio=ratio, sides=resampled_sides(graph, kernels))
         else:
             add(f"{variant} steady over summed kernel time", None, f"<= {MAX_KERNEL_RATIO}x", None,
                 note="no profile in this run (CPU, or profiling off)")
+    real = real_cycles(result)
     for variant in sorted({c.variant for c in result.calls if c.policy == REUSE}, key=variant_rank):
-        for first in result.calls_of(variant, phase="first_after_update"):
+        for first in [c for c in result.calls_of(variant, phase="first_after_update") if c.cycle in real]:
             steady = result.samples(variant, first.cycle, "steady_after_update")
-            ratio = first.total_ms / steady.median if steady else None
-            add(f"{variant} first call after update {first.cycle} vs steady", ratio,
-                f"<= {MAX_REUSE_FIRST_RATIO:.2f}x", ratio is not None and ratio <= MAX_REUSE_FIRST_RATIO,
+            ratio = ratio_interval(Samples([first.total_ms]), steady) if steady else None
+            add(f"{variant} first call after update {first.cycle} vs steady", ratio and ratio.point,
+                f"<= {MAX_REUSE_FIRST_RATIO:.2f}x", ratio is not None and ratio.point <= MAX_REUSE_FIRST_RATIO,
                 (("first", first.total_ms, "ms"), ("steady", steady.median, "ms")) if steady else (),
-                "" if steady else "no steady samples after this update")
-        after = result.calls_of(variant, phase=("first_after_update", "steady_after_update"))
+                "" if steady else "no steady samples after this update", ratio=ratio,
+                sides=resampled_sides(Samples([first.total_ms]), steady) if steady else "")
+        after = [c for c in result.calls_of(variant, phase=("first_after_update", "steady_after_update"))
+                 if c.cycle in real]
         captures = sum(c.captures for c in after)
         add(f"{variant} captures after an update", captures, "0", captures == 0 if after else None)
+        _after_update_goal(result, variant, real, add)
+    rows.append(_timing_goal(result))
     matched = sum(c.parity_ok for c in result.calls)
     add("parity with generate() on every measured call", f"{matched}/{len(result.calls)}", "all",
         bool(result.calls) and matched == len(result.calls), gpu_only=False)
     return rows
+
+
+def _after_update_goal(result: Result, variant: str, real: list[int], add) -> None:
+    """Reuse keeps its graphs, so its steady state after each real update stays within 0.5% of the one
+    before; measured as each real cycle's ratio of medians, the worst cycle reported (added through `add`)."""
+    name = f"{variant} steady after an update within {MAX_REUSE_AFTER_DRIFT:.1%} of steady before"
+    threshold = f"{1 - MAX_REUSE_AFTER_DRIFT:.3f}..{1 + MAX_REUSE_AFTER_DRIFT:.3f}x"
+    before = result.samples(variant, 0, "steady")
+    pairs = [(cycle, result.samples(variant, cycle, "steady_after_update")) for cycle in real]
+    pairs = [(cycle, after) for cycle, after in pairs if after is not None]
+    if before is None or not pairs:
+        add(name, None, threshold, None, note="no steady samples before and after a real update")
+        return
+    ratios = {cycle: ratio_interval(after, before) for cycle, after in pairs}
+    worst = max(ratios, key=lambda cycle: abs(ratios[cycle].point - 1))
+    after = dict(pairs)[worst]
+    add(name, ratios[worst].point, threshold,
+        all(abs(r.point - 1) <= MAX_REUSE_AFTER_DRIFT + 1e-12 for r in ratios.values()),
+        (("worst: update", worst, ""), ("before", before.median, "ms"), ("after", after.median, "ms")),
+        ratio=ratios[worst], sides=resampled_sides(after, before))
+
+
+def _timing_goal(result: Result) -> Goal:
+    name = f"timing: parts within {MAX_TIMING_OVERLAP:.0%} of the measured total on every call"
+    checked = timing_checked(result)
+    if not checked:
+        return Goal(name, None, "0 flagged", None, note="no timing check recorded in this result")
+    flagged = timing_flagged(checked)
+    note = "" if not flagged else (f"first: {flagged[0].variant} cycle {flagged[0].cycle} {flagged[0].phase} "
+                                   f"#{flagged[0].index}")
+    return Goal(name, f"{len(flagged)}/{len(checked)} flagged", "0 flagged", not flagged, note=note)
 
 
 # -- headline ---------------------------------------------------------------------------------
@@ -270,11 +321,28 @@ class Span:
         return cls(min(values), max(values)) if values else None
 
 
+def speedup_ratios(result: Result) -> list[tuple[str, int, str, Ratio]]:
+    """(graph variant, cycle, phase, generate()'s steady median over the variant's, with its interval) per steady phase."""
+    steady = [(cycle, phase) for cycle, phase in result.phase_groups() if phase in STEADY_PHASES]
+    pairs = [(v, c, p, result.samples(BASELINE, c, p), result.samples(v, c, p))
+             for v in graph_variants(result) for c, p in steady]
+    return [(v, c, p, ratio_interval(eager, graph)) for v, c, p, eager, graph in pairs if eager and graph]
+
+
+def interval_hull(ratios: list[Ratio]) -> Span | None:
+    """From the lowest interval bound to the highest; None when any ratio has no interval."""
+    if not ratios or not all(r.has_interval for r in ratios):
+        return None
+    return Span(min(r.low for r in ratios), max(r.high for r in ratios))
+
+
 @dataclass(frozen=True)
 class FirstAfterUpdate:
     variant: str
-    ms: Span  # over cycles
-    over_steady: Span  # each cycle's first call over that cycle's steady median
+    ms: Span  # over real cycles
+    over_steady: Span  # each real cycle's first call over that cycle's steady median
+    # Hull of those ratios' intervals: the first call is one sample, so only the steady samples are resampled.
+    intervals: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -289,36 +357,42 @@ class Headline:
     parity_matched: int
     calls: int
     problems: list[str] = field(default_factory=list)  # empty: valid
+    speedup_intervals: dict[str, Span | None] = field(default_factory=dict)  # hull of the per-phase intervals
+    effects: list[Effect] = field(default_factory=list)
+    controls: int = 0  # control cycles in the run
 
     @property
     def valid(self) -> bool:
         return not self.problems
 
+    @property
+    def beyond_drift(self) -> list[Effect]:
+        """Real updates whose after/before interval clears every control's."""
+        return [e for e in self.effects if e.verdict == VERDICT_REAL]
+
 
 def headline(result: Result) -> Headline:
-    """Speed-up per graph variant, the first call after an update, the update, break-even, parity, validity."""
+    """Speed-up per graph variant, the first call after a real update, the update, break-even, controls, validity."""
     # The speed-up as a range: generate() drifts between phases, so one phase's ratio would overstate certainty.
-    steady = [(cycle, phase) for cycle, phase in result.phase_groups() if phase in STEADY_PHASES]
-    speedups = {}
+    speedups, speedup_intervals = {}, {}
     for variant in graph_variants(result):
-        ratios = []
-        for cycle, phase in steady:
-            eager, graph = result.samples(BASELINE, cycle, phase), result.samples(variant, cycle, phase)
-            if eager and graph:
-                ratios.append(eager.median / graph.median)
+        ratios = [ratio for v, _, _, ratio in speedup_ratios(result) if v == variant]
         if ratios:
-            speedups[variant] = Span.of(ratios)
-    firsts = []
+            speedups[variant] = Span.of([r.point for r in ratios])
+            speedup_intervals[variant] = interval_hull(ratios)
+    firsts, real = [], real_cycles(result)
     for variant in graph_variants(result):
         ms, ratios = [], []
-        for first in result.calls_of(variant, phase="first_after_update"):
+        for first in [c for c in result.calls_of(variant, phase="first_after_update") if c.cycle in real]:
             ms.append(first.total_ms)
-            steady = result.samples(variant, first.cycle, "steady_after_update")
-            if steady:
-                ratios.append(first.total_ms / steady.median)
+            steady_after = result.samples(variant, first.cycle, "steady_after_update")
+            if steady_after:
+                ratios.append(ratio_interval(Samples([first.total_ms]), steady_after))
         if ms:
-            firsts.append(FirstAfterUpdate(variant, Span.of(ms), Span.of(ratios)))
-    update_ms = [u.ms for u in sorted(result.updates, key=lambda u: u.cycle)]
+            firsts.append(FirstAfterUpdate(variant, Span.of(ms), Span.of([r.point for r in ratios]),
+                                           interval_hull(ratios)))
+    update_ms = [u.ms for u in sorted(result.updates, key=lambda u: u.cycle) if u.cycle in real]
     return Headline(speedups, firsts, update_ms[0] if update_ms else None,
                     Span.of([ms for ms in update_ms[1:] if ms is not None]), break_even_rows(result),
-                    sum(c.parity_ok for c in result.calls), len(result.calls), result.validity_problems())
+                    sum(c.parity_ok for c in result.calls), len(result.calls), result.validity_problems(),
+                    speedup_intervals, effects(result), len(control_cycles(result)))

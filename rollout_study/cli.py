@@ -1,10 +1,11 @@
-"""The command line: `python -m rollout_study {run,bench,report,summary,publish} ...` (or `rollout-study`).
+"""The command line: `python -m rollout_study {run,bench,report,summary,publish,compare} ...` (or `rollout-study`).
 
     run      the study and report notebooks for one parameter file, into a new folder under runs/
     bench    the study alone, in this process, into one result JSON (the original benchmark's flags)
     report   rebuild a folder's summary, report notebook, figures and HTML from its result.json
     summary  the console summary of a result file (--markdown: summary.md)
     publish  copy a finished run folder into reports/ (never a CPU result over a GPU one)
+    compare  two result files: the same workload? the same tokens, call by call?
 
 `run` and `bench` take the same parameters: a YAML file, then `--set key=value` or `-p key value`
 for any parameter, or a flag per parameter (`--requests 8`). Every value is validated by
@@ -132,14 +133,33 @@ def cmd_bench(args, argv: list[str]) -> int:
     if problem:
         raise ParameterError(f"--output {args.output!r}: {problem}")
     result = run_study(params, progress=not args.quiet, command=_command(argv))
-    result.write(output)
-    if not args.quiet:
+    written = save(result, output)
+    if not args.quiet or written != output:
         print(text.console_summary(result))
+    if written != output:
+        say(f"error: could not write {output}; the result was saved to {written} instead")
+        return EXIT_FAILED
+    if not args.quiet:
         print(f"wrote {output}")
     if not result.is_valid:
         say(text.invalid_summary(result))
         return EXIT_FAILED
     return EXIT_OK
+
+
+def save(result, output: Path) -> Path:
+    """Write the result; if that fails at the end of a run (disk full, folder gone), a fallback keeps it."""
+    import tempfile
+
+    try:
+        result.write(output)
+        return output
+    except OSError as err:
+        say(f"error: writing {output} failed: {err}")
+        fd, fallback = tempfile.mkstemp(prefix="rollout-result-", suffix=".json")
+        os.close(fd)
+        result.write(fallback)
+        return Path(fallback)
 
 
 def writable(path: Path) -> str | None:
@@ -224,6 +244,15 @@ def cmd_summary(args, argv: list[str]) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args, argv: list[str]) -> int:
+    from .compare import compare
+    from .record import Result
+
+    comparison = compare(Result.read(args.a), Result.read(args.b))
+    print(comparison.text())
+    return EXIT_OK if comparison.same_workload and comparison.tokens_match else EXIT_FAILED
+
+
 def cmd_publish(args, argv: list[str]) -> int:
     from . import publish
 
@@ -236,7 +265,7 @@ def cmd_publish(args, argv: list[str]) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m rollout_study", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,report,summary,publish}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,report,summary,publish,compare}")
     run = commands.add_parser("run", help="study + report notebooks into a new folder under runs/")
     run.add_argument("params_file", nargs="?", default=None,
                      help="YAML parameter file (default: reference-tiny with CUDA, else cpu-smoke)")
@@ -256,6 +285,9 @@ def parser() -> argparse.ArgumentParser:
     summary = commands.add_parser("summary", help="the summary of a result file")
     summary.add_argument("result", help="a result.json")
     summary.add_argument("--markdown", action="store_true", help="summary.md instead of the console table")
+    compare = commands.add_parser("compare", help="two results: same workload? same tokens call by call?")
+    compare.add_argument("a", help="a result.json")
+    compare.add_argument("b", help="another result.json")
     publish = commands.add_parser("publish", help="copy a finished run folder into reports/")
     publish.add_argument("run_folder", help="a folder under runs/ holding a valid result.json")
     publish.add_argument("--name", default=None, help="report folder name (default: the run's name)")
@@ -263,8 +295,21 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM ends a command the way Ctrl-C does, so every cleanup (partial folders, kernels,
+    temporary kernel specs, child processes) runs on both."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 COMMANDS = {"run": cmd_run, "bench": cmd_bench, "report": cmd_report, "summary": cmd_summary,
-            "publish": cmd_publish}
+            "publish": cmd_publish, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
+    stop_on_sigterm()
     if args.command == "run" and not (args.params_option or args.params_file):
         args.params_file = str(default_params_file())
         say(f"no parameter file given: using {args.params_file}")

@@ -27,10 +27,21 @@ def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | N
     request = json.dumps({"params": params.to_dict(), "mode": mode})
     env = {**os.environ, "TEARDOWN_CUPTI": "1"}
     done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env, preexec_fn=_die_with_parent)
     if done.returncode != 0 or not done.stdout.strip():
         raise LaunchError(f"fresh process exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
     return Result.from_dict(json.loads(done.stdout), "fresh process")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to end it when its parent dies, so none is orphaned."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: subprocess.run still kills the child when the parent is interrupted
 
 
 def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> list[ColdStart]:

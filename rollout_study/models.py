@@ -167,6 +167,11 @@ def tokenizer_only(params: StudyParams):
 
 
 def load(params: StudyParams, device: str, dtype_name: str) -> LoadedModel:
+    from transformers.utils import logging as hf_logging
+
+    # Loading bars in a notebook kernel become ipywidgets, which rendered HTML shows as a red
+    # warning box where ipywidgets is absent; the load time is recorded anyway.
+    hf_logging.disable_progress_bar()
     dtype = TORCH_DTYPES[dtype_name]
     if params.model == SYNTHETIC:
         loaded = synthetic(params, device, dtype)

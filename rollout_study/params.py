@@ -76,8 +76,33 @@ def _model(name: str, value: Any) -> None:
         raise ParameterError(
             f"{name} must be 'synthetic', one of {', '.join(PRETRAINED_SOURCES)}, or a local "
             f"Hugging Face checkpoint folder; {value!r} is not a folder")
-    if not os.path.isfile(os.path.join(value, "config.json")):
+    config_file = os.path.join(value, "config.json")
+    if not os.path.isfile(config_file):
         raise ParameterError(f"{name}: the folder {value!r} has no config.json (not a Hugging Face checkpoint)")
+    _checkpoint(name, value, config_file)
+
+
+WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def _checkpoint(name: str, folder: str, config_file: str) -> None:
+    """A checkpoint folder that will load: config parses, architecture known, weights present."""
+    import json
+
+    try:
+        with open(config_file, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ParameterError(f"{name}: {config_file} does not parse as JSON: {err}") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise ParameterError(f"{name}: {config_file} names model_type {model_type!r}, which this transformers "
+                             "does not know; allowed: a causal LM architecture such as llama")
+    if not any(entry.endswith(WEIGHT_FILES) for entry in os.listdir(folder)):
+        raise ParameterError(f"{name}: the folder {folder!r} holds no weights "
+                             f"(no file ending in {', '.join(WEIGHT_FILES)})")
 
 
 def engine_names() -> tuple[str, ...]:
@@ -161,12 +186,16 @@ class StudyParams:
 
         if not os.path.isfile(path):
             raise ParameterError(f"parameter file {path!r} does not exist")
-        with open(path, encoding="utf-8") as handle:
-            try:
+        try:
+            with open(path, encoding="utf-8") as handle:
                 values = yaml.safe_load(handle)
-            except yaml.YAMLError as err:
-                raise ParameterError(f"{path}: not valid YAML: {err}") from None
-        values = {} if values is None else values
+        except UnicodeDecodeError as err:
+            raise ParameterError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+        except yaml.YAMLError as err:
+            raise ParameterError(f"{path}: not valid YAML: {err}") from None
+        if values is None:
+            raise ParameterError(f"{path}: the parameter file is empty; write at least one parameter "
+                                 "(the defaults need no file)")
         if isinstance(values, dict) and "name" not in values:
             values = {**values, "name": os.path.splitext(os.path.basename(path))[0]}
         return cls.from_dict(values, source=path)
@@ -245,7 +274,7 @@ _CHECKS = {
     "iterations": _int_at_least(1, 10000),
     "cycles": _int_at_least(1, 100),
     "control_cycles": _int_at_least(0, 10),
-    "seed": _int_at_least(0),
+    "seed": _int_at_least(0, 2 ** 63 - 1),  # what torch.manual_seed takes
     "optimizer": _one_of(OPTIMIZERS),
     "lr": _positive_float,
     "prompts": _one_of(PROMPT_SOURCES),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import sys
 import time
 import traceback
@@ -62,6 +63,15 @@ def initialize(model, workload: Workload, device: torch.device) -> float:
         model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False)
     synchronize(device)
     return (time.perf_counter() - begin) * 1e3
+
+
+def tokens_hash(output: RolloutOutput) -> str:
+    """SHA-256 of every request's generated tokens, so two runs' determinism can be compared from files."""
+    digest = hashlib.sha256()
+    for sequence, offsets in zip(output.sequences, output.response_offsets):
+        for row, offset in enumerate(offsets):
+            digest.update(sequence[row, offset:].to(torch.int64).numpy().tobytes())
+    return digest.hexdigest()
 
 
 class _Progress:
@@ -142,6 +152,7 @@ class Study:
                     tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
                     {"parameter_check": engine.last_check, "timing_check": clock.overlap_check(breakdown)})
         output = output.to_cpu()
+        call.extra["tokens_sha256"] = tokens_hash(output)
         self.latest = output
         if self._reference is None:
             self._pending.append((call, output))

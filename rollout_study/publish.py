@@ -9,6 +9,7 @@ is rebuilt from what is on disk.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
@@ -98,15 +99,38 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
             raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "
                                "(publish it under another name with --name)")
     reports_root.mkdir(parents=True, exist_ok=True)
-    incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
-    try:
-        shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
-        swap_in(incoming, target)
-    finally:
-        if incoming.exists():
-            shutil.rmtree(incoming)
-    write_index(reports_root)
+    with locked(reports_root):
+        incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
+        try:
+            shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
+            swap_in(incoming, target)
+        finally:
+            if incoming.exists():
+                shutil.rmtree(incoming)
+        write_index(reports_root)
     return target
+
+
+@contextlib.contextmanager
+def locked(root: Path, wait_s: float = 60.0):
+    """One publisher at a time per reports root; a second waits, then refuses with a clear message."""
+    import fcntl
+    import time
+
+    with open(root / ".lock", "w") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PublishError(f"{root} is being published into by another process; try again later") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def swap_in(incoming: Path, target: Path) -> None:

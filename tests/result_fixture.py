@@ -136,3 +136,71 @@ def add_engine(data: dict, like: str, engine: str) -> dict:
               if c["engine"] == base and c["policy"] == policy]
     data["calls"] += copies
     return data
+
+
+# -- the protocol's newer records: control cycles, instrumented calls, all profiles, timing checks --
+def _variant(call: dict) -> str:
+    return call["engine"] if call["policy"] is None else f"{call['engine']}[{call['policy']}]"
+
+
+def with_control(data: dict, cycles: int = 1) -> dict:
+    """The fixture dict with `cycles` control cycles first (indices 0..cycles-1) and the real ones after.
+
+    A control cycle's update takes no optimizer step; its calls take the times of a real cycle (TIMES),
+    so the real cycles' after/before ratios equal the controls' until a test retimes one of them.
+    """
+    after = [c for c in data["calls"] if c["phase"] in ("first_after_update", "steady_after_update")]
+    template = [copy.deepcopy(c) for c in after if c["cycle"] == 0]
+    for record in after + data["updates"]:
+        record["cycle"] += cycles
+    for cycle in range(cycles):
+        data["calls"] += [{**copy.deepcopy(c), "cycle": cycle} for c in template]
+        data["updates"].append({"cycle": cycle, "optimizer": "sgd", "lr": 0.01, "loss": 6.5, "ms": 15.0,
+                                "control": True})
+    for update in data["updates"]:
+        update.setdefault("control", False)
+    data["updates"].sort(key=lambda u: u["cycle"])
+    data["metadata"]["training"]["control_cycles"] = cycles
+    return data
+
+
+def set_samples(data: dict, variant: str, cycle: int, phase: str, values: list[float]) -> dict:
+    """Give the phase's calls (in index order) these totals, breakdowns rescaled: a spread of samples."""
+    calls = sorted([c for c in data["calls"] if _variant(c) == variant and c["cycle"] == cycle
+                    and c["phase"] == phase], key=lambda c: c["index"])
+    assert len(calls) == len(values), f"{variant} c{cycle} {phase} has {len(calls)} calls"
+    for call, ms in zip(calls, values):
+        scale = ms / call["total_ms"]
+        call["breakdown_ms"] = {k: v * scale for k, v in call["breakdown_ms"].items()}
+        call["breakdown_ms"]["other"] += ms - sum(call["breakdown_ms"].values())
+        call["total_ms"] = ms
+    return data
+
+
+# The instrumented eager calls of `with_instruments`: untouched median 51, instrumented median 55, cost 4.
+INSTRUMENTED = {"engine": "eager", "policy": None, "untouched_ms": [50.0, 52.0, 51.0],
+                "instrumented_ms": [55.0, 56.0, 54.0],
+                "breakdown_ms": {"allocation": 0.0, "warmup": 0.0, "capture": 0.0, "prefill": 5.0, "decode": 40.0,
+                                 "other": 10.0},
+                "instrument_cost_ms": 4.0}
+
+
+def with_instruments(data: dict, flagged: int = 0) -> dict:
+    """The records a current run adds: untouched eager calls (all in `other`) with instrumented ones beside
+    them, a timing check on every call (the first `flagged` calls flagged), and a profile of every variant
+    after the cycle-0 steady phase and after each cycle's steady phase (kernel time 5 ms, wall steady + 1)."""
+    for i, call in enumerate(data["calls"]):
+        if call["engine"] == "eager":
+            call["breakdown_ms"] = {**{k: 0.0 for k in call["breakdown_ms"]}, "other": call["total_ms"]}
+        overlap = 0.02 * call["total_ms"] if i < flagged else 0.0
+        call["timing_check"] = {"parts_ms": call["total_ms"] - call["breakdown_ms"]["other"] + overlap,
+                                "overlap_ms": overlap, "flagged": i < flagged}
+        call["parity"]["reference"] = ("repeat of generate() (determinism)" if call["engine"] == "eager"
+                                       else "generate() with the same weights")
+    data["instrumented_calls"] = [copy.deepcopy(INSTRUMENTED)]
+    groups = sorted({(c["cycle"], c["phase"]) for c in data["calls"] if c["phase"] in ("steady", "steady_after_update")
+                     and not (c["phase"] == "steady" and c["cycle"] != 0)})
+    data["profiles"] = [{"engine": target.split("[")[0], "policy": target.partition("[")[2].rstrip("]") or None,
+                         "cycle": cycle, "phase": phase, "wall_ms": TIMES[target]["steady"] + 1, "kernel_ms": 5.0,
+                         "kernels": 1000, "copy_ms": 0.1} for cycle, phase in groups for target in TIMES]
+    return data

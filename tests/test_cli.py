@@ -151,3 +151,83 @@ def test_main_job_default_follows_cuda(monkeypatch):
     assert cli.default_params_file().name == "cpu-smoke.yaml"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert cli.default_params_file().name == "reference-tiny.yaml"
+
+
+def test_a_failed_final_write_keeps_the_result_in_a_named_fallback(tmp_path, monkeypatch, capsys):
+    from rollout_study.record import Result as RecordResult
+
+    real_write = RecordResult.write
+    target = tmp_path / "r.json"
+
+    def full_disk(self, path):
+        if Path(path) == target:
+            raise OSError(28, "No space left on device")
+        return real_write(self, path)
+
+    monkeypatch.setattr(RecordResult, "write", full_disk)
+    code = cli.main(["bench", "--device", "cpu", "--requests", "2", "--prompt-len", "8", "--max-new-tokens", "2",
+                     "--iterations", "1", "--engines", "eager", "--quiet", "--output", str(target)])
+    captured = capsys.readouterr()
+    assert code == 1 and "saved to" in captured.err and "eager" in captured.out  # the summary is not lost
+    fallback = Path(captured.err.split("saved to ")[1].split()[0])
+    assert Result.read(fallback).is_valid
+    fallback.unlink()
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+def test_sigterm_during_cold_starts_leaves_no_orphan_and_no_partial_folder(tmp_path):
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "rollout_study", "run", "params/cpu-smoke.yaml", "--quiet",
+                                "--output-root", str(tmp_path), "--set", "cold_starts=3"], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        seen |= _descendants(process.pid)
+        launched = [p for p in seen if _alive(p) and "rollout_study.launch" in _cmdline(p)]
+        if launched:
+            break
+        time.sleep(0.5)
+    assert process.poll() is None, "the run ended before a cold start began: " + process.stderr.read()[-2000:]
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=120)
+    time.sleep(3)
+    assert [p for p in seen if _alive(p)] == []  # kernel, cold-start children: all gone
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no partial run folder
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""

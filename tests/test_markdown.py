@@ -69,9 +69,9 @@ def test_readme_results_take_every_registered_and_new_engine():
                       "graph[recapture], NVIDIA H200 | graph[reuse], NVIDIA H200 | newgraph[reuse], NVIDIA H200 |")
     table = markdown.readme_results(result, with_original=False)
     assert "| first after update | 100.000 | 130.000 | 60.000 | 60.000 |" in table
-    # 3 speed-ups, 3 kernel ratios, 2 first calls x 2 reuse variants, 2 capture counts, parity: 13 goals;
-    # met: both reuse variants' captures and parity.
-    assert "goals met 3/13" in table
+    # 3 speed-ups, 3 kernel ratios, 2 first calls x 2 reuse variants, 2 capture counts, 2 after/before, timing,
+    # parity: 16 goals; met: both reuse variants' captures and after/before (10 ms both), and parity.
+    assert "goals met 5/16" in table
 
 
 def test_readme_figures_are_the_committed_results():
@@ -83,3 +83,27 @@ def test_readme_figures_are_the_committed_results():
         result = Result.read(os.path.join(REPO, "reports", name, "result.json"))
         assert result.metadata["hardware"]["gpu"], f"{name}: README figures must come from a GPU run"
         assert table == markdown.readme_results(result, with_original=bool(original))
+
+
+def test_summary_of_a_current_run_has_effects_instruments_profiles_and_timing():
+    from result_fixture import with_control, with_instruments
+    summary = markdown.summary(Result.from_dict(with_instruments(with_control(make_result_dict(cuda_graph=True)),
+                                                                 flagged=1)))
+    assert "| eager | 0 | control | 50.000 | 50.000 | 1.000 | 1.000 | 1.000 | control (drift) |" in summary
+    assert "| graph[reuse] | 1 | real | 10.000 | 10.000 | 1.000 | 1.000 | 1.000 | within drift (control) |" in summary
+    # prefill 5, decode 40, other 10; untouched median 51, instrumented 55, cost 4 = 7.843% of 51.
+    assert "| eager | 5.000 | 40.000 | 10.000 | 51.000 | 55.000 | 4.000 | 7.843 |" in summary
+    assert "| graph[reuse] | 0 | steady_after_update (control) | 11.000 | 5.000 | 1,000 | 10.000 | 2.000 |" in summary
+    assert "## Profiled steady call" not in summary  # every profile is in the new section instead
+    assert "Timing check: 1 of 48 calls flagged" in summary and "Measured calls of eager are untouched" in summary
+    assert "| timing: parts within 1% of the measured total on every call | 1/48 flagged | 0 flagged | **no** |" \
+        in summary
+    assert "| 0 | sgd | 0.010 | 6.5000 | 15.000 | control |" in summary
+
+
+@pytest.mark.parametrize("path", COMMITTED)
+def test_committed_summaries_only_gain_sections(path):
+    summary = markdown.summary(Result.read(path))
+    assert "no control in this run" in summary and "## Speed-up over generate() per steady phase" in summary
+    assert "## Instrumented calls" not in summary and "## Profiles before and after" not in summary
+    assert "## Profiled steady call" in summary and "(control)" not in summary and "Timing check" not in summary

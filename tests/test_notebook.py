@@ -138,3 +138,23 @@ def test_report_notebook_is_committed_without_outputs_and_uses_present():
     assert nb.metadata.kernelspec.name == "python3"
     with open(os.path.join(REPO, "notebooks", "report.ipynb"), encoding="utf-8") as handle:
         assert handle.read() == nbformat.writes(nb) + "\n"  # as nbformat writes it
+
+
+def test_current_run_shows_effects_instruments_and_profiles(tmp_path, quick_figures):
+    from result_fixture import make_result_dict, with_control, with_instruments
+    result = Result.from_dict(with_instruments(with_control(make_result_dict(cuda_graph=True)), flagged=1))
+    blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+    captions = [b.text for b in blocks if b.kind == "table"]
+    assert any(c.startswith("Instrumented calls") for c in captions)
+    assert any(c.startswith("Profiles before and after each update") for c in captions)
+    assert any(c.startswith("Steady after an update over steady before") for c in captions)
+    assert any("measured calls of eager are untouched" in c for c in captions)
+    assert any("timing check: 1 of 48 calls flagged" in c for c in captions)
+    old = [b.text for b in notebook.section_blocks("synthetic", [make_result()], str(tmp_path)) if b.kind == "table"]
+    assert not any(c.startswith(("Instrumented calls", "Profiles before")) or "untouched" in c for c in old)
+
+
+def test_phase_labels_name_control_updates():
+    assert notebook.figures.phase_label(0, "steady_after_update", {0}) == "c0 steady after control update"
+    assert notebook.figures.phase_label(1, "steady_after_update", {0}) == "c1 steady after update"
+    assert notebook.figures.phase_label(0, "steady", {0}) == "c0 steady"

@@ -80,3 +80,29 @@ def test_yaml_exponent_without_dot_gets_a_hint(tmp_path):
 def test_chat_prompts_need_a_tokenizer():
     with pytest.raises(ParameterError, match="prompts 'chat' needs a model with a tokenizer"):
         StudyParams.from_dict({"prompts": "chat"})
+
+
+def test_values_that_would_crash_later_are_refused_up_front(tmp_path):
+    with pytest.raises(ParameterError, match="seed must be an integer between 0 and"):
+        StudyParams.from_dict({"seed": 18446744073709551616})
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="empty.yaml: the parameter file is empty"):
+        StudyParams.from_yaml(str(empty))
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ParameterError, match="latin.yaml: not UTF-8"):
+        StudyParams.from_yaml(str(latin))
+
+
+@pytest.mark.parametrize("config, weights, fragment", [
+    ("{not json", True, "does not parse as JSON"),
+    ('{"model_type": "no-such-model"}', True, "model_type 'no-such-model'"),
+    ('{"model_type": "llama"}', False, "holds no weights"),
+])
+def test_checkpoint_folders_that_cannot_load_are_refused(tmp_path, config, weights, fragment):
+    (tmp_path / "config.json").write_text(config, encoding="utf-8")
+    if weights:
+        (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ParameterError, match=fragment):
+        StudyParams.from_dict({"model": str(tmp_path)})

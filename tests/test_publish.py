@@ -34,7 +34,7 @@ def test_publish_copies_the_run_and_rebuilds_the_index(tmp_path):
     assert target == (tmp_path / "reports" / "fixture").resolve()
     assert (target / "report.html").read_text(encoding="utf-8") == "<p>fixture-20260101</p>"
     assert "fixture/report.html" in (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["fixture", "index.html"]  # no debris
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".lock", "fixture", "index.html"]  # no debris
 
 
 def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
@@ -79,7 +79,7 @@ def test_swap_keeps_a_complete_folder_when_the_copy_fails(tmp_path, monkeypatch)
     with pytest.raises(OSError):
         publish.publish(again, tmp_path / "reports")
     assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu</p>"
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["fixture", "index.html"]
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".lock", "fixture", "index.html"]
 
 
 def test_what_the_readme_commands_write_is_ignored_by_git():

@@ -95,3 +95,48 @@ def test_metadata_names_model_machine_commit_and_command():
     assert fields["model"] == MODELS["synthetic"] and fields["machine"] == "NVIDIA H200"
     assert fields["git commit"].startswith("000") and fields["command"] == "fixture"
     assert fields["batch sizes"] == "[4, 2]"  # nested values become one plain cell
+
+
+def current_result() -> Result:
+    from result_fixture import with_control, with_instruments
+    return Result.from_dict(with_instruments(with_control(make_result_dict(cuda_graph=True)), flagged=1))
+
+
+def test_new_tables_refuse_mixed_labels():
+    for table in (tables.effects_table, tables.instrumented_table, tables.profiles_table, tables.speedup_table):
+        with pytest.raises(tables.MixedLabelsError):
+            table([make_result("synthetic"), make_result("pretrained")])
+
+
+def test_summary_marks_control_phases_and_counts_flagged_calls():
+    table = tables.summary_table([current_result()])
+    control = table[table["control"]]
+    assert set(control["cycle"]) == {0} and set(control["phase"]) == {"first_after_update", "steady_after_update"}
+    assert table["timing flagged"].sum() == 1 and str(table["timing flagged"].dtype) == "Int64"
+    old = tables.summary_table([make_result()])
+    assert not old["control"].any() and old["timing flagged"].isna().all()
+
+
+def test_effects_speedup_instrumented_and_profiles_tables():
+    result = current_result()
+    effects = tables.effects_table([result]).set_index(["variant", "cycle"])
+    assert effects.loc[("eager", 0), "control"] and effects.loc[("eager", 1), "verdict"] == "within drift (control)"
+    assert effects.loc[("graph[reuse]", 2), "after / before"] == 1.0 == effects.loc[("graph[reuse]", 2), "95% low"]
+    speedups = tables.speedup_table([result])
+    assert len(speedups) == 2 * 4 and set(speedups["speed-up"]) == {5.0} and set(speedups["95% high"]) == {5.0}
+    [row] = tables.instrumented_table([result]).to_dict("records")
+    assert (row["prefill ms"], row["decode ms"], row["other ms"]) == (5.0, 40.0, 10.0)
+    assert row["instrument cost %"] == pytest.approx(400 / 51) and row["untouched median ms"] == 51.0
+    profiles = tables.profiles_table([result])
+    assert len(profiles) == 12 and profiles["control"].sum() == 3
+    assert set(profiles["steady / kernel"]) == {10.0, 2.0}
+    assert tables.instrumented_table([make_result()]).empty
+    assert len(tables.profiles_table([make_result(cuda_graph=True)])) == 3  # old files: the cycle-0 profiles
+    assert list(tables.updates_table([result])["control"]) == [True, False, False]
+
+
+def test_goal_detail_states_the_interval_and_what_was_resampled():
+    table = tables.goals_table(current_result()).set_index("goal")
+    detail = table.loc["graph[reuse] first call after update 1 vs steady", "detail"]
+    assert "95% interval 6.000..6.000 (the numerator is one sample: only the denominator's samples are resampled)" \
+        in detail

@@ -45,11 +45,15 @@ def test_console_summary_ends_with_the_answer():
 
 def test_headline_text_of_the_fixture():
     lines = text.headline_text(make_result()).splitlines()
-    assert lines[0] == "graph[recapture]: 5.00x faster than generate() in steady state"
-    assert lines[2] == ("first call after an update: graph[recapture] 130.000 ms (13.00x steady); "
-                        "graph[reuse] 60.000 ms (6.00x steady)")
-    assert lines[3] == "training update: first 40.000 ms, later 20.000 ms"
-    assert lines[4] == "break-even graph[recapture] vs eager: pays off from 2 rollouts per update"
+    # Every sample of a phase takes the same time: the intervals have zero width at the ratio.
+    assert lines[0] == ("graph[recapture]: 5.00x faster than generate() in steady state "
+                        "(95% bootstrap intervals span 5.00x over its steady phases)")
+    assert lines[2] == ("first call after an update: graph[recapture] 130.000 ms (13.00x steady, 95% bootstrap "
+                        "intervals span 13.00x); graph[reuse] 60.000 ms (6.00x steady, 95% bootstrap intervals span "
+                        "6.00x); intervals resample the steady samples only (the first call is one sample)")
+    assert lines[3] == "no control cycle in this run: after-update effects cannot be told from drift"
+    assert lines[4] == "training update: first 40.000 ms, later 20.000 ms"
+    assert lines[5] == "break-even graph[recapture] vs eager: pays off from 2 rollouts per update"
     assert lines[-2] == "parity: 36/36 calls matched generate(); valid"
     assert lines[-1] == text.NO_GRAPH_NOTE
     assert text.NO_GRAPH_NOTE not in text.headline_text(make_result(cuda_graph=True))
@@ -59,7 +63,8 @@ def test_headline_shows_ranges_and_the_bounded_break_even():
     data = retime(retime(make_result_dict(), "eager", "steady_after_update", 80.0, cycle=1),
                   "graph[reuse]", "steady_after_update", 12.0)
     lines = text.headline_lines(Result.from_dict(data))
-    assert lines[0] == "graph[recapture]: 5.00..8.00x faster than generate() in steady state"
+    assert lines[0] == ("graph[recapture]: 5.00..8.00x faster than generate() in steady state "
+                        "(95% bootstrap intervals span 5.00..8.00x over its steady phases)")
     assert ("break-even graph[reuse] vs graph[recapture]: only up to U=36 rollouts per update: "
             "its steady state is slower") in lines
 
@@ -70,3 +75,25 @@ def test_invalid_summary_names_the_first_mismatch():
     assert "parity failed on 1 call(s); first: graph[recapture] cycle 0 first_after_update #0" in summary
     assert '"reference_token": 42' in summary
     assert text.headline_lines(make_invalid_result())[-2].startswith("parity: 35/36 calls matched generate(); INVALID")
+
+
+def test_headline_and_console_show_controls_intervals_and_timing_flags():
+    from result_fixture import with_control, with_instruments
+    data = with_instruments(with_control(make_result_dict()), flagged=2)
+    retime(data, "eager", "steady_after_update", 80.0, cycle=1)  # a real effect: 1.6x, the control's is 1.0x
+    result = Result.from_dict(data)
+    lines = text.headline_lines(result)
+    assert "after-update effects beyond drift: eager c1 1.600x (95% 1.600..1.600x) of steady before" in lines
+    summary = text.console_summary(result)
+    assert "timing check: 2 of 48 calls flagged (measured parts over the measured total by more than 1%)" in summary
+    assert "update cycle 0: sgd lr=0.010 loss=6.5000 15.000 ms (control: no optimizer step)" in summary
+    assert "steady_after_update (control)" in summary and "1      steady_after_update (control)" not in summary
+    quiet = text.headline_lines(Result.from_dict(with_control(make_result_dict())))
+    assert "after-update effects beyond drift: none (every real update within the drift of 1 control cycle(s))" \
+        in quiet
+
+
+def test_ratio_text_says_when_there_is_no_interval():
+    from rollout_study.stats import Ratio
+    assert text.ratio(Ratio(1.0041, 1.001, 1.0086)) == "1.004x (95% 1.001..1.009x)"
+    assert text.ratio(Ratio(1.5, None, None)) == "1.500x (no interval: one sample each)"

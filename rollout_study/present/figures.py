@@ -37,7 +37,10 @@ def figure_path(figures_dir: str, stem: str, kind: str) -> str:
     return os.path.join(figures_dir, f"{stem}-{kind}.png")
 
 
-def phase_label(cycle: int, phase: str) -> str:
+def phase_label(cycle: int, phase: str, controls=frozenset()) -> str:
+    """`c1 steady after update`; after a control update (no optimizer step) `c0 steady after control update`."""
+    if cycle in controls and phase.endswith("_after_update"):
+        phase = phase.replace("_after_update", "_after_control_update")
     return f"c{cycle} {phase.replace('_', ' ')}"
 
 
@@ -83,9 +86,9 @@ def log_axis(ax, values: list[float], axis: str = "y") -> None:
     (ax.set_ylim if axis == "y" else ax.set_xlim)(ticks[0], ticks[-1])
 
 
-def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8) -> None:
-    ax.set_xticks(range(len(groups)), [phase_label(c, p) for c, p in groups], rotation=rotation, ha="right",
-                  fontsize=fontsize)
+def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8, controls=frozenset()) -> None:
+    ax.set_xticks(range(len(groups)), [phase_label(c, p, controls) for c, p in groups], rotation=rotation,
+                  ha="right", fontsize=fontsize)
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -109,7 +112,7 @@ def latency_figure(result: Result, figures_dir: str | None = None, stem: str | N
                         markersize=14, capsize=4, color=color, label=variant if g == 0 else None)
             spread = [x + width * 0.3 * ((i % 5) - 2) / 2 for i in range(samples.n)]
             ax.scatter(spread, samples.values, s=8, alpha=0.5, color=color)
-    _x_phases(ax, groups)
+    _x_phases(ax, groups, controls=analysis.control_cycles(result))
     ax.set_ylabel("wall time per rollout call (ms, log scale)")
     log_axis(ax, values)
     _legend(ax, fontsize=8)
@@ -123,6 +126,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     The bottom row is what makes a 13 ms steady call readable beside a 500 ms first call.
     """
     names, groups = result.variants(), result.phase_groups()
+    untouched = analysis.untouched_variants(result)
     fig = _new_figure(4 * max(len(names), 1), 7)
     axes = fig.subplots(2, max(len(names), 1), squeeze=False, sharey="row")
     for column, variant in enumerate(names):
@@ -141,9 +145,10 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
         for g, total in enumerate(totals):
             if total:
                 top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6)
-        top.set_title(variant, fontsize=9)
+        top.set_title(variant + ("\n(untouched calls: all in other;\nsplit in the instrumented calls)"
+                                 if variant in untouched else ""), fontsize=9)
         top.set_xticks(range(len(groups)), [])
-        _x_phases(bottom, groups, rotation=35, fontsize=7)
+        _x_phases(bottom, groups, rotation=35, fontsize=7, controls=analysis.control_cycles(result))
         bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
         for ax in (top, bottom):
             ax.grid(axis="y", alpha=0.3)
@@ -186,8 +191,10 @@ def memory_figure(result: Result, figures_dir: str | None = None, stem: str | No
     captures.yaxis.set_major_locator(MaxNLocator(integer=True))
     captures.set_ylim(0, max([1] + [r.captures for r in rows.values()]) * 1.15)
     captures.set_ylabel("captures\nin phase")
-    _x_phases(captures, groups)
-    _legend(axes[0], fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _x_phases(captures, groups, controls=analysis.control_cycles(result))
+    # On the first panel with bars: on a CPU run only the captures panel has any.
+    labelled = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), axes[-1])
+    _legend(labelled, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _finish(fig, result, "memory and captures per phase", figures_dir, stem, "memory")
 
 
@@ -196,7 +203,7 @@ def throughput_figure(result: Result, figures_dir: str | None = None, stem: str 
     fig = _new_figure(11, 4)
     ax = fig.add_subplot()
     _grouped_bars(ax, result, lambda v: [rows.get((v, c, p)) or 0.0 for c, p in result.phase_groups()])
-    _x_phases(ax, result.phase_groups())
+    _x_phases(ax, result.phase_groups(), controls=analysis.control_cycles(result))
     ax.set_ylabel("generated tokens per second (median)")
     _legend(ax, fontsize=8)
     ax.grid(axis="y", alpha=0.3)

@@ -9,7 +9,7 @@ import sys
 
 from .. import analysis
 from ..record import PARTS, PHASES, Result
-from .text import MIB, goal_detail, headline_lines, number
+from .text import MIB, goal_detail, headline_lines, number, phase_name, timing_line
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
 ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
@@ -27,12 +27,12 @@ def table(header: list[str], rows: list[list]) -> list[str]:
 
 
 def phase_table(result: Result) -> list[str]:
-    rows = []
+    rows, controls = [], analysis.control_cycles(result)
     for r in analysis.summary_rows(result):
         profile = result.profile.get(r.variant)
         kernel = profile.kernel_ms if profile and (r.cycle, r.phase) == (profile.cycle, profile.phase) else None
         peak, reserved = r.memory_bytes["peak_allocated"], r.memory_bytes["reserved"]
-        rows.append([r.variant, str(r.cycle), r.phase, str(r.samples.n),
+        rows.append([r.variant, str(r.cycle), phase_name(controls, r.cycle, r.phase), str(r.samples.n),
                      number(r.samples.median) + (" (wide IQR)" if r.samples.wide else ""), r.samples.iqr,
                      *(r.parts_ms[part] for part in PARTS),
                      str(r.captures), number(peak / MIB if peak else None, 1),
@@ -40,6 +40,51 @@ def phase_table(result: Result) -> list[str]:
                      "ok" if r.parity_ok else "FAIL"])
     return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "capture", "prefill",
                   "decode", "other", "captures", "peak MiB", "reserved MiB", "tok/s", "kernel ms", "parity"], rows)
+
+
+def _interval_cells(ratio) -> list:
+    return [ratio.point, ratio.low, ratio.high]
+
+
+def measurement_sections(result: Result) -> list[str]:
+    """Speed-ups and after-update effects with their intervals; the instrumented calls and every profile."""
+    lines = []
+    controls = analysis.control_cycles(result)
+    speedups = analysis.speedup_ratios(result)
+    if speedups:
+        lines += ["## Speed-up over generate() per steady phase (95% bootstrap intervals)", "",
+                  *table(["variant", "cycle", "phase", "speed-up", "95% low", "95% high"],
+                         [[v, str(c), phase_name(controls, c, p), *_interval_cells(r)] for v, c, p, r in speedups]), ""]
+    effects = analysis.effects(result)
+    if effects:
+        lines += ["## Steady state after an update over before (cycle 0 steady), against control cycles", "",
+                  "Control cycles take no optimizer step: what they move is drift. A real update's effect counts "
+                  "only when its 95% bootstrap interval clears every control's.", "",
+                  *table(["variant", "cycle", "update", "before ms", "after ms", "after / before", "95% low",
+                          "95% high", "verdict"],
+                         [[e.variant, str(e.cycle), "control" if e.control else "real", e.before.median, e.after.median,
+                           *_interval_cells(e.ratio), e.verdict] for e in effects]), ""]
+    instrumented = analysis.instrumented_calls(result)
+    if instrumented:
+        lines += ["## Instrumented calls (prefill/decode split)", "",
+                  "Measured calls of these variants are untouched: their whole time is in `other`. The split comes "
+                  "from instrumented calls after all measured phases, in turns with untouched ones.", "",
+                  *table(["variant", "prefill ms", "decode ms", "other ms", "untouched median ms",
+                          "instrumented median ms", "instrument cost ms", "instrument cost %"],
+                         [[row.variant, row.parts_ms.get("prefill"), row.parts_ms.get("decode"),
+                           row.parts_ms.get("other"), row.untouched.median, row.instrumented.median, row.cost_ms,
+                           100 * row.cost_share] for row in instrumented]), ""]
+    if result.extra.get("profiles"):
+        rows = []
+        for p in analysis.all_profiles(result):
+            steady = result.samples(p.variant, p.cycle, p.phase)
+            rows.append([p.variant, str(p.cycle), phase_name(controls, p.cycle, p.phase), p.wall_ms, p.kernel_ms,
+                         p.kernels, steady.median if steady else None,
+                         steady.median / p.kernel_ms if steady and p.kernel_ms else None])
+        lines += ["## Profiles before and after each update (profiling process)", "",
+                  *table(["variant", "cycle", "phase", "wall ms", "kernel ms", "kernels", "steady median ms",
+                          "steady / kernel"], rows), ""]
+    return lines
 
 
 def cold_start_table(result: Result) -> list[str]:
@@ -57,7 +102,7 @@ def _facts(result: Result) -> list[str]:
     gpu = (f"{hw['gpu']} (capability {hw.get('gpu_capability')}, driver {hw.get('driver')}, CUDA {hw.get('cuda')})"
            if hw.get("gpu") else "CPU only")
     return [
-        f"- valid: **{result.valid}**{graph_note}",
+        f"- valid: **{result.is_valid}**{graph_note}",
         f"- model: {model.get('name')} ({result.label}), {model.get('layers')} layers, hidden {model.get('hidden_size')}, "
         f"heads {model.get('heads')}/{model.get('kv_heads')} KV, vocab {model.get('vocab')}, "
         f"{number(parameters)} parameters, {meta.get('dtype')}, attention {meta.get('attention_implementation')}"
@@ -79,16 +124,25 @@ def summary(result: Result) -> str:
     lines = [f"# {result.run_name}: {result.label} model {result.model_name}", "", "## Answer", "",
              *(f"- {line}" for line in headline_lines(result)), "", "## Run", "", *_facts(result), "",
              "## Per variant and phase (medians; breakdown parts in ms)", "", *phase_table(result), ""]
+    timing = timing_line(result)
+    if timing:
+        lines += [timing[0].upper() + timing[1:] + ".", ""]
+    if analysis.untouched_variants(result):
+        lines += [f"Measured calls of {', '.join(sorted(analysis.untouched_variants(result)))} are untouched "
+                  "generate() calls: their whole time is in `other` (the split is under Instrumented calls).", ""]
+    lines += measurement_sections(result)
     cold = cold_start_table(result)
     if cold:
         lines += ["## First call alone in a fresh process (cold starts)", "", *cold, ""]
-    if result.profile:
+    if result.profile and not result.extra.get("profiles"):  # else every profile is in the section above
         lines += ["## Profiled steady call (one per variant, outside the samples)", "",
                   *table(["variant", "wall ms (profiled)", "kernel ms", "kernels", "copy ms"],
                          [[name, p.wall_ms, p.kernel_ms, p.kernels, p.copy_ms] for name, p in result.profile.items()]),
                   ""]
-    lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"],
+    controls = analysis.control_cycles(result)
+    lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"] + (["update"] if controls else []),
                                        [[str(u.cycle), u.optimizer, number(u.lr), number(u.loss, 4), u.ms]
+                                        + (["control" if u.cycle in controls else "real"] if controls else [])
                                         for u in result.updates]), ""]
     lines += ["## Break-even rollouts per update", "",
               *table(["candidate", "baseline", "first ms", "steady ms", "baseline first ms", "baseline steady ms",
@@ -130,7 +184,7 @@ def readme_results(result: Result, with_original: bool) -> str:
     lines = table(header, body) + [
         "", f"Run `{result.run_name}` ({result.label}, {result.model_name}, {meta.get('dtype')}, "
             f"{software.get('torch_build') or software.get('torch')}, transformers {software.get('transformers')}; "
-            f"commit {str((meta.get('git') or {}).get('commit'))[:10]}): valid **{result.valid}**; first update "
+            f"commit {str((meta.get('git') or {}).get('commit'))[:10]}): valid **{result.is_valid}**; first update "
             f"({update.optimizer if update else '-'}) {number(update.ms if update else None)} ms; "
             f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."]
     return "\n".join(lines)

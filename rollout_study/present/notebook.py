@@ -16,9 +16,10 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .. import analysis
 from ..record import LABELS, Result
 from . import figures, tables
-from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number
+from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number, timing_line
 
 
 @dataclass
@@ -60,19 +61,37 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         blocks.append(Block("note", "Valid run: every parity check passed and no phase failed."))
     summary = tables.summary_table(one)
     wide = int((summary["spread"] == "wide IQR").sum())
+    timing = timing_line(result)
     blocks.append(Block("table", "Latency per phase (medians; IQR over 10% of the median is flagged: "
-                                 f"{wide} phase(s) flagged)", summary))
+                                 f"{wide} phase(s) flagged; control: after an update with no optimizer step"
+                                 + (f"; {timing}" if timing else "") + ")", summary))
     for kind, caption, make in figures.FIGURES:
         make(result, figures_dir, stem)
         blocks.append(Block("figure", caption, figures.figure_path(figures_dir, stem, kind)))
+    untouched = sorted(analysis.untouched_variants(result))
+    breakdown_note = (f"; measured calls of {', '.join(untouched)} are untouched, all in other: the split is in the "
+                      "instrumented calls below" if untouched else "")
     blocks += [
         Block("table", "Goals of the issues, checked against this result", tables.goals_table(result)),
+        Block("table", "Speed-up over generate() per steady phase, with 95% bootstrap intervals",
+              tables.speedup_table(one)),
+        Block("table", "Steady after an update over steady before (cycle 0), against control cycles (no optimizer "
+                       "step): a real effect only when its 95% interval clears every control's",
+              tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
               tables.break_even_table(one)),
-        Block("table", "Disjoint breakdown of the median call (ms)", tables.breakdown_table(one)),
+        Block("table", "Disjoint breakdown of the median call (ms)" + breakdown_note, tables.breakdown_table(one)),
         Block("table", "Memory and captures per phase", tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
         Block("table", "Profile: wall vs summed kernel time (empty on CPU)", tables.profile_table(one)),
+    ]
+    if untouched:
+        blocks.append(Block("table", "Instrumented calls: prefill/decode split, beside untouched calls taken in turns",
+                            tables.instrumented_table(one)))
+    if result.extra.get("profiles"):
+        blocks.append(Block("table", "Profiles before and after each update (profiling process)",
+                            tables.profiles_table(one)))
+    blocks += [
         Block("table", "Training updates", tables.updates_table(one)),
         Block("table", "Parity against generate() per phase", tables.parity_table(one)),
         Block("table", "Parity mismatches", tables.mismatch_table(one)),

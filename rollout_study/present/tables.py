@@ -51,15 +51,23 @@ def _phase_calls(result: Result):
 
 
 def summary_table(results: list[Result]) -> pd.DataFrame:
-    """Median latency per variant, cycle and phase, with IQR, the wide-spread flag, captures, tokens/s, parity."""
+    """Median latency per variant, cycle and phase, with IQR, the wide-spread flag, captures, tokens/s, parity;
+    `control`: the phase follows a control update (no optimizer step); `timing flagged`: calls whose parts
+    exceed their measured total by over 1% (None where the result has no timing check)."""
     def rows_of(result):
+        controls, checked = analysis.control_cycles(result), bool(analysis.timing_checked(result))
         for r in analysis.summary_rows(result):
+            calls = result.calls_of(r.variant, r.cycle, r.phase)
             yield {"variant": r.variant, "cycle": r.cycle, "phase": r.phase, "samples": r.samples.n,
                    "median ms": r.samples.median, "IQR ms": r.samples.iqr,
                    "spread": "wide IQR" if r.samples.wide else "", "captures": r.captures,
-                   "tokens/s": r.tokens_per_s, "parity": "ok" if r.parity_ok else "MISMATCH"}
-    return _frame(results, rows_of, KEY + ["samples", "median ms", "IQR ms", "spread", "captures", "tokens/s",
-                                           "parity"], by_phase=True)
+                   "tokens/s": r.tokens_per_s, "parity": "ok" if r.parity_ok else "MISMATCH",
+                   "control": r.cycle in controls and r.phase.endswith("after_update"),
+                   "timing flagged": len(analysis.timing_flagged(calls)) if checked else None}
+    frame = _frame(results, rows_of, KEY + ["samples", "median ms", "IQR ms", "spread", "captures", "tokens/s",
+                                            "parity", "control", "timing flagged"], by_phase=True)
+    frame["timing flagged"] = frame["timing flagged"].astype("Int64")
+    return frame
 
 
 def breakdown_table(results: list[Result]) -> pd.DataFrame:
@@ -93,8 +101,9 @@ def memory_table(results: list[Result]) -> pd.DataFrame:
 def updates_table(results: list[Result]) -> pd.DataFrame:
     def rows_of(result):
         for u in result.updates:
-            yield {"cycle": u.cycle, "optimizer": u.optimizer, "lr": u.lr, "loss": u.loss, "ms": u.ms}
-    return _frame(results, rows_of, ["run", "cycle", "optimizer", "lr", "loss", "ms"])
+            yield {"cycle": u.cycle, "optimizer": u.optimizer, "lr": u.lr, "loss": u.loss, "ms": u.ms,
+                   "control": bool(u.extra.get("control"))}
+    return _frame(results, rows_of, ["run", "cycle", "optimizer", "lr", "loss", "ms", "control"])
 
 
 def parity_table(results: list[Result]) -> pd.DataFrame:
@@ -157,6 +166,47 @@ def profile_table(results: list[Result]) -> pd.DataFrame:
                                      "steady / kernel"])
 
 
+def profiles_table(results: list[Result]) -> pd.DataFrame:
+    """Every profile of the profiling process, before and after each update (old files: the cycle-0 ones),
+    beside the measured steady median of the same phase."""
+    def rows_of(result):
+        controls = analysis.control_cycles(result)
+        for p in analysis.all_profiles(result):
+            steady = result.samples(p.variant, p.cycle, p.phase)
+            median = steady.median if steady else None
+            yield {"variant": p.variant, "cycle": p.cycle, "phase": p.phase,
+                   "control": p.cycle in controls and p.phase.endswith("after_update"), "wall ms": p.wall_ms,
+                   "kernel ms": p.kernel_ms, "kernels": p.kernels, "copy ms": p.copy_ms, "steady median ms": median,
+                   "steady / kernel": median / p.kernel_ms if median is not None and p.kernel_ms else None}
+    return _frame(results, rows_of, KEY + ["control", "wall ms", "kernel ms", "kernels", "copy ms",
+                                           "steady median ms", "steady / kernel"])
+
+
+def effects_table(results: list[Result]) -> pd.DataFrame:
+    """Per variant and cycle: steady after the update over the cycle-0 steady state, its 95% bootstrap
+    interval, and whether a real update's effect clears the control cycles' drift."""
+    def rows_of(result):
+        for e in analysis.effects(result):
+            yield {"variant": e.variant, "cycle": e.cycle, "control": e.control, "before ms": e.before.median,
+                   "after ms": e.after.median, "after / before": e.ratio.point, "95% low": e.ratio.low,
+                   "95% high": e.ratio.high, "verdict": e.verdict}
+    return _frame(results, rows_of, ["run", "variant", "cycle", "control", "before ms", "after ms", "after / before",
+                                     "95% low", "95% high", "verdict"])
+
+
+def instrumented_table(results: list[Result]) -> pd.DataFrame:
+    """Instrumented calls (prefill/decode split of the median one) beside untouched calls taken in turns."""
+    def rows_of(result):
+        for row in analysis.instrumented_calls(result):
+            yield {"variant": row.variant, **{f"{part} ms": row.parts_ms.get(part) for part in ("prefill", "decode",
+                                                                                                 "other")},
+                   "untouched median ms": row.untouched.median, "instrumented median ms": row.instrumented.median,
+                   "instrument cost ms": row.cost_ms, "instrument cost %": 100 * row.cost_share,
+                   "calls": row.instrumented.n}
+    return _frame(results, rows_of, ["run", "variant", "prefill ms", "decode ms", "other ms", "untouched median ms",
+                                     "instrumented median ms", "instrument cost ms", "instrument cost %", "calls"])
+
+
 def break_even_table(results: list[Result]) -> pd.DataFrame:
     """Per pair: the costs after an update and the interval of rollouts per update where the candidate pays off."""
     def rows_of(result):
@@ -215,3 +265,14 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
 def metadata_table(result: Result) -> pd.DataFrame:
     return pd.DataFrame([{"field": name, "value": value} for name, value in metadata_rows(result)],
                         columns=["field", "value"])
+
+
+def speedup_table(results: list[Result]) -> pd.DataFrame:
+    """generate()'s steady median over each graph variant's, per steady phase, with its 95% bootstrap interval."""
+    def rows_of(result):
+        controls = analysis.control_cycles(result)
+        for variant, cycle, phase, ratio in analysis.speedup_ratios(result):
+            yield {"variant": variant, "cycle": cycle, "phase": phase,
+                   "control": cycle in controls and phase.endswith("after_update"), "speed-up": ratio.point,
+                   "95% low": ratio.low, "95% high": ratio.high}
+    return _frame(results, rows_of, KEY + ["control", "speed-up", "95% low", "95% high"])

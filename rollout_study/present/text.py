@@ -45,6 +45,31 @@ def span(values: analysis.Span | None, unit: str = "") -> str:
     return (low if low == high else f"{low}..{high}") + unit
 
 
+def ratio(value: analysis.Ratio | None, digits: int = 3) -> str:
+    """A ratio with its 95% bootstrap interval: `1.004x (95% 1.001..1.007x)`; `no interval` with one sample each."""
+    if value is None:
+        return "-"
+    point = f"{value.point:.{digits}f}x"
+    if not value.has_interval:
+        return f"{point} (no interval: one sample each)"
+    return f"{point} (95% {value.low:.{digits}f}..{value.high:.{digits}f}x)"
+
+
+def phase_name(result_controls: set[int], cycle: int, phase: str) -> str:
+    """A phase as tables name it; a control cycle's after-update phases say so."""
+    return phase + (" (control)" if cycle in result_controls and phase.endswith("after_update") else "")
+
+
+def timing_line(result: Result) -> str | None:
+    """How many calls the timing check flagged; None for a result without timing checks."""
+    checked = analysis.timing_checked(result)
+    if not checked:
+        return None
+    flagged = analysis.timing_flagged(checked)
+    return (f"timing check: {len(flagged)} of {len(checked)} calls flagged (measured parts over the measured "
+            f"total by more than {analysis.MAX_TIMING_OVERLAP:.0%})")
+
+
 def align(header: list[str], rows: list[list[str]], left: int = 3) -> list[str]:
     """A fixed-width table whose columns fit their widest cell; the first `left` columns are text."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
@@ -58,8 +83,13 @@ def align(header: list[str], rows: list[list[str]], left: int = 3) -> list[str]:
 
 def goal_detail(goal: analysis.Goal) -> str:
     """What a goal's measurement came from, or why it was not measured."""
+    interval = []
+    if goal.interval is not None:
+        bounds = (f"95% interval {number(goal.interval.low)}..{number(goal.interval.high)}"
+                  if goal.interval.has_interval else "no interval")
+        interval = [bounds + ("" if goal.interval_note in ("", "both sides resampled") else f" ({goal.interval_note})")]
     return ", ".join([f"{what} {number(value)}{' ' + unit if unit else ''}" for what, value, unit in goal.inputs]
-                     + ([goal.note] if goal.note else []))
+                     + interval + ([goal.note] if goal.note else []))
 
 
 # -- headline ---------------------------------------------------------------------------------
@@ -67,10 +97,14 @@ def headline_lines(result: Result) -> list[str]:
     """The answer first: speed-up, cost of an update for each policy, break-even, parity, validity."""
     answer = analysis.headline(result)
     lines = [f"{variant}: {span(speedup, 'x')} faster than generate() in steady state"
+             + _bounds(answer.speedup_intervals.get(variant), "over its steady phases")
              for variant, speedup in answer.speedups.items()]
     if answer.first_after_update:
         lines.append("first call after an update: " + "; ".join(
-            f"{f.variant} {span(f.ms, ' ms')} ({span(f.over_steady, 'x')} steady)" for f in answer.first_after_update))
+            f"{f.variant} {span(f.ms, ' ms')} ({span(f.over_steady, 'x')} steady{_bounds(f.intervals, '', ', ')})"
+            for f in answer.first_after_update)
+            + "; intervals resample the steady samples only (the first call is one sample)")
+    lines.append(controls_line(answer))
     if answer.first_update_ms is not None or answer.later_updates_ms is not None:
         later = "" if answer.later_updates_ms is None else f", later {span(answer.later_updates_ms, ' ms')}"
         lines.append(f"training update: first {number(answer.first_update_ms)} ms{later}")
@@ -83,6 +117,25 @@ def headline_lines(result: Result) -> list[str]:
     return lines
 
 
+def _bounds(hull: analysis.Span | None, where: str, lead: str = " (") -> str:
+    if hull is None:
+        return "" if lead != " (" else " (no bootstrap interval: one sample each)"
+    close = ")" if lead == " (" else ""
+    return f"{lead}95% bootstrap intervals span {span(hull, 'x')}{' ' + where if where else ''}{close}"
+
+
+def controls_line(answer: analysis.Headline) -> str:
+    """Whether any real update moved a steady state beyond what the control cycles show as drift."""
+    if not answer.controls:
+        return "no control cycle in this run: after-update effects cannot be told from drift"
+    beyond = answer.beyond_drift
+    if not beyond:
+        return (f"after-update effects beyond drift: none (every real update within the drift of "
+                f"{answer.controls} control cycle(s))")
+    return "after-update effects beyond drift: " + "; ".join(
+        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before" for e in beyond)
+
+
 def headline_text(result: Result) -> str:
     return "\n".join(headline_lines(result))
 
@@ -93,22 +146,26 @@ def console_summary(result: Result) -> str:
     meta = result.metadata
     header = ["variant", "cycle", "phase", "n", "median ms", "IQR ms", "spread", "capture ms", "captures", "tok/s",
               "kernel ms", "parity"]
-    rows = []
+    rows, controls = [], analysis.control_cycles(result)
     for r in analysis.summary_rows(result):
         profile = result.profile.get(r.variant)
         kernel = profile.kernel_ms if profile and (r.cycle, r.phase) == (profile.cycle, profile.phase) else None
-        rows.append([r.variant, str(r.cycle), r.phase, str(r.samples.n),
+        rows.append([r.variant, str(r.cycle), phase_name(controls, r.cycle, r.phase), str(r.samples.n),
                      number(r.samples.median), number(r.samples.iqr), "wide" if r.samples.wide else "",
                      number(r.parts_ms["capture"]), str(r.captures), number(r.tokens_per_s, 0), number(kernel),
                      "ok" if r.parity_ok else "FAIL"])
     lines = [f"{result.label} | {result.model_name} | {meta.get('device')} {meta.get('dtype')}"
              + ("" if result.cuda_graph else " | no CUDA graph"), *align(header, rows)]
+    timing = timing_line(result)
+    if timing:
+        lines.append(timing)
     for update in sorted(result.updates, key=lambda u: u.cycle):
+        kind = " (control: no optimizer step)" if update.extra.get("control") else ""
         if update.loss is None:
-            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} FAILED (non-finite)")
+            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} FAILED (non-finite){kind}")
         else:
             lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} "
-                         f"loss={number(update.loss, 4)} {number(update.ms)} ms")
+                         f"loss={number(update.loss, 4)} {number(update.ms)} ms{kind}")
     lines += ["", "answer:", *("  " + line for line in headline_lines(result))]
     return "\n".join(lines)
 

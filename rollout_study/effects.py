@@ -1,0 +1,139 @@
+"""After-update effects against control cycles, and the protocol's side records, with no formatting.
+
+A control cycle's update runs forward and backward but takes no optimizer step, so the weights stay:
+whatever its steady state moves against the cycle-0 steady state is drift of the host, not the
+update. A real cycle's effect counts only when its bootstrap interval clears every control's.
+Also here: the instrumented eager calls (the prefill/decode split), every profile of the profiling
+process, and the per-call timing check. Old result files have none of these: every function then
+returns what an absent record means (no controls, no rows, no checks).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .engines import variant_rank
+from .record import Call, Profile, Result, Samples, variant_name
+from .stats import Ratio, ratio_interval
+
+BEFORE = (0, "steady")  # what every after-update steady state is compared with
+AFTER = "steady_after_update"
+VERDICT_REAL = "real effect"
+VERDICT_DRIFT = "within drift (control)"
+VERDICT_NO_CONTROL = "no control in this run"
+VERDICT_CONTROL = "control (drift)"
+
+
+def control_cycles(result: Result) -> set[int]:
+    """Cycles whose update took no optimizer step: flagged on the update, or the first N the metadata names."""
+    flagged = {u.cycle for u in result.updates if u.extra.get("control")}
+    declared = int((result.metadata.get("training") or {}).get("control_cycles") or 0)
+    return flagged | set(range(declared))
+
+
+def real_cycles(result: Result) -> list[int]:
+    """Cycles with a real update (and calls after it), in order."""
+    controls = control_cycles(result)
+    after = {c.cycle for c in result.calls if c.phase in ("first_after_update", AFTER)}
+    return sorted((after | {u.cycle for u in result.updates}) - controls)
+
+
+def samples_in(result: Result, variant: str, phase: str, cycles) -> Samples | None:
+    """The samples of one variant and phase over the given cycles only."""
+    wanted = set(cycles)
+    values = [c.total_ms for c in result.calls_of(variant, phase=phase) if c.cycle in wanted]
+    return Samples(values) if values else None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Steady state after one cycle's update over the cycle-0 steady state, for one variant."""
+
+    variant: str
+    cycle: int
+    control: bool
+    before: Samples
+    after: Samples
+    ratio: Ratio
+    verdict: str
+
+
+def effects(result: Result) -> list[Effect]:
+    """Per variant (registry order) and cycle: after/before with its interval and the verdict against controls."""
+    controls = control_cycles(result)
+    rows = []
+    for variant in result.variants():
+        before = result.samples(variant, *BEFORE)
+        if before is None or before.median <= 0:
+            continue
+        measured = []
+        for cycle in sorted({c.cycle for c in result.calls_of(variant, phase=AFTER)}):
+            after = result.samples(variant, cycle, AFTER)
+            measured.append((cycle, cycle in controls, after, ratio_interval(after, before)))
+        drift = [ratio for _, control, _, ratio in measured if control]
+        for cycle, control, after, ratio in measured:
+            if control:
+                verdict = VERDICT_CONTROL
+            elif not drift:
+                verdict = VERDICT_NO_CONTROL
+            else:
+                # Beyond drift only when clear of every control's interval (and every interval exists).
+                verdict = VERDICT_REAL if all(ratio.excludes(d) for d in drift) else VERDICT_DRIFT
+            rows.append(Effect(variant, cycle, control, before, after, ratio, verdict))
+    return rows
+
+
+# -- instrumented calls -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Instrumented:
+    """One engine's instrumented calls beside untouched ones taken in turns with them."""
+
+    variant: str
+    parts_ms: dict  # breakdown of the median instrumented call
+    untouched: Samples
+    instrumented: Samples
+    cost_ms: float
+
+    @property
+    def cost_share(self) -> float:
+        """The instrument's cost as a fraction of the untouched median."""
+        return self.cost_ms / self.untouched.median if self.untouched.median else float("nan")
+
+
+def instrumented_calls(result: Result) -> list[Instrumented]:
+    rows = []
+    for entry in result.extra.get("instrumented_calls") or []:
+        untouched, instrumented = Samples(entry["untouched_ms"]), Samples(entry["instrumented_ms"])
+        cost = entry.get("instrument_cost_ms")
+        rows.append(Instrumented(variant_name(entry["engine"], entry.get("policy")), dict(entry["breakdown_ms"]),
+                                 untouched, instrumented,
+                                 cost if cost is not None else instrumented.median - untouched.median))
+    return sorted(rows, key=lambda row: variant_rank(row.variant))
+
+
+def untouched_variants(result: Result) -> set[str]:
+    """Variants whose measured calls are untouched (all in `other`): those with instrumented calls."""
+    return {row.variant for row in instrumented_calls(result)}
+
+
+# -- profiles and timing checks ---------------------------------------------------------------
+def all_profiles(result: Result) -> list[Profile]:
+    """Every profile of the profiling process (before and after each update); old files: the cycle-0 ones."""
+    listed = result.extra.get("profiles")
+    profiles = ([Profile.from_dict(p, f"profiles {i}") for i, p in enumerate(listed)] if listed
+                else list(result.profile.values()))
+    stage = {"steady": 0, AFTER: 1}
+    return sorted(profiles, key=lambda p: (p.cycle, stage.get(p.phase, 2), variant_rank(p.variant)))
+
+
+def timing_checked(result: Result) -> list[Call]:
+    return [c for c in result.calls if isinstance(c.extra.get("timing_check"), dict)]
+
+
+def timing_flagged(calls: list[Call]) -> list[Call]:
+    """Calls whose measured parts exceed the independently measured total by more than 1%."""
+    return [c for c in calls if (c.extra.get("timing_check") or {}).get("flagged")]
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None

@@ -1,0 +1,89 @@
+"""Bootstrap intervals for ratios of medians: seeded, pure Python, the same numbers on every rebuild.
+
+A ratio of two medians (generate() over a graph, after an update over before) is stated with a 95%
+percentile interval from `RESAMPLES` resamples of the raw samples: each side is resampled with
+replacement on its own, the ratio of the resampled medians is taken, and the 2.5th and 97.5th
+percentiles of those ratios bound the interval. A side with one sample (a first call) cannot be
+resampled: it is held at its value and only the other side is resampled (`resampled_sides` says so).
+With one sample on both sides there is no interval at all (`low`, `high` are None), never a fake one.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+import statistics
+from typing import NamedTuple
+
+from .record import Samples
+
+RESAMPLES = 2000
+LEVEL = 0.95
+
+
+class Ratio(NamedTuple):
+    """A ratio of medians and its bootstrap interval; `low`/`high` None: one sample each, no interval."""
+
+    point: float
+    low: float | None
+    high: float | None
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def excludes(self, other: "Ratio") -> bool:
+        """True only when both have intervals and they do not overlap."""
+        if not (self.has_interval and other.has_interval):
+            return False
+        return self.high < other.low or self.low > other.high
+
+    def contains(self, value: float) -> bool:
+        return self.has_interval and self.low <= value <= self.high
+
+
+def resampled_sides(numerator: Samples, denominator: Samples) -> str:
+    """Which samples an interval came from, in words (a single sample cannot be resampled)."""
+    if numerator.n == 1 and denominator.n == 1:
+        return "one sample on each side: no interval"
+    if numerator.n == 1:
+        return "the numerator is one sample: only the denominator's samples are resampled"
+    if denominator.n == 1:
+        return "the denominator is one sample: only the numerator's samples are resampled"
+    return "both sides resampled"
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The q-quantile (0..1) of sorted values, interpolated linearly between neighbours."""
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def ratio_interval(numerator: Samples, denominator: Samples, seed: int = 0, resamples: int = RESAMPLES,
+                   level: float = LEVEL) -> Ratio:
+    """median(numerator) / median(denominator) with its bootstrap percentile interval (see the module)."""
+    return _interval(numerator.values, denominator.values, seed, resamples, level)
+
+
+@functools.lru_cache(maxsize=4096)
+def _interval(numerator: tuple, denominator: tuple, seed: int, resamples: int, level: float) -> Ratio:
+    top, bottom = statistics.median(numerator), statistics.median(denominator)
+    if bottom <= 0:
+        raise ValueError(f"the denominator's median must be positive, got {bottom}")
+    point = top / bottom
+    if len(numerator) == 1 and len(denominator) == 1:
+        return Ratio(point, None, None)
+    rng = random.Random(seed)
+
+    def median_of(values: tuple) -> float:
+        return values[0] if len(values) == 1 else statistics.median(rng.choices(values, k=len(values)))
+
+    ratios = []
+    for _ in range(resamples):
+        top_r, bottom_r = median_of(numerator), median_of(denominator)
+        ratios.append(top_r / bottom_r if bottom_r > 0 else math.inf)
+    ratios.sort()
+    tail = (1 - level) / 2
+    return Ratio(point, percentile(ratios, tail), percentile(ratios, 1 - tail))

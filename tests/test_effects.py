@@ -1,0 +1,87 @@
+"""effects.py: control cycles, after-update effects against them, instrumented calls, profiles, timing checks."""
+from __future__ import annotations
+
+import pytest
+
+from result_fixture import INSTRUMENTED, make_result, make_result_dict, retime, set_samples, with_control, with_instruments
+from rollout_study import analysis, effects
+from rollout_study.record import Result
+
+
+def controlled() -> Result:
+    return Result.from_dict(with_control(make_result_dict(cuda_graph=True)))
+
+
+def test_control_cycles_from_updates_and_metadata():
+    data = with_control(make_result_dict())
+    result = Result.from_dict(data)
+    assert effects.control_cycles(result) == {0} and effects.real_cycles(result) == [1, 2]
+    data["metadata"]["training"]["control_cycles"] = 0  # the update record alone says so
+    assert effects.control_cycles(Result.from_dict(data)) == {0}
+    assert effects.control_cycles(make_result()) == set() and effects.real_cycles(make_result()) == [0, 1]
+
+
+def test_effects_are_drift_when_real_and_control_agree():
+    rows = {(e.variant, e.cycle): e for e in effects.effects(controlled())}
+    assert rows[("eager", 0)].control and rows[("eager", 0)].verdict == effects.VERDICT_CONTROL
+    assert rows[("eager", 1)].verdict == effects.VERDICT_DRIFT and rows[("eager", 1)].ratio.point == 1.0
+    assert effects.effects(make_result())[0].verdict == effects.VERDICT_NO_CONTROL
+
+
+def test_a_real_effect_clears_the_control_interval():
+    # eager before 50 (x3); control cycle 0 after: 49, 50, 51 -> ratios within 0.98..1.02;
+    # real cycle 1 after: 80 (x3) -> 1.6 exactly: beyond drift. Real cycle 2 after: 50.5 x3: within the control's.
+    data = with_control(make_result_dict())
+    set_samples(data, "eager", 0, "steady_after_update", [49.0, 50.0, 51.0])
+    retime(data, "eager", "steady_after_update", 80.0, cycle=1)
+    retime(data, "eager", "steady_after_update", 50.5, cycle=2)
+    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
+    control = rows[("eager", 0)].ratio
+    assert 0.98 <= control.low <= 1.0 <= control.high <= 1.02
+    assert rows[("eager", 1)].ratio == (1.6, 1.6, 1.6) and rows[("eager", 1)].verdict == effects.VERDICT_REAL
+    assert rows[("eager", 2)].verdict == effects.VERDICT_DRIFT
+    answer = analysis.headline(Result.from_dict(data))
+    assert [(e.variant, e.cycle) for e in answer.beyond_drift] == [("eager", 1)] and answer.controls == 1
+
+
+def test_after_update_costs_and_goals_use_real_cycles_only():
+    data = with_control(make_result_dict(cuda_graph=True))
+    # A control cycle with an absurd first call and a slow steady state: nothing real may see it.
+    retime(data, "graph[reuse]", "first_after_update", 999.0, cycle=0)
+    retime(data, "graph[reuse]", "steady_after_update", 20.0, cycle=0)
+    result = Result.from_dict(data)
+    assert analysis.costs_after_update(result)["graph[reuse]"] == (60.0, 10.0)
+    goals = {g.name: g for g in analysis.goals(result)}
+    assert "graph[reuse] first call after update 0 vs steady" not in goals
+    assert goals["graph[reuse] first call after update 1 vs steady"].measured == pytest.approx(6.0)
+    assert goals["graph[reuse] steady after an update within 0.5% of steady before"].met is True
+    firsts = {f.variant: f for f in analysis.headline(result).first_after_update}
+    assert firsts["graph[reuse]"].ms == analysis.Span(60.0, 60.0)
+
+
+def test_reuse_drift_goal_reports_the_worst_real_cycle():
+    data = with_control(make_result_dict(cuda_graph=True))
+    retime(data, "graph[reuse]", "steady_after_update", 10.04, cycle=1)  # 0.4%: within
+    retime(data, "graph[reuse]", "steady_after_update", 10.06, cycle=2)  # 0.6%: not
+    goal = {g.name: g for g in analysis.goals(Result.from_dict(data))}[
+        "graph[reuse] steady after an update within 0.5% of steady before"]
+    assert goal.measured == pytest.approx(1.006) and goal.met is False and ("worst: update", 2, "") in goal.inputs
+    assert goal.gpu_only
+
+
+def test_instrumented_calls_profiles_and_timing_flags():
+    result = Result.from_dict(with_instruments(with_control(make_result_dict(cuda_graph=True)), flagged=2))
+    [row] = effects.instrumented_calls(result)
+    assert row.variant == "eager" and row.untouched.median == 51.0 and row.instrumented.median == 55.0
+    assert row.cost_ms == INSTRUMENTED["instrument_cost_ms"] and row.cost_share == pytest.approx(4 / 51)
+    assert effects.untouched_variants(result) == {"eager"} and effects.untouched_variants(make_result()) == set()
+    profiles = effects.all_profiles(result)
+    assert len(profiles) == 3 * 4  # 3 variants x (cycle-0 steady + 3 steady-after phases)
+    assert [(p.cycle, p.phase) for p in profiles[:4]] == [(0, "steady")] * 3 + [(0, "steady_after_update")]
+    assert len(effects.all_profiles(make_result(cuda_graph=True))) == 3  # old files: the cycle-0 profiles
+    assert len(effects.timing_checked(result)) == len(result.calls)
+    assert len(effects.timing_flagged(result.calls)) == 2
+    goal = {g.name: g for g in analysis.goals(result)}["timing: parts within 1% of the measured total on every call"]
+    assert goal.met is False and goal.measured == "2/48 flagged" and not goal.gpu_only
+    clean = Result.from_dict(with_instruments(make_result_dict()))
+    assert {g.name: g for g in analysis.goals(clean)}[goal.name].met is True

@@ -1,0 +1,64 @@
+"""engines/__init__.py: the registry. An engine added in one file plus one registry line reaches every output."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from rollout_study import engines
+from rollout_study.params import ParameterError, StudyParams
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "engine_example"))
+
+
+@pytest.fixture
+def echo_registered(monkeypatch):
+    from echo import EchoEngine
+
+    monkeypatch.setitem(engines.REGISTRY, EchoEngine.name, EchoEngine)  # the one registry line
+    return EchoEngine
+
+
+def test_parameters_expand_in_registry_order():
+    params = StudyParams.from_dict({"engines": ["graph", "eager"], "policy": "both"})
+    assert engines.variants(params.engines, params.policies) == [("eager", None), ("graph", "recapture"),
+                                                                  ("graph", "reuse")]
+    assert sorted(["graph[reuse]", "zzz", "eager", "graph[recapture]"], key=engines.variant_rank) == [
+        "eager", "graph[recapture]", "graph[reuse]", "zzz"]
+    assert engines.variant_color("graph[reuse]") != engines.variant_color("graph[recapture]")
+    with pytest.raises(ParameterError, match="drawn from eager, graph"):
+        StudyParams.from_dict({"engines": ["echo"]})
+
+
+@pytest.fixture
+def echo_result(echo_registered):
+    from rollout_study.protocol import run_in_process
+
+    params = StudyParams.from_dict({"name": "echo-run", "device": "cpu", "engines": ["eager", "graph", "echo"],
+                                    "policy": "both", "requests": 3, "batch_size": 2, "prompt_len": 8,
+                                    "max_new_tokens": 3, "iterations": 2, "cycles": 1})
+    return run_in_process(params)
+
+
+def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
+    from rollout_study import analysis
+    from rollout_study.present import figures, markdown, notebook, tables, text
+
+    result = echo_result
+    assert result.is_valid and result.variants() == ["eager", "graph[recapture]", "graph[reuse]", "echo"]
+    assert "echo" in text.console_summary(result)
+    assert "| echo |" in markdown.summary(result) or "echo" in markdown.summary(result)
+    assert "echo, CPU" in markdown.readme_results(result, with_original=False)
+    for make in (tables.summary_table, tables.breakdown_table, tables.memory_table, tables.parity_table):
+        assert "echo" in set(make([result]).iloc[:, 1]) | set(make([result]).astype(str).stack()), make.__name__
+    assert any(row.candidate == "echo" for row in analysis.break_even_rows(result))
+    for kind, _, make in figures.FIGURES:
+        figure = make(result, str(tmp_path), "echo")
+        legends = [ax.get_legend() for ax in figure.axes if ax.get_legend()] + list(figure.legends)
+        labels = {t.get_text() for legend in legends for t in legend.get_texts()}
+        labels |= {t.get_text() for ax in figure.axes for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts}
+        titles = {ax.get_title() for ax in figure.axes}
+        assert any("echo" in label for label in labels | titles), kind
+    blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+    assert any("echo" in notebook.block_html(block) for block in blocks if block.kind == "table")

@@ -1,0 +1,69 @@
+"""stats.py: bootstrap intervals of ratios of medians, checked against cases known without resampling."""
+from __future__ import annotations
+
+import pytest
+
+from rollout_study.record import Samples
+from rollout_study import stats
+from rollout_study.stats import Ratio, percentile, ratio_interval, resampled_sides
+
+
+def test_identical_samples_give_a_zero_width_interval_at_the_exact_ratio():
+    ratio = ratio_interval(Samples([50.0] * 10), Samples([10.0] * 10))
+    assert ratio == Ratio(5.0, 5.0, 5.0)
+
+
+def test_clearly_separated_samples_give_an_interval_excluding_one():
+    slow = Samples([110.0, 111.0, 109.0, 112.0, 110.5, 108.0, 111.5, 109.5, 110.0, 112.5])
+    fast = Samples([100.0, 101.0, 99.0, 102.0, 100.5, 98.0, 101.5, 99.5, 100.0, 102.5])
+    point, low, high = ratio_interval(slow, fast)
+    assert point == pytest.approx(110.25 / 100.25)
+    assert 1.0 < low <= point <= high
+    # Every resampled median lies within the samples' range, so the ratio stays within these bounds.
+    assert low >= 108.0 / 102.5 and high <= 112.5 / 98.0
+
+
+def test_overlapping_samples_give_an_interval_containing_one():
+    a = Samples([10.0, 12.0, 9.0, 11.0, 10.5, 9.5])
+    b = Samples([10.2, 11.8, 9.1, 10.9, 10.4, 9.6])
+    assert ratio_interval(a, b).contains(1.0)
+
+
+def test_deterministic_for_a_seed_and_moved_by_another():
+    a, b = Samples([10.0, 12.0, 9.0, 11.0, 10.5]), Samples([20.0, 21.0, 19.5, 22.0, 18.0])
+    first = ratio_interval(a, b)
+    stats._interval.cache_clear()  # computed again, not read back from the cache
+    assert ratio_interval(a, b) == first and first.low < first.point < first.high
+    # With few resamples the percentiles fall on different resamples: the seed is really used.
+    assert ratio_interval(a, b, seed=0, resamples=20) != ratio_interval(a, b, seed=1, resamples=20)
+    assert ratio_interval(a, b, seed=1).point == first.point
+
+
+def test_one_sample_on_one_side_resamples_only_the_other():
+    first, steady = Samples([60.0]), Samples([10.0, 12.0, 8.0])
+    point, low, high = ratio_interval(first, steady)
+    assert point == 6.0
+    # The steady median of a resample is 8, 10 or 12: the ratio is 60 over one of them, 7.5, 6 or 5.
+    assert 5.0 <= low < 6.0 < high <= 7.5
+    assert "only the denominator" in resampled_sides(first, steady)
+    assert "only the numerator" in resampled_sides(steady, first)
+
+
+def test_one_sample_on_each_side_has_no_interval():
+    ratio = ratio_interval(Samples([3.0]), Samples([2.0]))
+    assert ratio == Ratio(1.5, None, None) and not ratio.has_interval
+    assert not ratio.excludes(Ratio(9.0, 9.0, 9.0)) and not ratio.contains(1.5)
+    assert resampled_sides(Samples([3.0]), Samples([2.0])) == "one sample on each side: no interval"
+
+
+def test_excludes_needs_two_disjoint_intervals():
+    assert Ratio(1.1, 1.05, 1.15).excludes(Ratio(1.0, 0.98, 1.02))
+    assert not Ratio(1.1, 1.01, 1.15).excludes(Ratio(1.0, 0.98, 1.02))
+    assert not Ratio(1.1, 1.05, 1.15).excludes(Ratio(1.0, None, None))
+
+
+def test_percentile_interpolates_and_a_zero_denominator_is_refused():
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert percentile([1.0, 2.0], 0.25) == 1.25 and percentile([7.0], 0.975) == 7.0
+    with pytest.raises(ValueError):
+        ratio_interval(Samples([1.0, 2.0]), Samples([0.0, 0.0]))

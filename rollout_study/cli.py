@@ -174,8 +174,13 @@ def writable(path: Path) -> str | None:
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"the folder {existing} is not writable"
+    import tempfile
+
+    try:  # a real probe: permissions alone do not tell (root, read-only mounts, /proc)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        return f"the folder {existing} is not writable ({err.strerror or err})"
     return None
 
 

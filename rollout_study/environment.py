@@ -67,9 +67,13 @@ def git_commit() -> dict:
             return out.stdout.strip() if out.returncode == 0 else None
         except (OSError, subprocess.SubprocessError):
             return None
-    commit = git("rev-parse", "HEAD") or os.environ.get("ROLLOUT_STUDY_COMMIT")
+    # A copy of the tree on another machine can carry a stale .git: the commit named by whoever
+    # copied it wins over what that .git says (seen on the lent H200: it reported an older HEAD).
+    named = os.environ.get("ROLLOUT_STUDY_COMMIT")
+    if named:
+        return {"commit": named, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT"}
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None, "source": "git"}
 
 
 def hardware(device: torch.device) -> dict:

@@ -163,7 +163,9 @@ def scrub(executed: Path) -> None:
     for key in _CHURN:
         papermill_meta.pop(key, None)
     notebook.metadata.get("widgets", None) and notebook.metadata.pop("widgets")
-    for cell in notebook.cells:
+    for number, cell in enumerate(notebook.cells):
+        # papermill gives its injected cell a random id; numbered ids keep rebuilt bytes stable.
+        cell["id"] = f"cell-{number}"
         cell.metadata.pop("execution", None)
         cell_meta = cell.metadata.get("papermill")
         if cell_meta is not None:

@@ -385,17 +385,21 @@ class Result:
         calls = self.calls_of(variant, cycle, phase)
         return Samples([c.total_ms for c in calls]) if calls else None
 
-    def cold_start_samples(self) -> dict[str, Samples]:
+    def cold_start_samples(self, with_initialization: bool = False) -> dict[str, Samples]:
         """Each variant's first-call times over the fresh cold-start processes.
 
-        Older files ran every variant in one process, newer ones one per process; both list the
-        first calls, so grouping by each call's own variant reads either.
+        `with_initialization` adds what that process spent initializing CUDA and the model's
+        libraries before the call (which a real first call pays too). Older files ran every variant
+        in one process, newer ones one per process; grouping by each call's own variant reads either.
         """
         firsts: dict[str, list[float]] = {}
         for run in self.cold_starts:
+            init = (run.startup or {}).get("initialization_ms") if with_initialization else 0.0
+            if init is None:
+                continue
             for call in run.calls:
                 if call.phase == "first":
-                    firsts.setdefault(call.variant, []).append(call.total_ms)
+                    firsts.setdefault(call.variant, []).append(call.total_ms + init)
         return {variant: Samples(values) for variant, values in firsts.items()}
 
     def unmatched_calls(self) -> list[Call]:

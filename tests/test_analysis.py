@@ -13,10 +13,6 @@ from rollout_study.record import Result
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def committed(name: str) -> Result:
-    return Result.read(os.path.join(REPO, "reports", name, "result.json"))
-
-
 # -- break-even -------------------------------------------------------------------------------
 @pytest.mark.parametrize("base_first, base_steady, first, steady, expected", [
     (240.0, 228.0, 262.0, 45.0, BreakEven(2, None)),   # 262 > 240 at U=1; 262+45=307 <= 240+228=468 at U=2
@@ -187,8 +183,13 @@ def test_headline_of_an_invalid_result():
 
 
 # -- committed results: the numbers the old report gave -----------------------------------------
-def test_committed_results_keep_their_numbers():
-    tiny = committed("reference-tiny")
+def old(name: str) -> Result:
+    """The H200 results published before controls and instrumented calls (kept as test data)."""
+    return Result.read(os.path.join(REPO, "tests", "data", f"old-{name}.json"))
+
+
+def test_old_results_keep_their_numbers():
+    tiny = old("reference-tiny")
     medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(tiny) if r.cycle == 0}
     assert round(medians[("eager", "first")], 3) == 3666.867 and round(medians[("graph[reuse]", "steady")], 3) == 13.778
     goals = by_name(analysis.goals(tiny))
@@ -208,6 +209,6 @@ def test_committed_results_keep_their_numbers():
     # The fixed bug: reuse's steady state is 0.016 ms slower than recapture's, so its 12.5 ms head start
     # lasts 798 rollouts, not for ever.
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 798)
-    smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(committed("pretrained-smollm2"))}
+    smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(old("pretrained-smollm2"))}
     # 214.070 + (U-1) 213.096 <= 304.843 + (U-1) 210.192  <=>  U-1 <= 31.26
     assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 32)

@@ -71,9 +71,11 @@ def test_bad_parameters_exit_2_naming_the_parameter_and_write_nothing(tmp_path, 
 
 
 @pytest.mark.parametrize("output, fragment", [("", "not a file name"), (".", "not a file name"),
-                                              ("folder", "is a folder")])
+                                              ("folder", "is a folder"), ("/proc/x.json", "not writable"),
+                                              ("a-file/x.json", "is not a folder")])
 def test_an_unusable_output_path_is_refused_before_the_run(tmp_path, capsys, monkeypatch, output, fragment):
     (tmp_path / "folder").mkdir()
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("rollout_study.launch.run_study", lambda *a, **k: pytest.fail("the run started"))
     assert cli.main(["bench", "--device", "cpu", "--output", output]) == 2

@@ -158,7 +158,7 @@ def test_invalid_result_fails_the_study_but_is_still_reported(tmp_path, capsys):
                                 f"from rollout_study.record import Result\n\nresult = Result.read({str(fixture)!r})")
     problems, folder = _study(tmp_path, notebooks)
     err = capsys.readouterr().err
-    assert problems and "InvalidResult" in err and 'if not result.is_valid:' in err
+    assert problems and "InvalidResult: the result is invalid" in err and "without parity" in err
     assert Result.read(folder / "result.json").valid is False
     assert "INVALID" in (folder / "report.html").read_text(encoding="utf-8")
 

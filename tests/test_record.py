@@ -114,3 +114,14 @@ def test_unknown_fields_survive_and_old_cold_start_key_is_read():
     result = Result.from_dict(copy.deepcopy(raw))
     assert result.calls[0].extra["token_hash"] == "abc" and result.to_dict() == raw
     assert result.cold_starts[0].variant == raw["cold_starts"][0]["target"]
+
+
+def test_cold_starts_are_given_with_and_without_initialization():
+    raw = make_result_dict()
+    for run in raw["cold_starts"]:
+        run["startup"] = {"process_startup_ms": 1000.0, "initialization_ms": 400.0}
+    raw["cold_starts"][0]["startup"] = None  # a process that reported no start-up is left out of the sum
+    result = Result.from_dict(raw)
+    plain, initialized = result.cold_start_samples(), result.cold_start_samples(with_initialization=True)
+    assert plain["eager"].values == (200.0, 210.0, 220.0)
+    assert initialized["eager"].values == (610.0, 620.0)

@@ -72,7 +72,8 @@ def test_headline_shows_ranges_and_the_bounded_break_even():
 def test_invalid_summary_names_the_first_mismatch():
     summary = text.invalid_summary(make_invalid_result())
     assert summary.startswith("the result is invalid")
-    assert "parity failed on 1 call(s); first: graph[recapture] cycle 0 first_after_update #0" in summary
+    assert "1 call(s) without parity (first: graph[recapture] cycle 0 first_after_update #0)" in summary
+    assert "first mismatch: graph[recapture] cycle 0 first_after_update #0" in summary
     assert '"reference_token": 42' in summary
     assert text.headline_lines(make_invalid_result())[-2].startswith("parity: 35/36 calls matched generate(); INVALID")
 

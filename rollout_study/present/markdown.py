@@ -88,8 +88,12 @@ def measurement_sections(result: Result) -> list[str]:
 
 
 def cold_start_table(result: Result) -> list[str]:
-    rows = [[variant, str(s.n), s.min, s.median, s.max] for variant, s in result.cold_start_samples().items()]
-    return table(["variant", "processes", "min ms", "median ms", "max ms"], rows) if rows else []
+    initialized = result.cold_start_samples(with_initialization=True)
+    rows = [[variant, str(s.n), s.min, s.median, s.max,
+             initialized[variant].median if variant in initialized else None]
+            for variant, s in result.cold_start_samples().items()]
+    return table(["variant", "processes", "min ms", "median ms", "max ms", "median with initialization ms"],
+                 rows) if rows else []
 
 
 def _facts(result: Result) -> list[str]:
@@ -164,10 +168,17 @@ def summary(result: Result) -> str:
 
 
 def readme_results(result: Result, with_original: bool) -> str:
-    """The README's table for one committed run: cycle-0 medians per phase and variant, from its result file."""
+    """The README's table for one committed run, from its result file: medians per phase and variant.
+
+    Before-update phases are cycle 0's; after-update phases are the first real (not control) update's.
+    """
     meta, machine = result.metadata, result.metadata["hardware"].get("gpu") or "CPU"
     variants = result.variants()
-    medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(result) if r.cycle == 0}
+    real = analysis.real_cycles(result)
+    after = real[0] if real else 0
+    wanted = {"first": 0, "steady": 0, "first_after_update": after, "steady_after_update": after}
+    medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(result)
+               if r.cycle == wanted[r.phase]}
     quoted = ["-", "-"] if with_original else []
     header = ["phase"] + (["original eager, A4500", "original graph, A4500"] if with_original else []) + \
              [f"{variant}, {machine}" for variant in variants]
@@ -178,7 +189,7 @@ def readme_results(result: Result, with_original: bool) -> str:
                 + [number(cold[v].median if v in cold else None) for v in variants])
     body.append(["summed GPU kernel time, one steady call", *quoted]
                 + [number(result.profile[v].kernel_ms if v in result.profile else None) for v in variants])
-    update = result.updates[0] if result.updates else None
+    update = next((u for u in result.updates if u.cycle == after), None)
     checks = analysis.goals(result)
     software = meta.get("software") or {}
     lines = table(header, body) + [
@@ -186,7 +197,9 @@ def readme_results(result: Result, with_original: bool) -> str:
             f"{software.get('torch_build') or software.get('torch')}, transformers {software.get('transformers')}; "
             f"commit {str((meta.get('git') or {}).get('commit'))[:10]}): valid **{result.is_valid}**; first update "
             f"({update.optimizer if update else '-'}) {number(update.ms if update else None)} ms; "
-            f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."]
+            f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."
+            + (f" Rows after an update: update {after}, the first real one ({after} control "
+               f"cycle(s) before it)." if after else "")]
     return "\n".join(lines)
 
 

@@ -145,12 +145,15 @@ def failures_table(results: list[Result]) -> pd.DataFrame:
 def cold_start_table(results: list[Result]) -> pd.DataFrame:
     """Min/median/max of each variant's first call over fresh processes, beside the in-process first call."""
     def rows_of(result):
+        initialized = result.cold_start_samples(with_initialization=True)
         for variant, s in sorted(result.cold_start_samples().items(), key=lambda item: variant_rank(item[0])):
             in_process = result.samples(variant, 0, "first")
+            with_init = initialized.get(variant)
             yield {"variant": variant, "processes": s.n, "min ms": s.min, "median ms": s.median, "max ms": s.max,
+                   "median with initialization ms": with_init.median if with_init else None,
                    "in-process first ms": in_process.median if in_process else None}
     return _frame(results, rows_of, ["run", "variant", "processes", "min ms", "median ms", "max ms",
-                                     "in-process first ms"])
+                                     "median with initialization ms", "in-process first ms"])
 
 
 def profile_table(results: list[Result]) -> pd.DataFrame:

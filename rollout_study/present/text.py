@@ -172,17 +172,11 @@ def console_summary(result: Result) -> str:
 
 def invalid_summary(result: Result) -> str:
     """Why a result is invalid, in one paragraph (the study notebook's last cell raises it)."""
-    parts = []
+    parts = result.validity_problems()  # derived from the records, the one place validity is decided
     unmatched = result.unmatched_calls()
     if unmatched:
         first = unmatched[0]
         detail = first.parity.mismatch if first.parity else "no reference computed"
-        parts.append(f"parity failed on {len(unmatched)} call(s); first: {first.variant} cycle {first.cycle} "
-                     f"{first.phase} #{first.index}: {json.dumps(detail)}")
-    if result.failures:
-        first = result.failures[0]
-        parts.append(f"{len(result.failures)} phase(s) failed; first: {first.variant} {first.phase}: {first.error}")
-    bad_cold = [run for run in result.cold_starts if not run.valid]
-    if bad_cold:
-        parts.append(f"{len(bad_cold)} cold-start run(s) invalid")
-    return "the result is invalid (written anyway, for inspection): " + ("; ".join(parts) or "valid is false")
+        parts.append(f"first mismatch: {first.variant} cycle {first.cycle} {first.phase} #{first.index}: "
+                     f"{json.dumps(detail)}")
+    return "the result is invalid (written anyway, for inspection): " + "; ".join(parts)

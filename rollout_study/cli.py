@@ -216,7 +216,7 @@ def cmd_run(args, argv: list[str]) -> int:
     say(f"run folder: {folder}\nindex: {index}")
     if (folder / "result.json").exists():
         from .present import text
-        from .record import Result
+        from .result import Result
 
         say(text.headline_text(Result.read(folder / "result.json")))
     if problems:
@@ -242,7 +242,7 @@ def cmd_report(args, argv: list[str]) -> int:
 
 def cmd_summary(args, argv: list[str]) -> int:
     from .present import markdown, text
-    from .record import Result
+    from .result import Result
 
     result = Result.read(args.result)
     sys.stdout.write(markdown.summary(result) if args.markdown else text.console_summary(result) + "\n")
@@ -251,7 +251,7 @@ def cmd_summary(args, argv: list[str]) -> int:
 
 def cmd_compare(args, argv: list[str]) -> int:
     from .compare import compare
-    from .record import Result
+    from .result import Result
 
     comparison = compare(Result.read(args.a), Result.read(args.b))
     print(comparison.text())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .record import Result
+from .result import Result
 
 # Parameters that change how much is measured, not what is generated.
 NOT_WORKLOAD = ("name", "iterations", "cold_starts", "profile", "device", "policy", "engines", "cycles",

@@ -13,7 +13,9 @@ import statistics
 from dataclasses import dataclass
 
 from .engines import variant_rank
-from .record import Call, Profile, Result, Samples, variant_name
+from .record import Call, Profile, variant_name
+from .result import Result
+from .stats import Samples
 from .stats import Ratio, ratio_interval
 
 BEFORE = (0, "steady")  # what every after-update steady state is compared with

@@ -15,7 +15,8 @@ import sys
 
 from .engines import variants
 from .params import StudyParams
-from .record import ColdStart, Failure, Result, variant_name
+from .record import ColdStart, Failure, variant_name
+from .result import Result
 
 
 class LaunchError(RuntimeError):

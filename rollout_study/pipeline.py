@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .files import write_text
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
 KERNEL_NAME = "python3"
@@ -184,22 +186,6 @@ def render_html(executed: Path, target: Path, with_code: bool) -> Path:
     return target
 
 
-def write_text(path: Path, text: str) -> None:
-    # Write beside under a unique name, then rename: a reader never sees half a page, and two
-    # writers never share a temporary file.
-    path = Path(path)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 # -- steps ------------------------------------------------------------------------------------
 def _step(action) -> list[str]:
     """Run one step; a NotebookFailure becomes a reported problem instead of ending the run."""
@@ -242,7 +228,7 @@ def study_step(folder: Path, params: dict, command: str, progress: bool, noteboo
 def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
     """summary.md, the report notebook, figures and report.html from folder/result.json alone."""
     from .present import markdown
-    from .record import Result
+    from .result import Result
 
     for name in REPORT_OUTPUTS:
         path = folder / name

@@ -30,7 +30,8 @@ from . import environment, memory, models, parity, training
 from .engines import expand
 from .engines.base import RolloutOutput
 from .params import ParameterError, StudyParams
-from .record import Call, Failure, Parity, Profile, Result, Update
+from .record import Call, Failure, Parity, Profile, Update
+from .result import Result
 from .reference import reference
 from .timing import CallClock, profile_call, synchronize
 from .workload import Workload, chat_workload, random_workload

@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from .pipeline import REPO_ROOT, write_text
-from .record import Result, ResultError
+from .record import ResultError
+from .result import Result
 
 RUNS_ROOT = REPO_ROOT / "runs"
 REPORTS_ROOT = REPO_ROOT / "reports"

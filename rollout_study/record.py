@@ -1,30 +1,25 @@
-"""The typed result record: one dataclass per thing a run measures, each with `from_dict`/`to_dict`.
+"""The typed records of a run: one dataclass per thing a run measures, each with `from_dict`/`to_dict`.
 
-STUDY.md fixes the JSON field names; this module is the only writer and the only reader of result
-files, so notebooks, reports and outside tools all see the same shape. Fields may be added freely;
+STUDY.md fixes the JSON field names; these records and the `Result` that holds them (result.py)
+are the only writer and the only reader of result files, so notebooks, reports and outside tools
+all see the same shape. Fields may be added freely;
 renaming one needs a new `SCHEMA_VERSION` (and this module keeps reading the old one). Keys a
 reader does not know are kept in `extra` and written back unchanged, so a file survives a round
 trip through an older or newer version of the package.
 
-`Samples` owns the statistics of repeated measurements (median, quartiles, IQR, the wide-spread
-flag), as `torch.utils.benchmark.Measurement` does: every table and check asks it, none recomputes.
+Repeated measurements come back as `Samples` (stats.py), which own their statistics.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import statistics
-import tempfile
 from dataclasses import dataclass, field
-from typing import Any
+
 
 SCHEMA_VERSION = 1
 LABELS = ("synthetic", "pretrained")
 PHASES = ("first", "steady", "first_after_update", "steady_after_update")
 PARTS = ("allocation", "warmup", "capture", "prefill", "decode", "other")
-WIDE_IQR = 0.10  # an IQR above this fraction of the median is flagged, as torch.utils.benchmark does
 
 
 class ResultError(ValueError):
@@ -38,52 +33,6 @@ class InvalidResult(RuntimeError):
 def variant_name(engine: str, policy: str | None) -> str:
     """What tables and figures call one engine with one refresh policy: `eager`, `graph[reuse]`."""
     return engine if policy is None else f"{engine}[{policy}]"
-
-
-# -- statistics -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Samples:
-    """Replicates of one measurement (ms); the one place medians, quartiles and spread are computed."""
-
-    values: tuple[float, ...]
-
-    def __post_init__(self):
-        object.__setattr__(self, "values", tuple(float(v) for v in self.values))
-        if not self.values:
-            raise ValueError("Samples needs at least one value")
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.values)
-
-    @property
-    def quartiles(self) -> tuple[float, float]:
-        """First and third quartile (inclusive method); one sample is its own quartiles."""
-        if self.n < 2:
-            return self.values[0], self.values[0]
-        q = statistics.quantiles(self.values, n=4, method="inclusive")
-        return q[0], q[2]
-
-    @property
-    def iqr(self) -> float:
-        low, high = self.quartiles
-        return high - low
-
-    @property
-    def wide(self) -> bool:
-        return self.n > 1 and self.iqr > WIDE_IQR * self.median
-
-    @property
-    def min(self) -> float:
-        return min(self.values)
-
-    @property
-    def max(self) -> float:
-        return max(self.values)
 
 
 # -- records ----------------------------------------------------------------------------------
@@ -282,159 +231,6 @@ class ColdStart:
         return firsts[0] if firsts else None
 
 
-@dataclass
-class Result:
-    valid: bool
-    metadata: dict
-    calls: list[Call]
-    updates: list[Update]
-    profile: dict[str, Profile]
-    failures: list[Failure]
-    cold_starts: list[ColdStart] = field(default_factory=list)
-    schema_version: int = SCHEMA_VERSION
-    extra: dict = field(default_factory=dict)
-
-    # -- reading and writing --------------------------------------------------------------
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "result") -> "Result":
-        if not isinstance(data, dict):
-            raise ResultError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        known, extra = _split(cls, data, source)
-        if known.get("schema_version") != SCHEMA_VERSION:
-            raise ResultError(f"{source}: schema_version {known.get('schema_version')!r} is not {SCHEMA_VERSION}")
-        if not isinstance(known["valid"], bool):
-            raise ResultError(f"{source}: valid must be true or false, got {known['valid']!r}")
-        meta = known["metadata"]
-        if not isinstance(meta, dict) or meta.get("label") not in LABELS:
-            raise ResultError(f"{source}: metadata.label must be one of {', '.join(LABELS)}")
-        for key in ("calls", "updates", "failures"):
-            if not isinstance(known[key], list):
-                raise ResultError(f"{source}: {key} must be a list, got {type(known[key]).__name__}")
-        if not isinstance(known["profile"], dict):
-            raise ResultError(f"{source}: profile must be an object, got {type(known['profile']).__name__}")
-        known["calls"] = [Call.from_dict(c, f"{source}: call {i}") for i, c in enumerate(known["calls"])]
-        known["updates"] = [Update.from_dict(u, f"{source}: update {i}") for i, u in enumerate(known["updates"])]
-        known["failures"] = [Failure.from_dict(f, f"{source}: failure {i}") for i, f in enumerate(known["failures"])]
-        known["profile"] = {name: Profile.from_dict(p, f"{source}: profile {name}")
-                            for name, p in known["profile"].items()}
-        known["cold_starts"] = [ColdStart.from_dict(r, f"{source}: cold start {i}")
-                                for i, r in enumerate(known.get("cold_starts") or [])]
-        return cls(**known, extra=extra)
-
-    def to_dict(self) -> dict:
-        out = {"schema_version": self.schema_version, "valid": self.valid, "metadata": self.metadata,
-               "calls": [c.to_dict() for c in self.calls], "updates": [u.to_dict() for u in self.updates],
-               "profile": {name: p.to_dict() for name, p in self.profile.items()},
-               "failures": [f.to_dict() for f in self.failures]}
-        if self.cold_starts:
-            out["cold_starts"] = [r.to_dict() for r in self.cold_starts]
-        return {**out, **self.extra}
-
-    @classmethod
-    def read(cls, path: str | os.PathLike) -> "Result":
-        with open(path, encoding="utf-8") as handle:
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as err:
-                raise ResultError(f"{path}: not valid JSON: {err}") from None
-        return cls.from_dict(data, str(path))
-
-    def write(self, path: str | os.PathLike) -> str:
-        return write_json_atomic(self.to_dict(), path)
-
-    # -- what readers ask -------------------------------------------------------------------
-    @property
-    def label(self) -> str:
-        return self.metadata["label"]
-
-    @property
-    def run_name(self) -> str:
-        return self.metadata.get("run_name") or "run"
-
-    @property
-    def model_name(self) -> str:
-        model = self.metadata.get("model") or {}
-        return model.get("display_name") or model.get("name") or "-"
-
-    @property
-    def cuda_graph(self) -> bool:
-        return bool(self.metadata.get("cuda_graph"))
-
-    @property
-    def machine(self) -> str:
-        hardware = self.metadata.get("hardware") or {}
-        return hardware["gpu"] if hardware.get("gpu") else f"CPU: {hardware.get('cpu') or 'unknown'}"
-
-    def variants(self) -> list[str]:
-        """Every variant with measured calls, in the engine registry's order."""
-        from .engines import variant_rank
-
-        return sorted({c.variant for c in self.calls}, key=variant_rank)
-
-    def phase_groups(self) -> list[tuple[int, str]]:
-        """The (cycle, phase) pairs of the run, in run order."""
-        return sorted({(c.cycle, c.phase) for c in self.calls}, key=lambda cp: run_order(*cp))
-
-    def calls_of(self, variant: str, cycle: int | None = None, phase: str | tuple[str, ...] | None = None) -> list[Call]:
-        phases = (phase,) if isinstance(phase, str) else phase
-        return [c for c in self.calls if c.variant == variant and (cycle is None or c.cycle == cycle)
-                and (phases is None or c.phase in phases)]
-
-    def samples(self, variant: str, cycle: int | None = None,
-                phase: str | tuple[str, ...] | None = None) -> Samples | None:
-        calls = self.calls_of(variant, cycle, phase)
-        return Samples([c.total_ms for c in calls]) if calls else None
-
-    def cold_start_samples(self, with_initialization: bool = False) -> dict[str, Samples]:
-        """Each variant's first-call times over the fresh cold-start processes.
-
-        `with_initialization` adds what that process spent initializing CUDA and the model's
-        libraries before the call (which a real first call pays too). Older files ran every variant
-        in one process, newer ones one per process; grouping by each call's own variant reads either.
-        """
-        firsts: dict[str, list[float]] = {}
-        for run in self.cold_starts:
-            init = (run.startup or {}).get("initialization_ms") if with_initialization else 0.0
-            if init is None:
-                continue
-            for call in run.calls:
-                if call.phase == "first":
-                    firsts.setdefault(call.variant, []).append(call.total_ms + init)
-        return {variant: Samples(values) for variant, values in firsts.items()}
-
-    def unmatched_calls(self) -> list[Call]:
-        return [c for c in self.calls if not c.parity_ok]
-
-    def validity_problems(self) -> list[str]:
-        """Why this result is not valid, derived from its calls, failures and cold starts; [] when valid.
-
-        The stored `valid` flag is never trusted on its own: a file that says valid beside a failed
-        parity check or a failure is reported as a contradiction.
-        """
-        problems = []
-        unmatched = self.unmatched_calls()
-        if unmatched:
-            problems.append(f"{len(unmatched)} call(s) without parity (first: {unmatched[0].variant} "
-                            f"cycle {unmatched[0].cycle} {unmatched[0].phase} #{unmatched[0].index})")
-        if self.failures:
-            problems.append(f"{len(self.failures)} failure(s) (first: {self.failures[0].variant} "
-                            f"{self.failures[0].phase}: {self.failures[0].error})")
-        bad_cold = [run for run in self.cold_starts if not run.valid or any(not c.parity_ok for c in run.calls)]
-        if bad_cold:
-            problems.append(f"{len(bad_cold)} cold-start run(s) invalid")
-        if not self.calls:
-            problems.append("no measured calls")
-        if self.valid and problems:
-            problems.insert(0, "the file says valid, but its records contradict it")
-        elif not self.valid and not problems:
-            problems.append("the file says invalid")
-        return problems
-
-    @property
-    def is_valid(self) -> bool:
-        return not self.validity_problems()
-
-
 # Run order inside a cycle: cycle 0 runs first and steady; every cycle runs its update, then the
 # phases after it. Sorting by (cycle, stage) reproduces that order.
 RUN_STAGE = {"first": 0, "steady": 1, "update": 2, "first_after_update": 3, "steady_after_update": 4}
@@ -442,31 +238,3 @@ RUN_STAGE = {"first": 0, "steady": 1, "update": 2, "first_after_update": 3, "ste
 
 def run_order(cycle: int, phase: str) -> tuple[int, int]:
     return cycle, RUN_STAGE[phase]
-
-
-# -- files ------------------------------------------------------------------------------------
-def write_json_atomic(data: dict, path: str | os.PathLike) -> str:
-    """Write JSON to a uniquely named temporary file beside `path`, then rename over it."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, allow_nan=False, default=_jsonable)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a published result is for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _jsonable(value):
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,5 +1,9 @@
-"""Bootstrap intervals for ratios of medians: seeded, pure Python, the same numbers on every rebuild.
+"""Statistics of repeated measurements: `Samples`, and bootstrap intervals for ratios of medians.
 
+`Samples` owns the statistics of replicates (median, quartiles, IQR, the wide-spread flag), as
+`torch.utils.benchmark.Measurement` does: every table and check asks it, none recomputes.
+
+Intervals are seeded, pure Python, the same numbers on every rebuild.
 A ratio of two medians (generate() over a graph, after an update over before) is stated with a 95%
 percentile interval from `RESAMPLES` resamples of the raw samples: each side is resampled with
 replacement on its own, the ratio of the resampled medians is taken, and the 2.5th and 97.5th
@@ -13,9 +17,57 @@ import functools
 import math
 import random
 import statistics
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from .record import Samples
+WIDE_IQR = 0.10  # an IQR above this fraction of the median is flagged, as torch.utils.benchmark does
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Replicates of one measurement (ms); the one place medians, quartiles and spread are computed."""
+
+    values: tuple[float, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", tuple(float(v) for v in self.values))
+        if not self.values:
+            raise ValueError("Samples needs at least one value")
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """First and third quartile (inclusive method); one sample is its own quartiles."""
+        if self.n < 2:
+            return self.values[0], self.values[0]
+        q = statistics.quantiles(self.values, n=4, method="inclusive")
+        return q[0], q[2]
+
+    @property
+    def iqr(self) -> float:
+        low, high = self.quartiles
+        return high - low
+
+    @property
+    def wide(self) -> bool:
+        return self.n > 1 and self.iqr > WIDE_IQR * self.median
+
+    @property
+    def min(self) -> float:
+        return min(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+
 
 RESAMPLES = 2000
 LEVEL = 0.95

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 # target -> phase -> ms of each sample
 TIMES = {

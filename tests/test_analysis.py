@@ -8,7 +8,7 @@ import pytest
 from result_fixture import TIMES, UPDATE_MS, add_engine, make_invalid_result, make_result, make_result_dict, rename_engine, retime
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

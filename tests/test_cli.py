@@ -12,7 +12,7 @@ import pytest
 from rollout_study import cli
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.params import ParameterError
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ["--requests", "8", "--batch-size", "4", "--prompt-len", "32", "--max-new-tokens", "32",
@@ -156,7 +156,7 @@ def test_main_job_default_follows_cuda(monkeypatch):
 
 
 def test_a_failed_final_write_keeps_the_result_in_a_named_fallback(tmp_path, monkeypatch, capsys):
-    from rollout_study.record import Result as RecordResult
+    from rollout_study.result import Result as RecordResult
 
     real_write = RecordResult.write
     target = tmp_path / "r.json"

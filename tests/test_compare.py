@@ -5,7 +5,7 @@ import copy
 
 from result_fixture import make_result_dict
 from rollout_study.compare import compare
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 
 def _with_hashes(data: dict, salt: str = "") -> dict:

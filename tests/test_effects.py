@@ -5,7 +5,7 @@ import pytest
 
 from result_fixture import INSTRUMENTED, make_result, make_result_dict, retime, set_samples, with_control, with_instruments
 from rollout_study import analysis, effects
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 
 def controlled() -> Result:

@@ -8,7 +8,7 @@ import pytest
 
 from result_fixture import MODELS, make_result, make_result_dict
 from rollout_study.present import figures
-from rollout_study.record import Result
+from rollout_study.result import Result
 from result_fixture import add_engine, retime
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from result_fixture import make_invalid_result_dict, make_result, make_result_dict
 from rollout_study.present import index
-from rollout_study.record import write_json_atomic
+from rollout_study.files import write_json_atomic
 
 
 def test_rows_per_label_with_unreadable_and_forged_entries(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from result_fixture import make_invalid_result, make_result, make_result_dict
 from rollout_study.present import markdown, text
-from rollout_study.record import Result
+from rollout_study.result import Result
 from result_fixture import add_engine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

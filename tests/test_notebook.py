@@ -10,7 +10,7 @@ import pytest
 
 from result_fixture import MODELS, make_invalid_result_dict, make_result
 from rollout_study.present import notebook, tables, text
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTILE = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>")

@@ -16,7 +16,7 @@ import pytest
 
 from result_fixture import make_invalid_result_dict
 from rollout_study import pipeline
-from rollout_study.record import Result
+from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -155,7 +155,7 @@ def test_invalid_result_fails_the_study_but_is_still_reported(tmp_path, capsys):
     fixture = tmp_path / "invalid.json"
     fixture.write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
     notebooks = _notebooks_with(tmp_path, "from rollout_study.launch import",
-                                f"from rollout_study.record import Result\n\nresult = Result.read({str(fixture)!r})")
+                                f"from rollout_study.result import Result\n\nresult = Result.read({str(fixture)!r})")
     problems, folder = _study(tmp_path, notebooks)
     err = capsys.readouterr().err
     assert problems and "InvalidResult: the result is invalid" in err and "without parity" in err

@@ -1,4 +1,4 @@
-"""record.py: the typed result record reads every committed file, writes atomically, derives validity."""
+"""record.py and result.py: the Result reads every committed file, writes atomically, derives validity."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from result_fixture import make_invalid_result_dict, make_result, make_result_dict
-from rollout_study.record import Result, ResultError, Samples
+from rollout_study.record import ResultError
+from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,17 +83,6 @@ def test_validity_is_derived_not_trusted():
     honest = make_result_dict()
     honest["valid"] = False
     assert Result.from_dict(honest).validity_problems() == ["the file says invalid"]
-
-
-def test_samples_owns_median_quartiles_and_spread():
-    s = Samples([3.0, 4.0, 5.0, 100.0])
-    assert (s.median, s.n, s.min, s.max) == (4.5, 4, 3.0, 100.0)
-    assert s.quartiles == (3.75, 28.75) and s.wide
-    assert not Samples([10.0, 10.1, 10.2]).wide
-    one = Samples([7.0])
-    assert one.quartiles == (7.0, 7.0) and one.iqr == 0 and not one.wide
-    with pytest.raises(ValueError):
-        Samples([])
 
 
 def test_queries_follow_run_and_registry_order():

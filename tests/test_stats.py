@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_study.record import Samples
+from rollout_study.stats import Samples
 from rollout_study import stats
 from rollout_study.stats import Ratio, percentile, ratio_interval, resampled_sides
 
@@ -67,3 +67,14 @@ def test_percentile_interpolates_and_a_zero_denominator_is_refused():
     assert percentile([1.0, 2.0], 0.25) == 1.25 and percentile([7.0], 0.975) == 7.0
     with pytest.raises(ValueError):
         ratio_interval(Samples([1.0, 2.0]), Samples([0.0, 0.0]))
+
+
+def test_samples_owns_median_quartiles_and_spread():
+    s = Samples([3.0, 4.0, 5.0, 100.0])
+    assert (s.median, s.n, s.min, s.max) == (4.5, 4, 3.0, 100.0)
+    assert s.quartiles == (3.75, 28.75) and s.wide
+    assert not Samples([10.0, 10.1, 10.2]).wide
+    one = Samples([7.0])
+    assert one.quartiles == (7.0, 7.0) and one.iqr == 0 and not one.wide
+    with pytest.raises(ValueError):
+        Samples([])

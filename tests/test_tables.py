@@ -5,7 +5,8 @@ import pytest
 
 from result_fixture import MODELS, TIMES, make_invalid_result, make_result, make_result_dict
 from rollout_study.present import tables
-from rollout_study.record import PARTS, Result
+from rollout_study.record import PARTS
+from rollout_study.result import Result
 from result_fixture import add_engine, retime
 
 ONE_LABEL_TABLES = (tables.summary_table, tables.breakdown_table, tables.memory_table, tables.updates_table,

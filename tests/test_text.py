@@ -7,7 +7,7 @@ import numpy as np
 
 from result_fixture import make_invalid_result, make_result, make_result_dict
 from rollout_study.present import text
-from rollout_study.record import Result
+from rollout_study.result import Result
 from result_fixture import retime
 
 

@@ -16,7 +16,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from .. import analysis
 from ..engines import variant_color
-from ..record import PARTS, Result
+from ..record import PARTS
+from ..result import Result
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
 PART_COLORS = {"allocation": "#8c564b", "warmup": "#ff7f0e", "capture": "#d62728",

@@ -8,7 +8,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ..record import LABELS, Result
+from ..record import LABELS
+
+from ..result import Result
 
 LINKS = ("report.html", "study.html", "summary.md", "result.json")
 TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model runs", None: "Runs without a readable result"}

@@ -8,7 +8,8 @@ import json
 import sys
 
 from .. import analysis
-from ..record import PARTS, PHASES, Result
+from ..record import PARTS, PHASES
+from ..result import Result
 from .text import MIB, goal_detail, headline_lines, number, phase_name, timing_line
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.

@@ -17,7 +17,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .. import analysis
-from ..record import LABELS, Result
+from ..record import LABELS
+from ..result import Result
 from . import figures, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number, timing_line
 

@@ -12,7 +12,8 @@ import pandas as pd
 
 from .. import analysis
 from ..engines import variant_rank
-from ..record import PARTS, Result, run_order
+from ..record import PARTS, run_order
+from ..result import Result
 from .text import MIB, NO_GRAPH_NOTE, goal_detail
 
 KEY = ["run", "variant", "cycle", "phase"]

@@ -9,7 +9,7 @@ import json
 import math
 
 from .. import analysis
-from ..record import Result
+from ..result import Result
 
 MIB = 1024 ** 2
 NO_GRAPH_NOTE = "no CUDA graph (CPU run): the graph engine ran its static-cache step eagerly"

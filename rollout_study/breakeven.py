@@ -1,0 +1,121 @@
+"""Break-even: with U rollouts per training update, when does a candidate cost no more than its baseline?
+
+cost(U) = first call after the update + (U - 1) x steady state, per variant, from real updates only
+(control cycles leave the weights unchanged). The update itself costs the same for both and cancels.
+A candidate with a dearer first call but a cheaper steady state pays off from some U on; one with a
+cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .effects import real_cycles, samples_in
+from .engines import variant_rank
+from .result import Result
+
+BASELINE = "eager"  # Hugging Face generate(): the engine every other is compared with
+
+
+def rollouts_cost(first_ms: float, steady_ms: float, rollouts: int) -> float:
+    """Time of `rollouts` calls after one update: the first pays the refresh, the rest are steady."""
+    return first_ms + (rollouts - 1) * steady_ms
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """For which rollouts per update U the candidate costs no more than its baseline.
+
+    cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
+    difference is linear in U, so the U where the candidate pays off form one interval:
+    [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
+    """
+
+    first_u: int | None
+    last_u: int | None
+
+    @property
+    def verdict(self) -> str:
+        if self.first_u is None:
+            return "never: its first call and its steady state are not cheaper"
+        if self.last_u is not None:
+            return f"only up to U={self.last_u} rollouts per update: its steady state is slower"
+        if self.first_u == 1:
+            return "pays off from the first rollout"
+        return f"pays off from {self.first_u} rollouts per update"
+
+
+def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float,
+                        steady_ms: float) -> BreakEven:
+    def pays(u: int) -> bool:
+        return rollouts_cost(first_ms, steady_ms, u) <= rollouts_cost(base_first_ms, base_steady_ms, u)
+
+    extra_first, saving = first_ms - base_first_ms, base_steady_ms - steady_ms
+    if pays(1):
+        if saving >= 0:
+            return BreakEven(1, None)
+        # Cheaper first call, slower steady state: it pays off until the steady loss eats the head start.
+        last = 1 + math.floor(-extra_first / -saving)
+        # Correct the closed form against the cost itself, so float rounding cannot move it by one.
+        while not pays(last):
+            last -= 1
+        while pays(last + 1):
+            last += 1
+        return BreakEven(1, last)
+    if saving <= 0:
+        return BreakEven(None, None)
+    first = 1 + math.ceil(extra_first / saving)
+    while first > 1 and pays(first - 1):
+        first -= 1
+    while not pays(first):
+        first += 1
+    return BreakEven(first, None)
+
+
+@dataclass(frozen=True)
+class BreakEvenRow:
+    candidate: str
+    baseline: str
+    candidate_first_ms: float
+    candidate_steady_ms: float
+    baseline_first_ms: float
+    baseline_steady_ms: float
+    break_even: BreakEven
+
+
+def costs_after_update(result: Result) -> dict[str, tuple[float, float]]:
+    """Per variant: (median first call after a real update over cycles, median steady sample after real updates).
+
+    Control cycles (no optimizer step) are left out: they show what an update that changes nothing costs.
+    """
+    costs, cycles = {}, real_cycles(result)
+    for variant in result.variants():
+        firsts = samples_in(result, variant, "first_after_update", cycles)
+        steady = samples_in(result, variant, "steady_after_update", cycles)
+        if firsts and steady:
+            costs[variant] = (firsts.median, steady.median)
+    return costs
+
+
+def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
+    """(candidate, baseline): every variant against eager, then the policies of one engine against each other.
+
+    Within an engine the policy later in the registry is the candidate (reuse against recapture).
+    """
+    ordered = sorted(variants, key=variant_rank)
+    pairs = [(v, BASELINE) for v in ordered if v != BASELINE and BASELINE in ordered]
+    for i, later in enumerate(ordered):
+        for earlier in ordered[:i]:
+            if "[" in later and later.split("[")[0] == earlier.split("[")[0]:
+                pairs.append((later, earlier))
+    return pairs
+
+
+def break_even_rows(result: Result) -> list[BreakEvenRow]:
+    costs = costs_after_update(result)
+    rows = []
+    for candidate, baseline in break_even_pairs(list(costs)):
+        (first, steady), (base_first, base_steady) = costs[candidate], costs[baseline]
+        rows.append(BreakEvenRow(candidate, baseline, first, steady, base_first, base_steady,
+                                 break_even_rollouts(base_first, base_steady, first, steady)))
+    return rows

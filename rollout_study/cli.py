@@ -23,15 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .params import ParameterError, StudyParams
+from .pipeline import say
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 PARAMS_DIR = Path(__file__).resolve().parent.parent / "params"
 GPU_DEFAULT_PARAMS = PARAMS_DIR / "reference-tiny.yaml"
 CPU_DEFAULT_PARAMS = PARAMS_DIR / "cpu-smoke.yaml"
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 # -- parameters -------------------------------------------------------------------------------
@@ -207,9 +204,12 @@ def cmd_run(args, argv: list[str]) -> int:
             else:
                 say("no result.json: the report is skipped")
     except BaseException:
-        import shutil
+        if (partial / "result.json").is_file():  # the study finished: its result is never thrown away
+            say(f"interrupted; the result is kept in {publish.finish_run(partial, params.name + '-interrupted')}")
+        else:
+            import shutil
 
-        shutil.rmtree(partial, ignore_errors=True)  # an interrupted run leaves nothing half-written
+            shutil.rmtree(partial, ignore_errors=True)  # an interrupted study leaves nothing half-written
         raise
     folder = publish.finish_run(partial, params.name)
     index = publish.write_index(runs_root)

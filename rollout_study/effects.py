@@ -9,7 +9,6 @@ returns what an absent record means (no controls, no rows, no checks).
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from .engines import variant_rank
@@ -24,6 +23,8 @@ VERDICT_REAL = "real effect"
 VERDICT_DRIFT = "within drift (control)"
 VERDICT_NO_CONTROL = "no control in this run"
 VERDICT_CONTROL = "control (drift)"
+VERDICT_FEW = "too few samples"
+MIN_SAMPLES = 3  # a bootstrap interval from fewer samples per side (a median of 2) says nothing: no verdict
 
 
 def control_cycles(result: Result) -> set[int]:
@@ -33,9 +34,15 @@ def control_cycles(result: Result) -> set[int]:
     return flagged | set(range(declared))
 
 
+def failed_updates(result: Result) -> set[int]:
+    """Cycles whose update did not apply (non-finite, out of memory): the weights there did not change."""
+    return ({u.cycle for u in result.updates if u.extra.get("applied") is False or u.ms is None}
+            | {f.cycle for f in result.failures if f.phase == "update"})
+
+
 def real_cycles(result: Result) -> list[int]:
-    """Cycles with a real update (and calls after it), in order."""
-    controls = control_cycles(result)
+    """Cycles with a real update that applied (and calls after it), in order."""
+    controls = control_cycles(result) | failed_updates(result)
     after = {c.cycle for c in result.calls if c.phase in ("first_after_update", AFTER)}
     return sorted((after | {u.cycle for u in result.updates}) - controls)
 
@@ -62,20 +69,22 @@ class Effect:
 
 def effects(result: Result) -> list[Effect]:
     """Per variant (registry order) and cycle: after/before with its interval and the verdict against controls."""
-    controls = control_cycles(result)
+    controls, failed = control_cycles(result), failed_updates(result)
     rows = []
     for variant in result.variants():
         before = result.samples(variant, *BEFORE)
         if before is None or before.median <= 0:
             continue
         measured = []
-        for cycle in sorted({c.cycle for c in result.calls_of(variant, phase=AFTER)}):
+        for cycle in sorted({c.cycle for c in result.calls_of(variant, phase=AFTER)} - failed):
             after = result.samples(variant, cycle, AFTER)
             measured.append((cycle, cycle in controls, after, ratio_interval(after, before)))
         drift = [ratio for _, control, _, ratio in measured if control]
         for cycle, control, after, ratio in measured:
             if control:
                 verdict = VERDICT_CONTROL
+            elif min(after.n, before.n) < MIN_SAMPLES:
+                verdict = VERDICT_FEW
             elif not drift:
                 verdict = VERDICT_NO_CONTROL
             else:
@@ -136,6 +145,3 @@ def timing_flagged(calls: list[Call]) -> list[Call]:
     """Calls whose measured parts exceed the independently measured total by more than 1%."""
     return [c for c in calls if (c.extra.get("timing_check") or {}).get("flagged")]
 
-
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None

@@ -215,7 +215,9 @@ class StudyParams:
 
     def check_positions(self, model_positions: int, source: str = "parameters") -> None:
         """Prompt plus new tokens must fit in the model's position table."""
-        needed = (self.prompt_len or 1) + self.max_new_tokens
+        # auto: chat prompts are measured once the tokenizer is there; random prompts take the reference's.
+        prompt = self.prompt_len or (1 if self.prompts == "chat" or self.model != SYNTHETIC else RANDOM_PROMPT_LEN)
+        needed = prompt + self.max_new_tokens
         if needed > model_positions:
             raise ParameterError(
                 f"{source}: prompt_len + max_new_tokens = {needed} exceeds the model's "

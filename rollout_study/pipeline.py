@@ -153,7 +153,7 @@ def execute_notebook(notebook: Path, executed: Path, parameters: dict, progress:
 
 
 # What changes between two executions of the same notebook on the same inputs.
-_CHURN = ("start_time", "end_time", "duration", "input_path", "output_path", "exception")
+_CHURN = ("start_time", "end_time", "duration", "input_path", "output_path")
 
 
 def scrub(executed: Path) -> None:

@@ -183,10 +183,19 @@ class Study:
                     if self.device.type == "cuda":
                         torch.cuda.empty_cache()
 
-    def _settle_reference(self) -> None:
-        """Compute generate()'s reference for the current weights and check the calls that waited for it."""
-        self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
-                                    self.loaded.pad_token_id, self.device)
+    def _settle_reference(self, cycle: int) -> None:
+        """Compute generate()'s reference for the current weights and check the calls that waited for it.
+
+        If the reference cannot be computed (out of memory, say) the failure is recorded and the
+        waiting calls keep no parity, so the run is invalid but its measurements are kept.
+        """
+        try:
+            self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
+                                        self.loaded.pad_token_id, self.device)
+        except Exception as err:
+            self.failures.append(_failure(None, cycle, "reference", err))
+            self._pending = []
+            return
         for call, output in self._pending:
             call.parity = self._compare(call, output)
         self._pending = []
@@ -220,14 +229,18 @@ class Study:
                 "instrument_cost_ms": median_total - sorted(untouched)[(len(untouched) - 1) // 2]})
 
     def _update(self, cycle: int, control: bool) -> None:
-        source = self.latest or self._reference.output
+        source = self.latest or (self._reference.output if self._reference else None)
         try:
+            if source is None:
+                raise RuntimeError("no rollout to train on: every call before this update failed")
             stats = training.update(self.model, self.optimizer, source, self.device, apply=not control)
-        except training.NonFiniteUpdate as err:
-            self.failures.append(Failure(None, None, cycle, "update", str(err)))
-            stats = {"loss": None, "ms": None}
+            applied = True
+        except Exception as err:  # a non-finite or out-of-memory update is recorded; the weights did not change
+            self.failures.append(_failure(None, cycle, "update", err,
+                                          with_traceback=not isinstance(err, training.NonFiniteUpdate)))
+            stats, applied = {"loss": None, "ms": None}, False
         self.updates.append(Update(cycle, self.params.optimizer, self.params.lr, stats["loss"], stats["ms"],
-                                   {"control": control}))
+                                   {"control": control, "applied": applied}))
         for engine in self.engines:
             engine.weights_updated()
         self._reference = None  # the weights (may have) changed: the next calls wait for a new reference
@@ -272,7 +285,7 @@ class Study:
             self.bar = _Progress(per_engine * len(self.engines), self.progress_enabled)
             try:
                 self._phase(0, "first", 1)
-                self._settle_reference()
+                self._settle_reference(0)
                 if self.mode != "first_only":
                     self._phase(0, "steady", steady)
                     if self.mode == "profile":
@@ -280,12 +293,15 @@ class Study:
                     for cycle, control in schedule:
                         self._update(cycle, control)
                         self._phase(cycle, "first_after_update", 1)
-                        self._settle_reference()
+                        self._settle_reference(cycle)
                         self._phase(cycle, "steady_after_update", steady)
                         if self.mode == "profile":
                             self._profile(cycle, "steady_after_update")
-                    if self.mode == "measure":
-                        self._instrument()
+                    if self.mode == "measure" and self._reference is not None:
+                        try:
+                            self._instrument()
+                        except Exception as err:
+                            self.failures.append(_failure(None, None, "instrumented calls", err))
             finally:
                 self.bar.close()
         finally:

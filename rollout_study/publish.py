@@ -38,6 +38,10 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
+def _stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
 def start_run(runs_root: Path, name: str) -> Path:
     """A new hidden partial folder for one run (unique even for two runs started in the same second)."""
     runs_root.mkdir(parents=True, exist_ok=True)
@@ -46,7 +50,7 @@ def start_run(runs_root: Path, name: str) -> Path:
 
 def finish_run(partial: Path, name: str) -> Path:
     """Rename a partial folder to its final `<name>-<UTC time>` (a suffix keeps it unique)."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _stamp()
     final = partial.parent / f"{name}-{stamp}"
     number = 1
     while final.exists():
@@ -62,7 +66,7 @@ def standalone_run_folder(name: str, runs_root: Path | None = None) -> Path:
     The runs root is the repository's runs/, or ROLLOUT_STUDY_RUNS where that is set.
     """
     runs_root = Path(runs_root or os.environ.get("ROLLOUT_STUDY_RUNS") or RUNS_ROOT)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _stamp()
     folder = Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root)))
     return folder
 
@@ -86,21 +90,15 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
         raise PublishError(f"{run_folder} has no result.json: only finished runs can be published") from None
     except ResultError as err:
         raise PublishError(f"{run_folder}: unreadable result: {err}") from None
-    if not result.valid:
-        raise PublishError(f"{run_folder}: the result is invalid (parity mismatch or a failed phase); "
+    problems = result.validity_problems()  # derived from the records, never the stored flag alone
+    if problems:
+        raise PublishError(f"{run_folder}: the result is invalid ({'; '.join(problems)}); "
                            "an invalid run is a failed run and is not published")
     name = check_name(name or result.run_name)
     target = reports_root / name
-    if (target / "result.json").exists():
-        try:
-            old = Result.read(target / "result.json")
-        except (ResultError, ValueError):
-            old = None
-        if old is not None and _device(old) == "GPU" and _device(result) == "CPU":
-            raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "
-                               "(publish it under another name with --name)")
     reports_root.mkdir(parents=True, exist_ok=True)
     with locked(reports_root):
+        refuse_downgrade(target, result)
         incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
         try:
             shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
@@ -134,6 +132,19 @@ def locked(root: Path, wait_s: float = 60.0):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def refuse_downgrade(target: Path, result: Result) -> None:
+    """A CPU result never replaces a GPU one; a report whose result cannot be read is not replaced blindly."""
+    if not (target / "result.json").exists():
+        return
+    try:
+        old = Result.read(target / "result.json")
+    except (ResultError, ValueError) as err:
+        raise PublishError(f"{target} holds a result that cannot be read ({err}); move it away first") from None
+    if _device(old) == "GPU" and _device(result) == "CPU":
+        raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "
+                           "(publish it under another name with --name)")
+
+
 def swap_in(incoming: Path, target: Path) -> None:
     """Replace target by incoming with two renames: the old folder is removed only after the new one is in place.
 
@@ -144,7 +155,12 @@ def swap_in(incoming: Path, target: Path) -> None:
     if target.exists():
         retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.retired-", dir=target.parent))
         os.replace(target, retired / target.name)
-    os.replace(incoming, target)
+    try:
+        os.replace(incoming, target)
+    except BaseException:
+        if retired is not None:
+            os.replace(retired / target.name, target)  # put the old report back
+        raise
     if retired is not None:
         shutil.rmtree(retired)
 

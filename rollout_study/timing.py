@@ -20,7 +20,8 @@ from contextlib import contextmanager
 
 import torch
 
-PARTS = ("allocation", "warmup", "capture", "prefill", "decode", "other")
+from .record import PARTS
+
 
 
 def synchronize(device: torch.device) -> None:

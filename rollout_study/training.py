@@ -27,9 +27,21 @@ def make_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
 
 
 def optimizer_flags(optimizer: torch.optim.Optimizer) -> dict:
-    """foreach and fused as set (None: PyTorch picks at the first step); fused steps bump no version."""
+    """foreach and fused as the step will use them (fused steps bump no version counter).
+
+    Left unset (None), PyTorch picks at the first step; the choice it makes is recorded too.
+    """
     group = optimizer.param_groups[0]
-    return {"class": type(optimizer).__name__, "foreach": group.get("foreach"), "fused": group.get("fused")}
+    flags = {"class": type(optimizer).__name__, "foreach": group.get("foreach"), "fused": group.get("fused")}
+    try:
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        fused, foreach = _default_to_fused_or_foreach(group["params"], differentiable=False, use_fused=False)
+        flags["resolved"] = {"fused": bool(group.get("fused") or fused),
+                             "foreach": bool(group.get("foreach") if group.get("foreach") is not None else foreach)}
+    except (ImportError, TypeError):  # a private helper: its absence only loses the resolved flags
+        pass
+    return flags
 
 
 def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
@@ -66,15 +78,16 @@ def update(model, optimizer, rollout, device, apply: bool = True) -> dict:
         synchronize(torch.device(device))
         begin = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        losses = []
+        batch_losses = []
         batches = len(rollout.sequences)
         for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
             loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
             loss.backward()
-            losses.append(float(loss.detach()) * batches)
+            batch_losses.append(loss.detach() * batches)
+        # One device-to-host read for the losses and one for the gradients, not one per batch or parameter.
+        losses = torch.stack(batch_losses).float().cpu().tolist()
         # FP16 parameters have no master copy: a non-finite gradient would silently poison every
         # later rollout (and graph and generate() would agree on the garbage), so refuse it.
-        # One device-to-host read for all gradients, not one per parameter.
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
         if not finite or not all(math.isfinite(v) for v in losses):

@@ -33,7 +33,14 @@ def test_one_differing_call_and_a_different_seed_are_named():
     assert not comparison.same_workload and comparison.workload_differences == {"seed": (0, 1)}
     assert comparison.matching == comparison.compared - 1 and not comparison.tokens_match
     call = b["calls"][4]
-    assert comparison.first_difference.endswith(f"{call['phase'].replace('_', '_')} #{call['index']}")
+    assert comparison.first_difference.endswith(f"cycle {call['cycle']} {call['phase']} #{call['index']}")
+
+
+def test_a_control_cycle_makes_a_different_workload():
+    a = _with_hashes(make_result_dict())
+    b = copy.deepcopy(a)
+    b["metadata"]["params"]["control_cycles"] = 1  # its real updates have other cycle numbers
+    assert not compare(Result.from_dict(a), Result.from_dict(b)).same_workload
 
 
 def test_files_without_hashes_compare_nothing():

@@ -85,3 +85,24 @@ def test_instrumented_calls_profiles_and_timing_flags():
     assert goal.met is False and goal.measured == "2/48 flagged" and not goal.gpu_only
     clean = Result.from_dict(with_instruments(make_result_dict()))
     assert {g.name: g for g in analysis.goals(clean)}[goal.name].met is True
+
+
+def test_no_verdict_from_too_few_samples_and_failed_updates_are_not_real():
+    from rollout_study import effects as fx
+    from rollout_study.result import Result
+
+    data = with_control(make_result_dict())
+    for call in data["calls"]:  # two samples per steady phase: a bootstrap of a median of two says nothing
+        if call["phase"] in ("steady", "steady_after_update") and call["index"] >= 2:
+            call["index"] = -1
+    data["calls"] = [c for c in data["calls"] if c["index"] != -1]
+    result = Result.from_dict(data)
+    assert {e.verdict for e in fx.effects(result) if not e.control} == {fx.VERDICT_FEW}
+    failed = with_control(make_result_dict())
+    last = max(u["cycle"] for u in failed["updates"])
+    for update in failed["updates"]:
+        if update["cycle"] == last:
+            update.update(loss=None, ms=None, applied=False)
+    failed["failures"] = [{"engine": None, "policy": None, "cycle": last, "phase": "update", "error": "OOM"}]
+    assert last not in fx.real_cycles(Result.from_dict(failed))
+    assert all(e.cycle != last for e in fx.effects(Result.from_dict(failed)))

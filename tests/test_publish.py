@@ -61,6 +61,25 @@ def test_invalid_or_missing_results_are_not_published(tmp_path, make, message):
     assert not (tmp_path / "reports").exists()
 
 
+def test_a_forged_valid_flag_is_not_published(tmp_path):
+    from result_fixture import make_invalid_result_dict
+    from rollout_study.result import Result
+
+    forged = make_invalid_result_dict()
+    forged["valid"] = True  # says valid beside a failed parity check
+    run = _run_folder(tmp_path / "runs", "forged", Result.from_dict(forged))
+    with pytest.raises(PublishError, match="contradict"):
+        publish.publish(run, tmp_path / "reports")
+
+
+def test_an_unreadable_published_result_is_not_replaced_blindly(tmp_path):
+    (tmp_path / "reports" / "fixture").mkdir(parents=True)
+    (tmp_path / "reports" / "fixture" / "result.json").write_text("null", encoding="utf-8")
+    run = _run_folder(tmp_path / "runs", "new", make_result(cuda_graph=True))
+    with pytest.raises(PublishError, match="cannot be read"):
+        publish.publish(run, tmp_path / "reports")
+
+
 def test_names_that_clash_with_index_files_are_refused():
     for name in ("index.html", "../x", ".hidden", ""):
         with pytest.raises(PublishError):

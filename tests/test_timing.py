@@ -13,8 +13,8 @@ def test_parts_are_disjoint_and_other_is_the_rest():
     with clock.device_part("decode"):  # without CUDA a device part is a synchronized part
         time.sleep(0.02)
     total, parts = clock.stop()
-    assert sum(parts.values()) == pytest.approx(total)
-    assert parts["capture"] >= 20 and parts["decode"] >= 20 and parts["other"] >= 9
+    assert total >= 50  # measured from start to stop, not as the sum of the parts
+    assert parts["capture"] >= 20 and parts["decode"] >= 20 and parts["other"] >= 9  # the sleep between parts
     assert parts["warmup"] == 0 and parts["allocation"] == 0
 
 
@@ -38,8 +38,7 @@ def test_parts_beyond_the_total_are_flagged_not_clamped():
     time.sleep(0.01)
     clock.add("decode", 1.0)  # a part charged twice or from elsewhere: a second more than the call took
     total, parts = clock.stop()
-    assert parts["other"] < -900  # kept negative: the breakdown still sums to the measured total
-    assert sum(parts.values()) == pytest.approx(total)
+    assert parts["other"] < -900 and total < 100  # kept negative, the total still the measured one
     check = clock.overlap_check(parts)
     assert check["flagged"] and check["overlap_ms"] == pytest.approx(-parts["other"])
     honest = CallClock("cpu").start()

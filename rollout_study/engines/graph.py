@@ -239,9 +239,13 @@ class GraphEngine(Engine):
             return "drop"
         return "kept" if self.told_updated or current != self.signature else "unchanged"
 
-    def check_parameters(self) -> str:
+    def close(self) -> None:
+        self.invalidate()
+        self.runners.clear()
+
+    def check_parameters(self, decision: str | None = None) -> str:
         """Apply the refresh policy; returns 'none', 'unchanged', 'kept' or 'dropped'."""
-        decision = self.decide()
+        decision = decision or self.decide()
         if decision == "drop":
             self.invalidate()
         elif decision == "kept":
@@ -269,11 +273,12 @@ class GraphEngine(Engine):
         return runner, captures
 
     def __call__(self, batches, clock: CallClock) -> RolloutOutput:
-        if self.decide() == "drop":
+        decision = self.decide()  # one signature per call: it reads every parameter's metadata
+        if decision == "drop":
             with clock.part("capture"):  # tearing down the stale graphs is part of what a recapture costs
-                self.check_parameters()
+                self.check_parameters(decision)
         else:
-            self.check_parameters()
+            self.check_parameters(decision)
         sequences, masks, offsets, captures = [], [], [], 0
         with torch.no_grad():
             for batch in batches:

@@ -26,18 +26,19 @@ def entry(folder: Path) -> dict | None:
            "validity": "no result", "answer": "", "links": links}
     if not (folder / "result.json").exists():
         return row if (folder / "study.ipynb").exists() else None
-    try:
-        result = Result.read(folder / "result.json")
-    except Exception as err:  # any unreadable entry is shown, never allowed to stop the page
-        return {**row, "validity": f"unreadable result: {type(err).__name__}"}
     from .text import headline_text
 
+    try:
+        result = Result.read(folder / "result.json")
+        answer = headline_text(result)
+    except Exception as err:  # any unreadable entry is shown, never allowed to stop the page
+        return {**row, "validity": f"unreadable result: {type(err).__name__}"}
     problems = result.validity_problems()
     return {**row, "label": result.label, "model": result.model_name, "machine": result.machine,
             "date": result.metadata.get("time_start") or "-",
             "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
             "graph": "CUDA graph" if result.cuda_graph else "no CUDA graph (CPU run)",
-            "answer": headline_text(result)}
+            "answer": answer}
 
 
 def entries(root: Path) -> list[dict]:

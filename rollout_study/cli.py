@@ -233,8 +233,20 @@ def cmd_report(args, argv: list[str]) -> int:
     if not (folder / "result.json").is_file():
         say(f"error: {folder / 'result.json'} does not exist")
         return EXIT_BAD_INPUT
-    with pipeline.kernel_environment():
-        problems = pipeline.report_step(folder, progress=not args.quiet)
+    # Built in a copy and swapped in, so an interrupted or failing rebuild leaves the report whole.
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
+    try:
+        shutil.copytree(folder, work, dirs_exist_ok=True)
+        with pipeline.kernel_environment():
+            problems = pipeline.report_step(work, progress=not args.quiet)
+        if not problems:
+            with publish.locked(folder.parent):
+                publish.swap_in(work, folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     index = publish.write_index(folder.parent)
     say(f"report folder: {folder}\nindex: {index}")
     return EXIT_FAILED if problems else EXIT_OK

@@ -19,3 +19,16 @@ def tiny():
         return params, models.load(params, "cpu", "float32")
 
     return make
+
+
+@pytest.fixture
+def call_parts():
+    """One CPU call of an engine on a workload; returns its breakdown (ms per part)."""
+    from rollout_study.timing import CallClock
+
+    def parts(engine, workload) -> dict:
+        clock = CallClock("cpu").start()
+        engine(workload.batches, clock)
+        return clock.stop()[1]
+
+    return parts

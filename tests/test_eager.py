@@ -2,27 +2,21 @@
 from __future__ import annotations
 
 from rollout_study.engines.eager import EagerEngine
-from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
 
 
-def _parts(engine, workload) -> dict:
-    clock = CallClock("cpu").start()
-    engine(workload.batches, clock)
-    return clock.stop()[1]
 
-
-def test_measured_calls_are_untouched_and_instrumented_ones_split_prefill_from_decode(tiny):
+def test_measured_calls_are_untouched_and_instrumented_ones_split_prefill_from_decode(tiny, call_parts):
     params, loaded = tiny()
     w = random_workload(4, 4, 16, params.vocab, seed=0)
     one, many = EagerEngine(loaded.model, "cpu", 1, 0), EagerEngine(loaded.model, "cpu", 16, 0)
-    untouched = _parts(many, w)
+    untouched = call_parts(many, w)
     assert untouched["prefill"] == 0 and untouched["decode"] == 0 and untouched["other"] > 0
     assert not loaded.model._forward_hooks and not loaded.model._forward_pre_hooks  # nothing left attached
     for engine in (one, many):
         engine.instrumented = True
-    single = _parts(one, w)
+    single = call_parts(one, w)
     assert single["prefill"] > 0 and single["decode"] == 0  # one new token: one forward, the prefill
-    split = _parts(many, w)
+    split = call_parts(many, w)
     assert split["decode"] > split["prefill"] > 0  # fifteen decode forwards outweigh one prefill
     assert not loaded.model._forward_hooks and not loaded.model._forward_pre_hooks

@@ -141,22 +141,17 @@ def test_reuse_drops_when_a_layout_changes_at_the_same_address(tiny, change):
     assert engine.check_parameters() == "dropped"
 
 
-def _parts(engine, workload) -> dict:
-    clock = CallClock("cpu").start()
-    engine(workload.batches, clock)
-    return clock.stop()[1]
 
-
-def test_prefill_and_decode_are_charged_to_their_own_parts(tiny):
+def test_prefill_and_decode_are_charged_to_their_owncall_parts(tiny, call_parts):
     """With one new token there is no decode step; with many, decode outweighs prefill."""
     params, loaded = tiny()
     w = random_workload(4, 4, 32, params.vocab, seed=0)
     one = GraphEngine(loaded.model, "cpu", "recapture", 32, 1)
-    _parts(one, w)
-    parts = _parts(one, w)
+    call_parts(one, w)
+    parts = call_parts(one, w)
     assert parts["prefill"] > 0 and parts["decode"] < 0.05 * parts["prefill"]
     many = GraphEngine(loaded.model, "cpu", "recapture", 32, 24)
-    _parts(many, w)
-    parts = _parts(many, w)
+    call_parts(many, w)
+    parts = call_parts(many, w)
     assert parts["decode"] > 5 * parts["prefill"]
     assert parts["allocation"] == 0 and parts["capture"] == 0  # a steady call allocates and captures nothing

@@ -142,7 +142,7 @@ def test_reuse_drops_when_a_layout_changes_at_the_same_address(tiny, change):
 
 
 
-def test_prefill_and_decode_are_charged_to_their_owncall_parts(tiny, call_parts):
+def test_prefill_and_decode_are_charged_to_their_own_parts(tiny, call_parts):
     """With one new token there is no decode step; with many, decode outweighs prefill."""
     params, loaded = tiny()
     w = random_workload(4, 4, 32, params.vocab, seed=0)

@@ -32,8 +32,9 @@ MAX_TIMING_OVERLAP = 0.01  # the protocol flags a call whose parts exceed its to
 
 
 def graph_variants(result: Result) -> list[str]:
-    """Variants with a refresh policy: those of every graph engine, whatever the engine is called."""
-    return sorted({c.variant for c in result.calls if c.policy is not None}, key=variant_rank)
+    """Variants with a real refresh policy: those of every graph engine, whatever the engine is called
+    (diagnostic policies, which exist to show a hazard, are left to the hazard report)."""
+    return sorted({c.variant for c in result.calls if c.policy is not None and not c.diagnostic}, key=variant_rank)
 
 
 # -- summary ----------------------------------------------------------------------------------
@@ -169,9 +170,10 @@ def goals(result: Result) -> list[Goal]:
         add(f"{variant} captures after an update", captures, "0", captures == 0 if after else None)
         _after_update_goal(result, variant, real, add)
     rows.append(_timing_goal(result))
-    matched = sum(c.parity_ok for c in result.calls)
-    add("parity with generate() on every measured call", f"{matched}/{len(result.calls)}", "all",
-        bool(result.calls) and matched == len(result.calls), gpu_only=False)
+    checked = result.checked_calls()
+    matched = sum(c.parity_ok for c in checked)
+    add("parity with generate() on every measured call", f"{matched}/{len(checked)}", "all",
+        bool(checked) and matched == len(checked), gpu_only=False)
     return rows
 
 
@@ -290,5 +292,6 @@ def headline(result: Result) -> Headline:
     update_ms = [u.ms for u in sorted(result.updates, key=lambda u: u.cycle) if u.cycle in real]
     return Headline(speedups, firsts, update_ms[0] if update_ms else None,
                     Span.of([ms for ms in update_ms[1:] if ms is not None]), break_even_rows(result),
-                    sum(c.parity_ok for c in result.calls), len(result.calls), result.validity_problems(),
+                    sum(c.parity_ok for c in result.checked_calls()), len(result.checked_calls()),
+                    result.validity_problems(),
                     speedup_intervals, effects(result), len(control_cycles(result)))

@@ -89,7 +89,8 @@ def costs_after_update(result: Result) -> dict[str, tuple[float, float]]:
     Control cycles (no optimizer step) are left out: they show what an update that changes nothing costs.
     """
     costs, cycles = {}, real_cycles(result)
-    for variant in result.variants():
+    diagnostic = {c.variant for c in result.calls if c.diagnostic}  # shown by the hazard report only
+    for variant in [v for v in result.variants() if v not in diagnostic]:
         firsts = samples_in(result, variant, "first_after_update", cycles)
         steady = samples_in(result, variant, "steady_after_update", cycles)
         if firsts and steady:

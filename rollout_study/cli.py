@@ -1,7 +1,8 @@
-"""The command line: `python -m rollout_study {run,bench,report,summary,publish,compare} ...` (or `rollout-study`).
+"""The command line: `python -m rollout_study {run,bench,sweep,report,...} ...` (or `rollout-study`).
 
     run      the study and report notebooks for one parameter file, into a new folder under runs/
     bench    the study alone, in this process, into one result JSON (the original benchmark's flags)
+    sweep    one study per point of a sweep file (fresh processes), then its report (hazards.ipynb)
     report   rebuild a folder's summary, report notebook, figures and HTML from its result.json
     summary  the console summary of a result file (--markdown: summary.md)
     publish  copy a finished run folder into reports/ (never a CPU result over a GPU one)
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .params import ParameterError, StudyParams
+from .files import save, writable
 from .pipeline import say
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -144,43 +146,6 @@ def cmd_bench(args, argv: list[str]) -> int:
     return EXIT_OK
 
 
-def save(result, output: Path) -> Path:
-    """Write the result; if that fails at the end of a run (disk full, folder gone), a fallback keeps it."""
-    import tempfile
-
-    try:
-        result.write(output)
-        return output
-    except OSError as err:
-        say(f"error: writing {output} failed: {err}")
-        fd, fallback = tempfile.mkstemp(prefix="rollout-result-", suffix=".json")
-        os.close(fd)
-        result.write(fallback)
-        return Path(fallback)
-
-
-def writable(path: Path) -> str | None:
-    """Why a result file cannot be written at `path`, or None: checked before a run, not after it."""
-    if not str(path) or path.name in ("", ".", ".."):
-        return "not a file name"
-    if path.is_dir():
-        return "is a folder"
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = folder
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is not a folder"
-    import tempfile
-
-    try:  # a real probe: permissions alone do not tell (root, read-only mounts, /proc)
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as err:
-        return f"the folder {existing} is not writable ({err.strerror or err})"
-    return None
-
-
 def cmd_run(args, argv: list[str]) -> int:
     from . import pipeline, publish
 
@@ -224,6 +189,37 @@ def cmd_run(args, argv: list[str]) -> int:
         return EXIT_FAILED
     say(f"to publish it: python -m rollout_study publish {pipeline.relative(folder)}")
     return EXIT_OK
+
+
+def cmd_sweep(args, argv: list[str]) -> int:
+    from . import pipeline, publish, sweep
+
+    spec = sweep.SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
+    publish.check_name(spec.name, "name")
+    if args.into:  # resume: points whose valid result is in the folder are not run again
+        folder = Path(args.into).resolve()
+        if not (folder / sweep.SWEEP_FILE).is_file():
+            raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {sweep.SWEEP_FILE})")
+    else:
+        problem = writable(Path(args.output_root) / "probe.json")
+        if problem:
+            raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
+        folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
+    try:
+        sweep.run_local(spec, folder, progress=not args.quiet)
+    except BaseException:
+        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        raise
+    with pipeline.kernel_environment():
+        problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
+    if not args.into:
+        folder = publish.finish_run(folder, spec.name)
+    publish.write_index(folder.parent)
+    problems += sweep.validity_problems(folder)
+    say(f"sweep folder: {folder}")
+    for problem in problems:
+        say(f"error: {problem}")
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def cmd_report(args, argv: list[str]) -> int:
@@ -282,7 +278,7 @@ def cmd_publish(args, argv: list[str]) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m rollout_study", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,report,summary,publish,compare}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,sweep,report,summary,publish,compare}")
     run = commands.add_parser("run", help="study + report notebooks into a new folder under runs/")
     run.add_argument("params_file", nargs="?", default=None,
                      help="YAML parameter file (default: reference-tiny with CUDA, else cpu-smoke)")
@@ -296,6 +292,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-profile", action="store_true", help="skip the profiled call per engine")
     bench.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     _parameter_arguments(bench)
+    sweep = commands.add_parser("sweep", help="a sweep file: one study per point, then its report")
+    sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists")
+    sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
+    sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (its valid points are kept)")
+    sweep.add_argument("--quiet", action="store_true", help="no progress lines")
     report = commands.add_parser("report", help="rebuild a folder's report from its result.json")
     report.add_argument("folder", help="a run or report folder holding result.json")
     report.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -325,7 +326,7 @@ def stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "report": cmd_report, "summary": cmd_summary,
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "sweep": cmd_sweep, "report": cmd_report, "summary": cmd_summary,
             "publish": cmd_publish, "compare": cmd_compare}
 
 

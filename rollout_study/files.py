@@ -1,8 +1,10 @@
-"""Atomic writes: a reader never sees half a file, and two writers never share a temporary name."""
+"""Atomic writes (a reader never sees half a file, two writers never share a temporary name), and the
+checks around a result file: writable before a run, a named fallback when the final write fails."""
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -47,3 +49,40 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def save(result, output: Path) -> Path:
+    """Write the result; if that fails at the end of a run (disk full, folder gone), a fallback keeps it."""
+    import tempfile
+
+    try:
+        result.write(output)
+        return output
+    except OSError as err:
+        print(f"error: writing {output} failed: {err}", file=sys.stderr, flush=True)
+        fd, fallback = tempfile.mkstemp(prefix="rollout-result-", suffix=".json")
+        os.close(fd)
+        result.write(fallback)
+        return Path(fallback)
+
+
+def writable(path: Path) -> str | None:
+    """Why a result file cannot be written at `path`, or None: checked before a run, not after it."""
+    if not str(path) or path.name in ("", ".", ".."):
+        return "not a file name"
+    if path.is_dir():
+        return "is a folder"
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    import tempfile
+
+    try:  # a real probe: permissions alone do not tell (root, read-only mounts, /proc)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        return f"the folder {existing} is not writable ({err.strerror or err})"
+    return None

@@ -1,9 +1,10 @@
 """Launchers: where a study runs. In this process, or in a fresh one that reports back a `Result`.
 
 A fresh process is `python -m rollout_study.launch`: it reads `{"params": {...}, "mode": ...}` on
-standard input, runs the protocol and writes the result JSON to its standard output (anything the
-run itself prints goes to standard error). The study uses it twice: cold starts (one fresh
-process per variant and repeat, so each first call pays what a real first call pays, alone) and
+standard input (a protocol mode, or "study": the whole study of a sweep point), runs it and
+writes the result JSON to its standard output (anything the run itself prints goes to standard
+error). The study uses it for cold starts (one fresh process per variant and repeat, so each first
+call pays what a real first call pays, alone), sweeps (one process per point) and
 profiling (a process of its own, so the profiler never shares a process with a measured call).
 """
 from __future__ import annotations
@@ -17,6 +18,9 @@ from .engines import variants
 from .params import StudyParams
 from .record import ColdStart, Failure, variant_name
 from .result import Result
+
+
+STUDY_MODE = "study"
 
 
 class LaunchError(RuntimeError):
@@ -98,11 +102,14 @@ def worker() -> int:
 
     request = json.loads(sys.stdin.read())
     params = StudyParams.from_dict(request["params"], source="launcher")
+    mode = request.get("mode", "measure")
     out = sys.stdout
     sys.stdout = sys.stderr  # the result is the only thing on the real stdout
+    command = "fresh process (rollout_study.launch)"
     try:
-        result = run_in_process(params, progress=False, command="fresh process (rollout_study.launch)",
-                                mode=request.get("mode", "measure"))
+        # "study": the whole study of one sweep point (with its own profiling and cold-start processes).
+        result = (run_study(params, progress=False, command=command) if mode == STUDY_MODE
+                  else run_in_process(params, progress=False, command=command, mode=mode))
     finally:
         sys.stdout = out
     json.dump(result.to_dict(), out, allow_nan=False)

@@ -13,8 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 POLICIES = ("recapture", "reuse")
-POLICY_CHOICES = POLICIES + ("both",)
+# Kept to show what a weaker check misses, never a policy to run rollouts with: `version-only` is
+# the graph engine's former check (parameter version counters alone), `unchecked` replays whatever
+# was captured (the hazard study's control, to show what a stale replay looks like).
+DIAGNOSTIC_POLICIES = ("version-only", "unchecked")
+POLICY_CHOICES = POLICIES + ("both",) + DIAGNOSTIC_POLICIES + ("all",)
 OPTIMIZERS = ("sgd", "adamw")
+OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
+# How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
+UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
+MASTER_DTYPES = ("auto", "float32", "bfloat16")
 DTYPES = ("auto", "float16", "bfloat16", "float32")
 DEVICES = ("auto", "cpu", "cuda")
 ATTENTION = ("sdpa", "eager")
@@ -56,6 +64,17 @@ def _positive_float(name: str, value: Any) -> None:
         raise ParameterError(f"{name} must be a number in (0, 10], got {value!r} ({type(value).__name__}){hint}")
     if not (0.0 < float(value) <= 10.0):
         raise ParameterError(f"{name} must be a number in (0, 10], got {value}")
+
+
+def _policy(name: str, value: Any) -> None:
+    """One name (recapture, reuse, both, version-only, unchecked, all) or a list of single policies."""
+    single = POLICIES + DIAGNOSTIC_POLICIES
+    if isinstance(value, list):
+        if not value or any(not isinstance(v, str) or v not in single for v in value) or len(set(value)) != len(value):
+            raise ParameterError(f"{name} as a list must hold distinct names drawn from {', '.join(single)}; "
+                                 f"got {value!r}")
+        return
+    _one_of(POLICY_CHOICES)(name, value)
 
 
 def _bool(name: str, value: Any) -> None:
@@ -129,7 +148,7 @@ class StudyParams:
     dtype: str = "auto"
     attn: str = "sdpa"
     engines: list = field(default_factory=lambda: ["eager", "graph"])
-    policy: str = "recapture"
+    policy: Any = "recapture"  # a name, or a list of policies
     requests: int = 8
     batch_size: int = 4
     prompt_len: int | None = None  # None ("auto"): 32 for random prompts, the longest chat prompt for chat
@@ -140,6 +159,10 @@ class StudyParams:
     seed: int = 0
     optimizer: str = "sgd"
     lr: float = 1e-2
+    optimizer_impl: str = "auto"  # plain (per-parameter loop), foreach, fused, or PyTorch's choice
+    update_path: str = "copy"  # how the trainer's new weights reach the rollout model (sync.py)
+    master_dtype: str = "auto"  # the trainer's weights: float32 (auto), or bfloat16 with float32 optimizer state
+    lora_rank: int = 8  # the adapter's rank for update_path lora-merge
     prompts: str = "auto"
     cold_starts: int = 0
     profile: bool = True
@@ -201,6 +224,9 @@ class StudyParams:
         return cls.from_dict(values, source=path)
 
     def _check_relations(self, source: str) -> None:
+        if self.update_path in ("in-place", "lora-merge") and self.master_dtype != "auto":
+            raise ParameterError(f"{source}: master_dtype {self.master_dtype!r} needs a trainer apart from the rollout "
+                                 f"model; update_path {self.update_path!r} has none (allowed: auto)")
         if self.model == SYNTHETIC and self.prompts == "chat":
             raise ParameterError(f"{source}: prompts 'chat' needs a model with a tokenizer; "
                                  "the synthetic model has none (allowed: auto, random)")
@@ -225,7 +251,15 @@ class StudyParams:
 
     @property
     def policies(self) -> tuple[str, ...]:
-        return POLICIES if self.policy == "both" else (self.policy,)
+        if isinstance(self.policy, list):
+            return tuple(self.policy)
+        return {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(self.policy, (self.policy,))
+
+    def resolved_master_dtype(self) -> str | None:
+        """The trainer's weight dtype; None where there is no trainer apart (in-place, lora-merge)."""
+        if self.update_path in ("in-place", "lora-merge"):
+            return None
+        return "float32" if self.master_dtype == "auto" else self.master_dtype
 
     @property
     def label(self) -> str:
@@ -268,7 +302,7 @@ _CHECKS = {
     "dtype": _one_of(DTYPES),
     "attn": _one_of(ATTENTION),
     "engines": _engines,
-    "policy": _one_of(POLICY_CHOICES),
+    "policy": _policy,
     "requests": _int_at_least(1, 4096),
     "batch_size": _int_at_least(1, 1024),
     "prompt_len": _prompt_len,
@@ -279,6 +313,10 @@ _CHECKS = {
     "seed": _int_at_least(0, 2 ** 63 - 1),  # what torch.manual_seed takes
     "optimizer": _one_of(OPTIMIZERS),
     "lr": _positive_float,
+    "optimizer_impl": _one_of(OPTIMIZER_IMPLS),
+    "update_path": _one_of(UPDATE_PATHS),
+    "master_dtype": _one_of(MASTER_DTYPES),
+    "lora_rank": _int_at_least(1, 1024),
     "prompts": _one_of(PROMPT_SOURCES),
     "cold_starts": _int_at_least(0, 50),
     "profile": _bool,

@@ -67,3 +67,14 @@ def _first_difference(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(a.numel(), b.numel())
     diff = (a[:n] != b[:n]).nonzero()
     return int(diff[0]) if diff.numel() else n
+
+
+def requests_changed(before: RolloutOutput, after: RolloutOutput) -> int:
+    """How many requests' sequences differ between two references (the weights before and after a sync)."""
+    changed = 0
+    for a, b in zip(before.sequences, after.sequences):
+        if a.shape != b.shape:
+            changed += a.shape[0]
+            continue
+        changed += int((a != b).any(dim=1).sum())
+    return changed

@@ -243,3 +243,22 @@ def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS) -> li
         problems += _guarded("rendering report.html",
                              lambda: render_html(folder / "report.ipynb", folder / "report.html", with_code=False))
     return problems
+
+
+def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
+    """summary.md, the sweep's report notebook (notebooks/<report>.ipynb) and report.html from the sweep folder."""
+    from . import sweep
+    from .present import hazards
+
+    def summary():
+        record, points = sweep.load(folder)
+        write_text(folder / "summary.md", hazards.summary(record, [r for _, r in points if r is not None]))
+
+    problems = _guarded("writing summary.md", summary)
+    executed = folder / f"{report}.ipynb"
+    problems += _step(lambda: execute_notebook(notebooks / f"{report}.ipynb", executed, {"sweep_dir": "."},
+                                              progress, cwd=folder))
+    if executed.exists():
+        problems += _guarded("rendering report.html",
+                             lambda: render_html(executed, folder / "report.html", with_code=False))
+    return problems

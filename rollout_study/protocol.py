@@ -127,6 +127,8 @@ class Study:
         self.progress_enabled = progress
         self._pending: list[tuple[Call, RolloutOutput]] = []  # calls waiting for this version's reference
         self._reference = None
+        self._previous_reference = None
+        self._reference_before_update = None
         self.latest: RolloutOutput | None = None
 
     # -- measurement -------------------------------------------------------------------------
@@ -167,6 +169,11 @@ class Study:
         # generate() against generate() checks determinism, not the engine's own code: said so.
         checked.extra["reference"] = ("repeat of generate() (determinism)" if call.engine == "eager"
                                       else "generate() with the same weights")
+        before = self._reference_before_update
+        if not checked.ok and before is not None and call.phase.endswith("after_update"):
+            # A stale replay computes with the weights before the sync: say whether it reproduced them.
+            checked.extra["matches_weights_before_update"] = bool(
+                parity.compare(output, before, self._request_ids)["tokens"])
         return checked
 
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
@@ -189,6 +196,7 @@ class Study:
         If the reference cannot be computed (out of memory, say) the failure is recorded and the
         waiting calls keep no parity, so the run is invalid but its measurements are kept.
         """
+        previous = self._previous_reference
         try:
             self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
                                         self.loaded.pad_token_id, self.device)
@@ -196,6 +204,13 @@ class Study:
             self.failures.append(_failure(None, cycle, "reference", err))
             self._pending = []
             return
+        self._previous_reference = self._reference
+        self._reference_before_update = previous
+        if previous is not None and self.updates:
+            # Parity after a sync proves the graphs read the new weights only if the new weights
+            # give other tokens: recorded, so a kept graph is called valid only where it was put to the test.
+            self.updates[-1].extra["requests_changed"] = parity.requests_changed(previous.output,
+                                                                                self._reference.output)
         for call, output in self._pending:
             call.parity = self._compare(call, output)
         self._pending = []
@@ -233,16 +248,20 @@ class Study:
         try:
             if source is None:
                 raise RuntimeError("no rollout to train on: every call before this update failed")
-            stats = training.update(self.model, self.optimizer, source, self.device, apply=not control)
+            stats = self.trainer.update(source, apply=not control)
             applied = True
         except Exception as err:  # a non-finite or out-of-memory update is recorded; the weights did not change
             self.failures.append(_failure(None, cycle, "update", err,
                                           with_traceback=not isinstance(err, training.NonFiniteUpdate)))
             stats, applied = {"loss": None, "ms": None}, False
+        # After a reload the rollout model is a new object: the study, the reference and every engine read it.
+        self.model = self.loaded.model = self.trainer.rollout_model
+        timing = {key: stats[key] for key in ("step_ms", "sync_ms", "change") if key in stats}
         self.updates.append(Update(cycle, self.params.optimizer, self.params.lr, stats["loss"], stats["ms"],
-                                   {"control": control, "applied": applied}))
+                                   {"control": control, "applied": applied, "update_path": self.params.update_path,
+                                    **timing}))
         for engine in self.engines:
-            engine.weights_updated()
+            engine.weights_updated(self.model)
         self._reference = None  # the weights (may have) changed: the next calls wait for a new reference
 
     def schedule(self) -> list[tuple[int, bool]]:
@@ -276,9 +295,11 @@ class Study:
         torch.set_grad_enabled(False)
         self.engines = []
         try:
+            # The trainer first: lora-merge wraps the rollout model's layers, and engines capture what they read.
+            self.trainer = training.Trainer(self.model, params, self.device)
+            self.model = self.loaded.model = self.trainer.rollout_model
             init_ms = initialize(self.model, self.workload, self.device)
             self.engines = expand(params, self.loaded, self.device)
-            self.optimizer = training.make_optimizer(params.optimizer, self.model, params.lr)
             schedule = self.schedule()
             steady = PROFILE_ROUNDS if self.mode == "profile" else self.params.iterations
             per_engine = 1 if self.mode == "first_only" else (1 + steady) * (1 + len(schedule))
@@ -313,7 +334,7 @@ class Study:
 
     def _result(self, started: str, dtype: str, startup: dict, clocks_at_start: dict | None) -> Result:
         params, info = self.params, self.loaded.info
-        parity_ok = all(c.parity_ok for c in self.calls)
+        parity_ok = all(c.parity_ok for c in self.calls if not c.diagnostic)
         cuda_graph = self.device.type == "cuda"
         metadata = {
             "label": info["label"],
@@ -330,8 +351,7 @@ class Study:
                          "prompt_len_requested": self.requested_prompt_len or "auto", "max_new_tokens": params.max_new_tokens, "iterations": params.iterations,
                          "cycles": params.cycles, "seed": params.seed, **self.workload.describe()},
             "training": {"optimizer": params.optimizer, "lr": params.lr,
-                         "optimizer_flags": training.optimizer_flags(self.optimizer),
-                         "control_cycles": params.control_cycles,
+                         "control_cycles": params.control_cycles, **self.trainer.describe(),
                          "loss": "mean negative log-likelihood of the latest rollout's response tokens"},
             "mode": self.mode,
             "threads": environment.threads(),

@@ -84,17 +84,11 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
             name: str | None = None) -> Path:
     """Copy a finished run folder to reports_root/<name> (default: the run's name); returns the folder."""
     run_folder, reports_root = Path(run_folder).resolve(), Path(reports_root).resolve()
-    try:
-        result = Result.read(run_folder / "result.json")
-    except FileNotFoundError:
-        raise PublishError(f"{run_folder} has no result.json: only finished runs can be published") from None
-    except ResultError as err:
-        raise PublishError(f"{run_folder}: unreadable result: {err}") from None
-    problems = result.validity_problems()  # derived from the records, never the stored flag alone
+    result, problems, default_name = _readable(run_folder)  # validity derived from the records, never a flag
     if problems:
         raise PublishError(f"{run_folder}: the result is invalid ({'; '.join(problems)}); "
                            "an invalid run is a failed run and is not published")
-    name = check_name(name or result.run_name)
+    name = check_name(name or default_name)
     target = reports_root / name
     reports_root.mkdir(parents=True, exist_ok=True)
     with locked(reports_root):
@@ -108,6 +102,25 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
                 shutil.rmtree(incoming)
         write_index(reports_root)
     return target
+
+
+def _readable(folder: Path) -> tuple[Result, list[str], str]:
+    """(a result that stands for the folder, why it is invalid, its name): a run folder, or a sweep folder."""
+    from . import sweep
+
+    try:
+        if (folder / sweep.SWEEP_FILE).is_file():
+            record, points = sweep.load(folder)
+            results = [r for _, r in points if r is not None]
+            if not results:
+                raise PublishError(f"{folder}: the sweep has no finished point")
+            return results[0], sweep.validity_problems(folder), record["spec"]["name"]
+        result = Result.read(folder / "result.json")
+    except FileNotFoundError:
+        raise PublishError(f"{folder} has no result.json or sweep.json: only finished runs can be published") from None
+    except (ResultError, ValueError, KeyError) as err:
+        raise PublishError(f"{folder}: unreadable result: {err}") from None
+    return result, result.validity_problems(), result.run_name
 
 
 @contextlib.contextmanager
@@ -134,11 +147,11 @@ def locked(root: Path, wait_s: float = 60.0):
 
 def refuse_downgrade(target: Path, result: Result) -> None:
     """A CPU result never replaces a GPU one; a report whose result cannot be read is not replaced blindly."""
-    if not (target / "result.json").exists():
+    if not target.exists() or not any((target / name).exists() for name in ("result.json", "sweep.json")):
         return
     try:
-        old = Result.read(target / "result.json")
-    except (ResultError, ValueError) as err:
+        old = _readable(target)[0]
+    except PublishError as err:
         raise PublishError(f"{target} holds a result that cannot be read ({err}); move it away first") from None
     if _device(old) == "GPU" and _device(result) == "CPU":
         raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "

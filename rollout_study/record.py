@@ -15,6 +15,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from .params import DIAGNOSTIC_POLICIES
+
 
 SCHEMA_VERSION = 1
 LABELS = ("synthetic", "pretrained")
@@ -118,6 +120,12 @@ class Call:
     @property
     def parity_ok(self) -> bool:
         return self.parity is not None and self.parity.ok
+
+    @property
+    def diagnostic(self) -> bool:
+        """A call of a diagnostic policy (version-only, unchecked): its parity failures are the finding
+        of a hazard study (STALE), never a failure of the run."""
+        return self.policy in DIAGNOSTIC_POLICIES
 
 
 @dataclass

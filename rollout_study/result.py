@@ -137,8 +137,16 @@ class Result:
                     firsts.setdefault(call.variant, []).append(call.total_ms + init)
         return {variant: Samples(values) for variant, values in firsts.items()}
 
+    def checked_calls(self) -> list[Call]:
+        """The calls whose parity decides validity: every call but those of diagnostic policies."""
+        return [c for c in self.calls if not c.diagnostic]
+
     def unmatched_calls(self) -> list[Call]:
-        return [c for c in self.calls if not c.parity_ok]
+        return [c for c in self.checked_calls() if not c.parity_ok]
+
+    def stale_calls(self) -> list[Call]:
+        """Calls of diagnostic policies that did not match generate(): stale replays the check would have stopped."""
+        return [c for c in self.calls if c.diagnostic and not c.parity_ok]
 
     def validity_problems(self) -> list[str]:
         """Why this result is not valid, derived from its calls, failures and cold starts; [] when valid.

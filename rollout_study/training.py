@@ -1,28 +1,39 @@
-"""The optimizer update between rollouts: a real step, in place, as RL trainers take it.
+"""The trainer: its own weights, an optimizer step on the latest rollout, and the sync into the rollout model.
+
+Real RL post-training keeps the trainer apart from the rollout engine: master weights in float32
+(the default), or bfloat16 weights with float32 optimizer state, and a sync of the new weights
+into the rollout model after each step (`sync.py`: one `update_path`). `in-place` is the seed's
+case (the optimizer steps the rollout model's own weights); `lora-merge` trains a float32 LoRA
+adapter and merges it into the rollout weights.
 
 The loss is the negative log-likelihood of the generated response tokens of the latest rollout
-(prompt and padding excluded), the core of a policy-gradient step with unit advantages. The
-optimizer updates parameters in place, so their addresses stay and their versions move: exactly
-what the graph engine's version check has to tell apart from an out-of-place replacement.
+(prompt and padding excluded), the core of a policy-gradient step with unit advantages.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 
 import torch
 
-from . import masks
+from . import masks, sync
+from .params import DIAGNOSTIC_POLICIES
 from .timing import synchronize
 
+TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
-def make_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
+
+def make_optimizer(name: str, params, lr: float, impl: str = "auto", eps: float = 1e-8) -> torch.optim.Optimizer:
+    """SGD or AdamW, with PyTorch's implementation choice (`auto`) or a forced one (plain, foreach, fused)."""
+    params = [p for p in params if p.requires_grad]
+    flags = {"auto": {}, "plain": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+    if impl not in flags:
+        raise ValueError(f"optimizer_impl must be one of {', '.join(flags)}, got {impl!r}")
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+        return torch.optim.SGD(params, lr=lr, **flags[impl])
     if name == "adamw":
-        # eps suits FP16 parameters; the default 1e-8 underflows to zero there.
-        return torch.optim.AdamW(params, lr=lr, eps=1e-6)
+        return torch.optim.AdamW(params, lr=lr, eps=eps, **flags[impl])
     raise ValueError(f"optimizer must be sgd or adamw, got {name!r}")
 
 
@@ -32,7 +43,8 @@ def optimizer_flags(optimizer: torch.optim.Optimizer) -> dict:
     Left unset (None), PyTorch picks at the first step; the choice it makes is recorded too.
     """
     group = optimizer.param_groups[0]
-    flags = {"class": type(optimizer).__name__, "foreach": group.get("foreach"), "fused": group.get("fused")}
+    flags = {"class": type(optimizer).__name__, "foreach": group.get("foreach"), "fused": group.get("fused"),
+             "eps": group.get("eps")}
     try:
         from torch.optim.optimizer import _default_to_fused_or_foreach
 
@@ -66,41 +78,146 @@ class NonFiniteUpdate(FloatingPointError):
     pass
 
 
-def update(model, optimizer, rollout, device, apply: bool = True) -> dict:
-    """One optimizer step on the rollout's responses; returns loss and synchronized wall time.
+def _backward(model, rollout, device) -> list[float]:
+    batches = len(rollout.sequences)
+    batch_losses = []
+    for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
+        loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
+        loss.backward()
+        batch_losses.append(loss.detach() * batches)
+    # One device-to-host read for the losses, not one per batch.
+    return torch.stack(batch_losses).float().cpu().tolist()
 
-    `apply=False` is the control update: the same forward and backward, no step, so the weights
-    stay as they were and whatever moves after it is drift, not the update.
+
+def _check_finite(named_params, losses: list[float], what: str) -> None:
+    grads = [p.grad for _, p in named_params if p.grad is not None]
+    finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
+    if not finite or not all(math.isfinite(v) for v in losses):
+        bad = [n for n, p in named_params if p.grad is not None and not torch.isfinite(p.grad).all()]
+        raise NonFiniteUpdate(f"non-finite loss or gradient in the {what} (loss {losses}, first bad gradient: "
+                              f"{bad[:1]}); the update was not applied")
+
+
+class Trainer:
+    """The trainer's weights and optimizer, and the update path that brings new weights to the rollout model.
+
+    `rollout_model` is the model the engines read; after a `reload` sync it is a new object and
+    the caller tells the engines. Every update is timed in two synchronized parts: `step_ms`
+    (zero_grad, forward, backward, optimizer step) and `sync_ms` (the update path's writes).
     """
-    model.train()
-    torch.set_grad_enabled(True)
-    try:
-        synchronize(torch.device(device))
-        begin = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        batch_losses = []
-        batches = len(rollout.sequences)
-        for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
-            loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
-            loss.backward()
-            batch_losses.append(loss.detach() * batches)
-        # One device-to-host read for the losses and one for the gradients, not one per batch or parameter.
-        losses = torch.stack(batch_losses).float().cpu().tolist()
-        # FP16 parameters have no master copy: a non-finite gradient would silently poison every
-        # later rollout (and graph and generate() would agree on the garbage), so refuse it.
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
-        if not finite or not all(math.isfinite(v) for v in losses):
-            bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
-            optimizer.zero_grad(set_to_none=True)
-            raise NonFiniteUpdate(f"non-finite loss or gradient (loss {losses}, first bad gradient: {bad[:1]}); "
-                                  "the update was not applied")
+
+    def __init__(self, rollout_model, params, device):
+        self.path = params.update_path
+        self.device = torch.device(device)
+        self.rollout_model = rollout_model
+        self.rollout_dtype = next(rollout_model.parameters()).dtype
+        self.master_dtype = params.resolved_master_dtype()
+        self.adapter = None
+        # With a diagnostic policy in the run, a stale graph may replay after a sync that moved the
+        # weights. Freed weights can go back to the driver (every capture empties the cache), and a
+        # replay reading them ends the process with an illegal address, taking every cell of the run
+        # with it; so the replaced storage is kept, and a stale replay reads the weights before the sync.
+        self.retain_replaced = any(p in DIAGNOSTIC_POLICIES for p in params.policies)
+        self.retired: list[list[torch.Tensor]] = []
+        self.shadow: list[torch.Tensor] | None = None  # float32 optimizer copies of bfloat16 master weights
+        eps = 1e-8
+        if self.path == "in-place":
+            self.model = rollout_model
+            # The default 1e-8 underflows to zero in 16-bit parameters.
+            eps = 1e-6 if self.rollout_dtype != torch.float32 else eps
+        elif self.path == "lora-merge":
+            self.adapter = sync.attach_lora(rollout_model, params.lora_rank, params.seed)
+            self.model = self.rollout_model = self.adapter.get_base_model()
+        else:
+            self.model = copy.deepcopy(rollout_model)
+            sync.cast_parameters(self.model, TORCH_DTYPES[self.master_dtype])
+            self.model.requires_grad_(True)
+            rollout_model.requires_grad_(False)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        if self.master_dtype == "bfloat16":
+            self.shadow = [p.detach().float().clone().requires_grad_(True) for p in trainable]
+            trainable = self.shadow
+        self.trainable = trainable
+        self.optimizer = make_optimizer(params.optimizer, trainable, params.lr, params.optimizer_impl, eps)
+
+    def describe(self) -> dict:
+        return {"update_path": self.path, "master_dtype": self.master_dtype or "none (the rollout weights)",
+                "optimizer_state_dtype": "float32" if self.master_dtype else str(self.trainable[0].dtype).replace(
+                    "torch.", ""),
+                "trainable_parameters": int(sum(p.numel() for p in self.trainable)),
+                "adapter": None if self.adapter is None else {"kind": "LoRA", "targets": list(sync.LORA_TARGETS),
+                                                               "rank": self.adapter.peft_config["default"].r},
+                "moves_off_device": sync.moved_away(self.path, self.device),
+                "retains_replaced_weights": self.retain_replaced,
+                "optimizer_flags": optimizer_flags(self.optimizer)}
+
+    def _step(self, rollout, apply: bool) -> float:
+        self.model.train()
+        torch.set_grad_enabled(True)
+        try:
+            self.optimizer.zero_grad(set_to_none=True)
+            losses = _backward(self.model, rollout, self.device)
+            named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+            try:
+                _check_finite(named, losses, "trainer")
+            except NonFiniteUpdate:
+                self.model.zero_grad(set_to_none=True)
+                raise
+            if apply:
+                if self.shadow is not None:
+                    # bfloat16 weights, float32 optimizer state: step the float32 copies, write them back.
+                    for master, weight in zip(self.shadow, [p for _, p in named]):
+                        master.grad = weight.grad.float()
+                    self.optimizer.step()
+                    with torch.no_grad():
+                        for master, weight in zip(self.shadow, [p for _, p in named]):
+                            weight.copy_(master)
+                else:
+                    self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.model.zero_grad(set_to_none=True)
+        finally:
+            self.model.eval()
+            torch.set_grad_enabled(False)
+        return sum(losses) / len(losses)
+
+    def update(self, rollout, apply: bool = True) -> dict:
+        """One step on the rollout's responses, then the sync; `apply=False` is the control update.
+
+        The control runs the same forward and backward but takes no step and writes nothing, so the
+        rollout weights stay as they were and whatever moves after it is drift, not the update
+        (`lora-merge` still unmerges and merges an unchanged adapter: its backward needs the branch).
+        Times, each synchronized: unmerge (lora-merge) | step | sync; `sync_ms` holds unmerge and sync.
+        """
+        before = sync.addresses_and_versions(self.rollout_model)
+        aliases = [t.detach() for t in sync.tensors_of(self.rollout_model)] if self.retain_replaced else None
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        if self.adapter is not None:
+            self.adapter.unmerge_adapter()  # the adapter's branch is live again for the backward
+            synchronize(self.device)
+        t1 = time.perf_counter()
+        try:
+            loss = self._step(rollout, apply)
+            synchronize(self.device)
+        finally:
+            t2 = time.perf_counter()
+            if self.adapter is not None:
+                self.adapter.merge_adapter()
         if apply:
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        synchronize(torch.device(device))
-        elapsed = time.perf_counter() - begin
-    finally:
-        model.eval()
-        torch.set_grad_enabled(False)
-    return {"loss": sum(losses) / len(losses), "ms": elapsed * 1e3}
+            self.rollout_model, old = sync.apply(self.path, self.rollout_model, self.model, self.device), \
+                self.rollout_model
+        else:
+            old = self.rollout_model
+        synchronize(self.device)
+        t3 = time.perf_counter()
+        if aliases is not None and apply:
+            self.retired.append(aliases)  # outside the timed sync
+        change = sync.describe_change(before, sync.addresses_and_versions(self.rollout_model),
+                                      self.rollout_model is old)
+        finite = bool(torch.stack([torch.isfinite(p).all() for p in self.rollout_model.parameters()]).all())
+        if not finite:
+            raise NonFiniteUpdate("the synced rollout weights hold inf or NaN (the trainer's weights overflow the "
+                                  f"rollout dtype {self.rollout_dtype}); the rollouts that follow are not trusted")
+        return {"loss": loss, "ms": (t3 - t0) * 1e3, "step_ms": (t2 - t1) * 1e3,
+                "sync_ms": ((t1 - t0) + (t3 - t2)) * 1e3, "change": change}

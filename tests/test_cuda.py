@@ -61,11 +61,11 @@ def test_both_policies_follow_fused_and_foreach_optimizers(setup, flavour):
     engines = {p: GraphEngine(model, "cuda", p, 32, NEW) for p in ("recapture", "reuse")}
     for engine in engines.values():
         _call(engine, workload)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, **{flavour: True})
+    params = StudyParams.from_dict({"device": "cuda", "update_path": "in-place", "optimizer_impl": flavour})
     rollout = reference(model, workload.batches, NEW, 0, "cuda").output
-    training.update(model, optimizer, rollout, "cuda")
+    training.Trainer(model, params, "cuda").update(rollout)
     for engine in engines.values():
-        engine.weights_updated()
+        engine.weights_updated(model)
     assert engines["recapture"].decide() == "drop"  # told, whatever the version counters say
     assert engines["reuse"].decide() == "kept"
     for engine in engines.values():
@@ -98,3 +98,38 @@ def test_static_cache_is_cleared_beyond_the_prompt(setup):
         for tensor in (*runner.cache.keys, *runner.cache.values):
             tensor[:, :, 32:].fill_(float("inf"))  # what an earlier FP16 overflow can leave behind
     assert _matches(model, engine, workload)["ok"]
+
+
+# After two syncs by each path: which policies replayed stale graphs (STALE) on a real GPU.
+STALE_UNDER = {
+    "in-place": set(), "copy": set(), "data-copy": set(), "load-state-dict": set(), "lora-merge": set(),
+    "assign": {"unchecked", "version-only"},  # new storage; the second sync leaves every version at 0
+    "reload": {"unchecked", "version-only"},
+    "move": {"unchecked"},  # new storage on the way back; the write bumps the versions
+    "cast": {"unchecked"},  # new storage (the old is kept while diagnostics run); the write bumps the versions
+}
+
+
+@pytest.mark.parametrize("path", list(STALE_UNDER))
+def test_each_update_path_under_each_policy(setup, path):
+    """recapture and reuse match generate() after every sync; the weaker checks replay stale graphs where expected."""
+    model, workload = setup
+    params = StudyParams.from_dict({"device": "cuda", "update_path": path, "policy": "all", "lr": 0.05})
+    trainer = training.Trainer(model, params, "cuda")
+    model = trainer.rollout_model
+    engines = {p: GraphEngine(model, "cuda", p, 32, NEW) for p in params.policies}
+    for engine in engines.values():
+        _call(engine, workload)
+    stale = set()
+    for _ in range(2):
+        before = reference(trainer.rollout_model, workload.batches, NEW, 0, "cuda")
+        trainer.update(before.output)
+        for engine in engines.values():
+            engine.weights_updated(trainer.rollout_model)
+        after = reference(trainer.rollout_model, workload.batches, NEW, 0, "cuda")
+        assert parity.requests_changed(before.output, after.output) > 0  # parity can tell old from new
+        for policy, engine in engines.items():
+            out, _ = _call(engine, workload)
+            if not parity.compare(out, after, [b.request_ids for b in workload.batches])["ok"]:
+                stale.add(policy)
+    assert stale == STALE_UNDER[path]

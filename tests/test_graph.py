@@ -47,11 +47,16 @@ class FakeGraph:
         FakeGraph.resets += 1
 
 
+def runner(engine):
+    (only,) = engine.runners.values()
+    return only
+
+
 def engine_with_fake_graph(model, policy):
     engine = GraphEngine(model, "cpu", policy, 32, 4)
     w = random_workload(4, 4, 32, 1024, seed=0)
     rollout(engine, w)  # records the signature and builds the runner
-    engine.runners[4].graphs = (FakeGraph(), FakeGraph())
+    runner(engine).graphs = (FakeGraph(), FakeGraph())
     return engine
 
 
@@ -60,7 +65,7 @@ def test_no_change_keeps_the_graph(tiny):
     for policy in ("recapture", "reuse"):
         engine = engine_with_fake_graph(loaded.model, policy)
         assert engine.check_parameters() == "unchanged"
-        assert engine.runners[4].graphs is not None
+        assert runner(engine).graphs is not None
 
 
 def test_in_place_update_is_seen_by_both_policies(tiny):
@@ -71,9 +76,9 @@ def test_in_place_update_is_seen_by_both_policies(tiny):
     with torch.no_grad():
         loaded.model.model.layers[0].mlp.up_proj.weight.add_(1e-3)
     after = parameter_signature(loaded.model)
-    assert [s[0] for s in before] == [s[0] for s in after] and before != after  # same address, new version
-    assert recapture.check_parameters() == "dropped" and recapture.runners[4].graphs is None
-    assert reuse.check_parameters() == "kept" and reuse.runners[4].graphs is not None
+    assert [s[0] for s in before[0]] == [s[0] for s in after[0]] and before != after  # same address, new version
+    assert recapture.check_parameters() == "dropped" and runner(recapture).graphs is None
+    assert reuse.check_parameters() == "kept" and runner(reuse).graphs is not None
     assert reuse.signature == after  # versions refreshed: the next check is clean
     assert reuse.check_parameters() == "unchanged"
 
@@ -93,7 +98,7 @@ def test_reuse_never_keeps_a_graph_whose_addresses_changed(tiny, replace):
             state = {k: v.clone() for k, v in model.state_dict().items()}
             model.load_state_dict(state, assign=True)
     assert engine.check_parameters() == "dropped"
-    assert engine.runners[4].graphs is None and engine.signature is None
+    assert runner(engine).graphs is None and engine.signature is None
 
 
 def test_graph_engine_follows_an_update(tiny):
@@ -118,11 +123,11 @@ def test_recapture_drops_after_every_update_it_is_told_of_even_without_a_version
     # Nothing changes in the counters: what a fused optimizer's step looks like to them on CUDA.
     assert parameter_signature(loaded.model) == before
     assert recapture.check_parameters() == "unchanged"  # why the version counter alone is not enough
-    recapture.runners[4].graphs = (FakeGraph(), FakeGraph())
+    runner(recapture).graphs = (FakeGraph(), FakeGraph())
     for engine in (recapture, reuse):
         engine.weights_updated()
-    assert recapture.check_parameters() == "dropped" and recapture.runners[4].graphs is None
-    assert reuse.check_parameters() == "kept" and reuse.runners[4].graphs is not None
+    assert recapture.check_parameters() == "dropped" and runner(recapture).graphs is None
+    assert reuse.check_parameters() == "kept" and runner(reuse).graphs is not None
     assert reuse.check_parameters() == "unchanged"  # told once, checked once
 
 
@@ -155,3 +160,70 @@ def test_prefill_and_decode_are_charged_to_their_own_parts(tiny, call_parts):
     parts = call_parts(many, w)
     assert parts["decode"] > 5 * parts["prefill"]
     assert parts["allocation"] == 0 and parts["capture"] == 0  # a steady call allocates and captures nothing
+
+
+def test_a_stride_change_at_the_same_address_and_shape_is_seen_by_reuse_but_not_by_versions(tiny):
+    _, loaded = tiny()
+    reuse = engine_with_fake_graph(loaded.model, "reuse")
+    versions = engine_with_fake_graph(loaded.model, "version-only")
+    proj = loaded.model.model.layers[0].self_attn.q_proj  # 128 x 128: transposed, the shape is the same
+    address, shape = proj.weight.data_ptr(), proj.weight.shape
+    proj.weight.data = proj.weight.data.t()
+    assert proj.weight.data_ptr() == address and proj.weight.shape == shape
+    assert reuse.check_parameters() == "dropped"
+    assert versions.check_parameters() == "unchanged"  # what the former check missed
+
+
+def test_version_only_and_unchecked_policies_decide_as_documented(tiny):
+    _, loaded = tiny()
+    model = loaded.model
+    engines = {p: engine_with_fake_graph(model, p) for p in ("version-only", "unchecked")}
+    for engine in engines.values():
+        engine.weights_updated()  # told: neither listens
+    assert {p: e.decide() for p, e in engines.items()} == {"version-only": "unchanged", "unchecked": "unchanged"}
+    with torch.no_grad():
+        model.model.norm.weight.add_(1.0)  # a version bump
+    assert engines["version-only"].decide() == "drop" and engines["unchecked"].decide() == "unchanged"
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state, assign=True)  # new storage, and new parameters at version 0
+    assert engines["unchecked"].decide() == "unchanged"
+
+
+def test_a_new_model_object_is_read_from_then_on_and_drops_the_checked_graphs(tiny):
+    from rollout_study import sync
+
+    _, loaded = tiny()
+    engine = engine_with_fake_graph(loaded.model, "reuse")
+    fresh = sync.rebuild(loaded.model, {k: v.clone() for k, v in loaded.model.state_dict().items()})
+    engine.weights_updated(fresh)
+    assert engine.model is fresh and runner(engine).model is fresh
+    assert engine.check_parameters() == "dropped"
+
+
+def test_adapter_state_is_part_of_the_signature(tiny):
+    from rollout_study import sync
+
+    _, loaded = tiny()
+    wrapped = sync.attach_lora(loaded.model, rank=4, seed=0)  # merged for rollouts
+    model = wrapped.get_base_model()
+    reuse = engine_with_fake_graph(model, "reuse")
+    versions = engine_with_fake_graph(model, "version-only")
+    wrapped.unmerge_adapter()  # weight.data -= delta: no address, no version moves; the forward branches anew
+    assert reuse.check_parameters() == "dropped"
+    assert versions.check_parameters() == "unchanged"
+
+
+@pytest.mark.parametrize("policy", ["recapture", "reuse", "version-only"])
+def test_a_checking_policy_refuses_when_it_cannot_tell(tiny, policy):
+    from rollout_study.engines.graph import GraphRefused
+
+    _, loaded = tiny()
+    engine = engine_with_fake_graph(loaded.model, policy)
+    norm = loaded.model.model.norm
+    norm.weight = torch.nn.Parameter(torch.empty_like(norm.weight, device="meta"))
+    with pytest.raises(GraphRefused, match="model.norm.weight is on meta"):
+        engine.decide()
+    # The unchecked control replays regardless: it is what shows a stale replay.
+    unchecked = GraphEngine(loaded.model, "cpu", "unchecked", 32, 4)
+    unchecked.signature = ()
+    assert unchecked.decide() == "unchanged"

@@ -25,6 +25,14 @@ def test_defaults_are_the_reference_workload():
     ("dtype", "float8", "dtype must be one of auto, float16, bfloat16, float32"),
     ("policy", "sometimes", "policy must be one of recapture, reuse, both"),
     ("optimizer", "lion", "optimizer must be one of sgd, adamw"),
+    ("update_path", "rsync", "update_path must be one of in-place, copy, data-copy, load-state-dict, assign, reload, "
+                             "lora-merge, cast, move"),
+    ("master_dtype", "float16", "master_dtype must be one of auto, float32, bfloat16"),
+    ("optimizer_impl", "cuda", "optimizer_impl must be one of auto, plain, foreach, fused"),
+    ("lora_rank", 0, "lora_rank must be an integer between 1 and 1024"),
+    ("policy", ["reuse", "sometimes"], "policy as a list must hold distinct names drawn from recapture, reuse, "
+                                       "version-only, unchecked"),
+    ("policy", ["reuse", "reuse"], "distinct names"),
     ("engines", ["eager", "vllm"], "engines must be a non-empty list drawn from eager, graph"),
     ("attn", "flash", "attn must be one of sdpa, eager"),
     ("device", "tpu", "device must be one of auto, cpu, cuda"),
@@ -106,3 +114,15 @@ def test_checkpoint_folders_that_cannot_load_are_refused(tmp_path, config, weigh
         (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ParameterError, match=fragment):
         StudyParams.from_dict({"model": str(tmp_path)})
+
+
+def test_master_weights_need_a_trainer_apart():
+    with pytest.raises(ParameterError, match="master_dtype 'bfloat16' needs a trainer apart.*'in-place' has none"):
+        StudyParams.from_dict({"update_path": "in-place", "master_dtype": "bfloat16"})
+    assert StudyParams.from_dict({"update_path": "copy"}).resolved_master_dtype() == "float32"
+    assert StudyParams.from_dict({"update_path": "lora-merge"}).resolved_master_dtype() is None
+
+
+def test_policy_names_and_lists():
+    assert StudyParams.from_dict({"policy": "all"}).policies == ("recapture", "reuse", "version-only", "unchecked")
+    assert StudyParams.from_dict({"policy": ["unchecked", "reuse"]}).policies == ("unchecked", "reuse")

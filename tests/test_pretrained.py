@@ -88,7 +88,8 @@ def test_one_update_changes_the_logits(smol):
     snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
     with torch.no_grad():
         before = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    stats = training.update(model, training.make_optimizer("sgd", model, 1e-3), rollout, "cpu")
+    params = StudyParams.from_dict({"device": "cpu", "update_path": "in-place", "lr": 1e-3})
+    stats = training.Trainer(model, params, "cpu").update(rollout)
     with torch.no_grad():
         after = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
         for n, p in model.named_parameters():  # leave the shared model as it was for other tests

@@ -6,15 +6,19 @@ from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 
 
+def in_place_trainer(tiny, optimizer="sgd"):
+    params, loaded = tiny(update_path="in-place", optimizer=optimizer, lr=1e-2)
+    return loaded.model, training.Trainer(loaded.model, params, "cpu")
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
 def test_update_is_in_place_and_changes_the_model(tiny, optimizer):
-    params, loaded = tiny()
-    model = loaded.model
-    w = random_workload(6, 4, 16, params.vocab, seed=1)
+    model, trainer = in_place_trainer(tiny, optimizer)
+    w = random_workload(6, 4, 16, 1024, seed=1)
     rollout = reference(model, w.batches, 8, 0, "cpu").output
     before = {n: (p.data_ptr(), p._version, p.detach().clone()) for n, p in model.named_parameters()}
-    opt = training.make_optimizer(optimizer, model, 1e-2)
-    stats = training.update(model, opt, rollout, "cpu")
+    stats = trainer.update(rollout)
+    assert trainer.model is model and stats["sync_ms"] < stats["step_ms"]
     assert stats["loss"] > 0 and stats["ms"] > 0
     changed = 0
     for n, p in model.named_parameters():
@@ -47,27 +51,29 @@ def test_loss_counts_response_tokens_only(tiny):
 
 
 def test_non_finite_gradient_is_refused_and_not_applied(tiny):
-    params, loaded = tiny()
-    model = loaded.model
-    w = random_workload(4, 4, 16, params.vocab, seed=1)
+    model, trainer = in_place_trainer(tiny)
+    w = random_workload(4, 4, 16, 1024, seed=1)
     rollout = reference(model, w.batches, 4, 0, "cpu").output
     with torch.no_grad():
         model.model.norm.weight[0] = float("inf")
     snapshot = {n: p.detach().clone() for n, p in model.named_parameters()}
     with pytest.raises(training.NonFiniteUpdate, match="not applied"):
-        training.update(model, training.make_optimizer("sgd", model, 1e-2), rollout, "cpu")
+        trainer.update(rollout)
     for n, p in model.named_parameters():
         assert torch.equal(p.detach(), snapshot[n]) or torch.isinf(snapshot[n]).any()
 
 
 def test_a_control_update_runs_forward_and_backward_but_leaves_the_weights(tiny):
-    params, loaded = tiny()
-    model = loaded.model
-    w = random_workload(4, 4, 16, params.vocab, seed=3)
+    model, trainer = in_place_trainer(tiny, "adamw")
+    w = random_workload(4, 4, 16, 1024, seed=3)
     rollout = reference(model, w.batches, 4, 0, "cpu").output
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    opt = training.make_optimizer("adamw", model, 1e-2)
-    stats = training.update(model, opt, rollout, "cpu", apply=False)
+    stats = trainer.update(rollout, apply=False)
     assert stats["loss"] > 0 and stats["ms"] > 0
     assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())
-    assert training.optimizer_flags(opt)["class"] == "AdamW"
+    flags = training.optimizer_flags(trainer.optimizer)
+    assert flags["class"] == "AdamW" and flags["eps"] == 1e-8  # float32 weights: PyTorch's default eps
+    assert trainer.describe()["master_dtype"].startswith("none")
+    params, loaded = tiny(update_path="in-place", optimizer="adamw")
+    half = training.Trainer(loaded.model.half(), params, "cpu")
+    assert training.optimizer_flags(half.optimizer)["eps"] == 1e-6  # 1e-8 underflows in 16-bit weights

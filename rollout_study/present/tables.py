@@ -100,11 +100,20 @@ def memory_table(results: list[Result]) -> pd.DataFrame:
 
 
 def updates_table(results: list[Result]) -> pd.DataFrame:
+    """Each update: its path, the trainer step and the sync timed apart, and what the sync did to the
+    rollout tensors (addresses moved, versions bumped) and to the tokens (requests whose tokens changed)."""
     def rows_of(result):
         for u in result.updates:
-            yield {"cycle": u.cycle, "optimizer": u.optimizer, "lr": u.lr, "loss": u.loss, "ms": u.ms,
-                   "control": bool(u.extra.get("control"))}
-    return _frame(results, rows_of, ["run", "cycle", "optimizer", "lr", "loss", "ms", "control"])
+            change = u.extra.get("change") or {}
+            yield {"cycle": u.cycle, "control": bool(u.extra.get("control")),
+                   "update path": u.extra.get("update_path", "in-place"), "optimizer": u.optimizer, "lr": u.lr,
+                   "loss": u.loss, "ms": u.ms, "step ms": u.extra.get("step_ms"), "sync ms": u.extra.get("sync_ms"),
+                   "tensors moved": change.get("moved"), "versions bumped": change.get("version_bumped"),
+                   "new model object": None if not change else not change.get("same_object"),
+                   "requests changed": u.extra.get("requests_changed")}
+    return _frame(results, rows_of, ["run", "cycle", "control", "update path", "optimizer", "lr", "loss", "ms",
+                                     "step ms", "sync ms", "tensors moved", "versions bumped", "new model object",
+                                     "requests changed"])
 
 
 def parity_table(results: list[Result]) -> pd.DataFrame:

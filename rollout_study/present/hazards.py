@@ -1,0 +1,118 @@
+"""The hazard report: the matrix (update path x graph policy), the stale replays it shows, and the
+cost of one RL step per path, as tables, markdown and notebook blocks.
+
+A hazard sweep runs one model; its label (synthetic or pretrained) heads every block.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import hazards
+from ..result import Result
+from .markdown import table
+from .notebook import Block
+from .text import LABEL_TITLES
+
+DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
+                   "the control that shows a stale replay) are diagnostic policies, never used for rollouts; "
+                   "recapture and reuse are the engine's real policies and must never read STALE.")
+
+
+def cells_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
+    """One row per path and policy: verdict, captures, sync, first call after the sync, parity."""
+    return pd.DataFrame([{
+        "update path": c.path, "policy": c.policy + (" (diagnostic)" if c.diagnostic else ""), "verdict": c.verdict,
+        "captures after syncs": c.captures, "syncs": c.syncs, "sync ms": c.sync_ms,
+        "first call after sync ms": c.first_ms, "steady after sync ms": c.steady_ms, "parity": c.parity}
+        for c in cells])
+
+
+def matrix_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
+    """Verdicts at a glance: paths down, policies across."""
+    paths = list(dict.fromkeys(c.path for c in cells))
+    policies = list(dict.fromkeys(c.policy for c in cells))
+    verdict = {(c.path, c.policy): c.verdict for c in cells}
+    return pd.DataFrame([{"update path": p, **{q: verdict.get((p, q), "-") for q in policies}} for p in paths])
+
+
+def stale_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
+    """Every cell that is not plainly right, with what went wrong first (tokens, top-2 margin)."""
+    return pd.DataFrame([{"update path": c.path, "policy": c.policy, "verdict": c.verdict, "first divergence": c.detail}
+                         for c in cells if c.detail], columns=["update path", "policy", "verdict", "first divergence"])
+
+
+def cost_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
+    """One RL step per path and real policy: trainer step + sync + first rollout + (U - 1) steady rollouts."""
+    rows = []
+    for c in cells:
+        if c.diagnostic:
+            continue
+        row = {"update path": c.path, "policy": c.policy, "verdict": c.verdict, "step ms": c.step_ms,
+               "sync ms": c.sync_ms, "first ms": c.first_ms, "steady ms": c.steady_ms}
+        row.update({f"RL step ms, U={u}": c.rl_step_ms(u) for u in hazards.ROLLOUTS_PER_UPDATE})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
+    """Per rollouts-per-update U, the cheapest path and policy whose verdict is right."""
+    right = [c for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("recaptured", "kept and valid")]
+    lines = []
+    for u in hazards.ROLLOUTS_PER_UPDATE:
+        costed = [(c.rl_step_ms(u), c) for c in right if c.rl_step_ms(u) is not None]
+        if costed:
+            ms, best = min(costed, key=lambda pair: pair[0])
+            lines.append(f"U={u} rollouts per update: {best.path} with {best.policy}, {ms:.1f} ms per RL step")
+    return lines
+
+
+def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
+    real = [c for c in cells if not c.diagnostic]
+    bad = hazards.problems(cells)
+    stale = hazards.demonstrated_stale(cells)
+    lines = [f"recapture and reuse: {len(real) - len(bad)}/{len(real)} cells right"
+             + ("" if not bad else f"; NOT right: {'; '.join(bad)}")]
+    lines.append(f"stale replays shown by the diagnostic policies: {len(stale)} cell(s)"
+                 + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
+    lines.append("generate() after every sync (determinism): "
+                 + ", ".join(f"{r.metadata['training'].get('update_path')} {hazards.eager_parity(r)}" for r in results))
+    return lines + cheapest(cells)
+
+
+def title(results: list[Result]) -> str:
+    first = results[0]
+    return f"{LABEL_TITLES[first.label]}: {first.model_name} on {first.machine}"
+
+
+def blocks(record: dict, results: list[Result]) -> list[Block]:
+    cells = hazards.matrix(results)
+    failed = [e for e in record.get("points", []) if e.get("status") == "failed"]
+    out = [Block("heading", title(results), 2), Block("answer", "Answer", answer_lines(cells, results))]
+    if failed:
+        out.append(Block("warning", "points that did not run: " + "; ".join(
+            f"{e['slug']}: {e.get('error', '')[-300:]}" for e in failed)))
+    if not results[0].cuda_graph:
+        out.append(Block("warning", "no CUDA graph (CPU run): the graph engine ran its steps eagerly, so nothing "
+                                    "could go stale; the verdicts show the engine's decisions only"))
+    out += [Block("note", DIAGNOSTIC_NOTE),
+            Block("table", "Verdicts: update path x policy", matrix_table(cells)),
+            Block("table", "The matrix in full", cells_table(cells)),
+            Block("table", "Stale replays, refusals and unproven cells", stale_table(cells)),
+            Block("table", "Cost of one RL step per update path (real policies)", cost_table(cells))]
+    for index, block in enumerate(out):
+        block.key = f"hazards-{index}"
+    return out
+
+
+def summary(record: dict, results: list[Result]) -> str:
+    cells = hazards.matrix(results)
+    lines = [f"# Hazard matrix: {record['spec'].get('name')}", "", f"{title(results)}", ""]
+    lines += [f"- {line}" for line in answer_lines(cells, results)] + ["", DIAGNOSTIC_NOTE, ""]
+    frame = cells_table(cells)
+    lines += table(list(frame.columns), frame.values.tolist()) + [""]
+    stale = stale_table(cells)
+    if not stale.empty:
+        lines += ["## First divergences", ""] + table(list(stale.columns), stale.values.tolist()) + [""]
+    costs = cost_table(cells)
+    lines += ["## Cost of one RL step", ""] + table(list(costs.columns), costs.values.tolist())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,188 @@
+"""The hazard matrix's verdicts from hand-made results, and a whole hazard sweep on the CPU."""
+import json
+
+import pytest
+
+from rollout_study import hazards, publish, sweep
+from rollout_study.params import ParameterError
+from rollout_study.present import hazards as report
+from rollout_study.present import index
+from rollout_study.result import Result
+from result_fixture import make_call, make_result_dict
+
+BAD = {"ok": False, "tokens": False, "attention_mask": True, "response_offsets": True,
+       "mismatch": {"kind": "tokens", "request": 3, "step": 0, "engine_token": 17, "reference_token": 42,
+                    "reference_top2_margin": 1.25},
+       "matches_weights_before_update": True}
+
+
+def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed: int = 6) -> Result:
+    """A GPU result of one update path; `decisions`: policy -> parameter_check after each sync."""
+    data = make_result_dict(cuda_graph=True)
+    data["calls"] = [c for c in data["calls"] if c["engine"] == "eager"]
+    for policy, check in decisions.items():
+        for cycle, phase, samples in ((0, "first", 1), (0, "steady", 2), (0, "first_after_update", 1),
+                                      (0, "steady_after_update", 2), (1, "first_after_update", 1),
+                                      (1, "steady_after_update", 2)):
+            for index in range(samples):
+                call = make_call(f"graph[{policy}]", cycle, phase, index, 20.0 if phase.startswith("first") else 10.0,
+                                 True)
+                call["captures"] = 2 if phase == "first" or (phase == "first_after_update" and check == "dropped") else 0
+                call["parameter_check"] = check if phase == "first_after_update" else "unchanged"
+                if policy in stale and phase.endswith("after_update"):
+                    call["parity"] = dict(BAD)
+                data["calls"].append(call)
+    data["updates"] = [{"cycle": c, "optimizer": "sgd", "lr": 0.05, "loss": 1.0, "ms": 30.0, "step_ms": 25.0,
+                        "sync_ms": 5.0, "control": False, "applied": True, "update_path": path,
+                        "requests_changed": changed} for c in (0, 1)]
+    data["metadata"]["training"]["update_path"] = path
+    data["valid"] = True
+    return Result.from_dict(data)
+
+
+def test_verdicts_for_each_kind_of_cell():
+    result = hazard_result("assign", {"recapture": "dropped", "reuse": "dropped", "version-only": "unchanged",
+                                      "unchecked": "unchanged"}, stale={"version-only", "unchecked"})
+    cells = {c.policy: c for c in hazards.matrix([result])}
+    assert cells["recapture"].verdict == "recaptured" and cells["recapture"].captures == 4
+    assert cells["unchecked"].verdict == "STALE" and cells["unchecked"].diagnostic
+    assert "token 17 instead of 42" in cells["unchecked"].detail and "margin 1.25" in cells["unchecked"].detail
+    assert "weights before the sync" in cells["unchecked"].detail
+    assert cells["unchecked"].parity == "0/6"
+    assert result.validity_problems() == []  # a diagnostic policy's STALE is the finding, not a failure
+    assert hazards.problems(list(cells.values())) == []
+    assert [c.policy for c in hazards.demonstrated_stale(list(cells.values()))] == ["version-only", "unchecked"]
+    assert cells["reuse"].rl_step_ms(8) == pytest.approx(25.0 + 5.0 + 20.0 + 7 * 10.0)
+
+
+def test_a_stale_real_policy_fails_the_matrix_and_the_run():
+    result = hazard_result("reload", {"reuse": "kept"}, stale={"reuse"})
+    (cell,) = hazards.matrix([result])
+    assert cell.verdict == "STALE"
+    assert hazards.problems([cell]) == [f"reload x reuse: STALE ({cell.detail})"]
+    assert result.validity_problems()  # a real policy's parity failure is a failed run
+
+
+def test_kept_graphs_are_valid_only_where_the_sync_changed_the_tokens():
+    tested = hazard_result("copy", {"reuse": "kept"})
+    untested = hazard_result("copy", {"reuse": "kept"}, changed=0)
+    assert hazards.matrix([tested])[0].verdict == "kept and valid"
+    assert hazards.matrix([untested])[0].verdict == "kept, unproven"
+    mixed = hazard_result("cast", {"reuse": "kept"})
+    for call in mixed.calls:
+        if call.variant == "graph[reuse]" and call.phase == "first_after_update" and call.cycle == 1:
+            call.extra["parameter_check"] = "dropped"
+    assert hazards.matrix([mixed])[0].verdict == "mixed"
+
+
+def test_a_refusal_is_its_own_verdict():
+    data = hazard_result("move", {"reuse": "dropped"}).to_dict()
+    data["failures"] = [{"engine": "graph", "policy": "reuse", "cycle": 1, "phase": "first_after_update",
+                         "error": "GraphRefused: graph engine: lm_head.weight is on cpu, the graphs on cuda"}]
+    data["valid"] = False
+    (cell,) = hazards.matrix([Result.from_dict(data)])
+    assert cell.verdict == "refused" and "is on cpu" in cell.detail
+
+
+def test_report_tables_put_paths_down_and_policies_across():
+    results = [hazard_result(p, {"recapture": "dropped", "unchecked": "unchanged"},
+                             stale={"unchecked"} if p == "assign" else set()) for p in ("copy", "assign")]
+    cells = hazards.matrix(results)
+    frame = report.matrix_table(cells)
+    assert list(frame.columns) == ["update path", "recapture", "unchecked"]
+    assert frame.set_index("update path").loc["assign", "unchecked"] == "STALE"
+    assert list(report.cost_table(cells)["policy"]) == ["recapture", "recapture"]  # diagnostics are not priced
+    text = report.summary({"spec": {"name": "h"}}, results)
+    assert "| assign | unchecked (diagnostic) | STALE |" in text and "recapture and reuse: 2/2 cells right" in text
+
+
+def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sweep:\n  update_path: [copy, rsync]\ndevice: cpu\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="point update_path=rsync: update_path must be one of"):
+        sweep.SweepSpec.from_yaml(str(bad))
+    bad.write_text("sweep:\n  update_path: copy\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="sweep.update_path must be a non-empty list"):
+        sweep.SweepSpec.from_yaml(str(bad))
+    spec = sweep.SweepSpec.from_dict({"name": "s", "sweep": {"update": [{"update_path": "in-place", "lr": 0.5},
+                                                                       {"update_path": "copy"}]}, "device": "cpu"})
+    (slug, first), (_, second) = spec.points()
+    assert slug == "update_path=in-place-lr=0.5" and first.lr == 0.5 and second.lr == 0.01
+    assert sweep.point_hash(first) != sweep.point_hash(second)
+
+
+SMALL = {"device": "cpu", "engines": ["eager", "graph"], "policy": "all", "requests": 3, "batch_size": 2,
+         "prompt_len": 8, "max_new_tokens": 4, "iterations": 1, "cycles": 1, "profile": False, "lr": 0.05}
+
+
+@pytest.fixture(scope="module")
+def cpu_sweep(tmp_path_factory):
+    """Two update paths and one point that fails, run in this process (the launcher is a parameter)."""
+    from rollout_study.protocol import run_in_process
+
+    folder = tmp_path_factory.mktemp("sweep")
+    spec = sweep.SweepSpec.from_dict({"name": "hz", "sweep": {"update_path": ["copy", "assign", "reload"]}, **SMALL})
+    calls = []
+
+    def launcher(params):
+        calls.append(params.update_path)
+        if params.update_path == "reload":
+            raise RuntimeError("out of memory (simulated)")
+        return run_in_process(params)
+
+    record = sweep.run_local(spec, folder, progress=False, launcher=launcher)
+    return spec, folder, record, calls
+
+
+def test_a_sweep_runs_every_point_and_records_a_failing_one(cpu_sweep):
+    spec, folder, record, calls = cpu_sweep
+    assert calls == ["copy", "assign", "reload"]
+    assert [p["status"] for p in record["points"]] == ["valid", "valid", "failed"]
+    assert "out of memory" in record["points"][2]["error"]
+    on_disk, points = sweep.load(folder)
+    assert on_disk == json.loads(json.dumps(record)) and points[2][1] is None
+    cells = hazards.matrix([r for _, r in points if r is not None])
+    assert {c.verdict for c in cells if c.path == "assign" and c.policy == "reuse"} == {"recaptured (no CUDA graph)"}
+    assert {c.verdict for c in cells if c.path == "copy" and c.policy == "reuse"} == {"kept and valid (no CUDA graph)"}
+    assert sweep.validity_problems(folder) == ["point update_path=reload: RuntimeError: out of memory (simulated)"]
+
+
+def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
+    spec, folder, _, _ = cpu_sweep
+    again = []
+    record = sweep.run_local(spec, folder, progress=False, launcher=lambda p: again.append(p) or 1 / 0)
+    assert [p["status"] for p in record["points"][:2]] == ["kept from an earlier run"] * 2
+    assert len(again) == 1  # only the failed point ran again (and failed again)
+
+
+def test_a_sweep_with_a_failed_point_is_not_published_and_the_index_says_why(cpu_sweep, tmp_path):
+    _, folder, _, _ = cpu_sweep
+    with pytest.raises(publish.PublishError, match="point update_path=reload"):
+        publish.publish(folder, tmp_path / "reports")
+    (row,) = [r for r in index.entries(folder.parent) if r["folder"] == folder.name]
+    assert row["validity"].startswith("INVALID") and "sweep of 3 points" in row["answer"]
+
+
+def test_the_sweep_command_runs_fresh_processes_then_the_report_and_publishes(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    spec = tmp_path / "hz.yaml"
+    spec.write_text(yaml.safe_dump({"name": "hz-cli", "report": "hazards", "sweep": {"update_path": ["assign"]},
+                                    **SMALL}), encoding="utf-8")
+    runs = tmp_path / "runs"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sweep:\n  update_path: [copy]\nlr: -1\n", encoding="utf-8")
+    refused = subprocess.run([sys.executable, "-m", "rollout_study", "sweep", str(bad), "--output-root", str(runs)],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "lr must be a number in (0, 10]" in refused.stderr and not runs.exists()
+    done = subprocess.run([sys.executable, "-m", "rollout_study", "sweep", str(spec), "--output-root", str(runs),
+                           "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert {"sweep.json", "summary.md", "hazards.ipynb", "report.html"} <= {p.name for p in folder.iterdir()}
+    assert "recapture and reuse: 2/2 cells right" in (folder / "summary.md").read_text(encoding="utf-8")
+    target = publish.publish(folder, tmp_path / "reports")
+    assert (target / "report.html").is_file() and "hz-cli" in (tmp_path / "reports" / "index.html").read_text()

@@ -225,9 +225,12 @@ def cmd_sweep(args, argv: list[str]) -> int:
 def cmd_report(args, argv: list[str]) -> int:
     from . import pipeline, publish
 
+    from .sweep import SWEEP_FILE, load
+
     folder = Path(args.folder).resolve()
-    if not (folder / "result.json").is_file():
-        say(f"error: {folder / 'result.json'} does not exist")
+    swept = (folder / SWEEP_FILE).is_file()
+    if not swept and not (folder / "result.json").is_file():
+        say(f"error: {folder} holds neither result.json nor {SWEEP_FILE}")
         return EXIT_BAD_INPUT
     # Built in a copy and swapped in, so an interrupted or failing rebuild leaves the report whole.
     import shutil
@@ -237,7 +240,8 @@ def cmd_report(args, argv: list[str]) -> int:
     try:
         shutil.copytree(folder, work, dirs_exist_ok=True)
         with pipeline.kernel_environment():
-            problems = pipeline.report_step(work, progress=not args.quiet)
+            problems = (pipeline.sweep_report_step(work, load(work)[0]["spec"]["report"], progress=not args.quiet)
+                        if swept else pipeline.report_step(work, progress=not args.quiet))
         if not problems:
             with publish.locked(folder.parent):
                 publish.swap_in(work, folder)
@@ -297,8 +301,8 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
     sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (its valid points are kept)")
     sweep.add_argument("--quiet", action="store_true", help="no progress lines")
-    report = commands.add_parser("report", help="rebuild a folder's report from its result.json")
-    report.add_argument("folder", help="a run or report folder holding result.json")
+    report = commands.add_parser("report", help="rebuild a folder's report from its result.json or sweep.json")
+    report.add_argument("folder", help="a run or report folder holding result.json, or a sweep folder")
     report.add_argument("--quiet", action="store_true", help="no progress bars")
     summary = commands.add_parser("summary", help="the summary of a result file")
     summary.add_argument("result", help="a result.json")

@@ -186,3 +186,16 @@ def test_the_sweep_command_runs_fresh_processes_then_the_report_and_publishes(tm
     assert "recapture and reuse: 2/2 cells right" in (folder / "summary.md").read_text(encoding="utf-8")
     target = publish.publish(folder, tmp_path / "reports")
     assert (target / "report.html").is_file() and "hz-cli" in (tmp_path / "reports" / "index.html").read_text()
+
+
+def test_the_readme_hazard_tables_are_the_committed_sweeps():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text(encoding="utf-8")
+    assert "<!-- readme-hazards hazards-tiny -->" in text and "<!-- readme-hazards hazards-smollm2 -->" in text
+    assert report.fill_readme(text, root / "reports") == text
+    for name in ("hazards-tiny", "hazards-smollm2"):
+        assert sweep.validity_problems(root / "reports" / name) == []
+        cells = hazards.matrix([r for _, r in sweep.load(root / "reports" / name)[1]])
+        assert not hazards.problems(cells) and hazards.demonstrated_stale(cells)  # the targets

@@ -22,7 +22,7 @@ def cells_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
     """One row per path and policy: verdict, captures, sync, first call after the sync, parity."""
     return pd.DataFrame([{
         "update path": c.path, "policy": c.policy + (" (diagnostic)" if c.diagnostic else ""), "verdict": c.verdict,
-        "captures after syncs": c.captures, "syncs": c.syncs, "sync ms": c.sync_ms,
+        "captures after syncs": c.captures, "syncs": c.syncs, "sync ms (later updates)": c.sync_ms,
         "first call after sync ms": c.first_ms, "steady after sync ms": c.steady_ms, "parity": c.parity}
         for c in cells])
 
@@ -42,13 +42,15 @@ def stale_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
 
 
 def cost_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
-    """One RL step per path and real policy: trainer step + sync + first rollout + (U - 1) steady rollouts."""
+    """One RL step per path and real policy: trainer step + sync + first rollout + (U - 1) steady rollouts.
+
+    Step and sync are medians over the updates after the run's first, which pays one-off set-up."""
     rows = []
     for c in cells:
         if c.diagnostic:
             continue
-        row = {"update path": c.path, "policy": c.policy, "verdict": c.verdict, "step ms": c.step_ms,
-               "sync ms": c.sync_ms, "first ms": c.first_ms, "steady ms": c.steady_ms}
+        row = {"update path": c.path, "policy": c.policy, "verdict": c.verdict, "step ms (later updates)": c.step_ms,
+               "sync ms (later updates)": c.sync_ms, "first ms": c.first_ms, "steady ms": c.steady_ms}
         row.update({f"RL step ms, U={u}": c.rl_step_ms(u) for u in hazards.ROLLOUTS_PER_UPDATE})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -70,8 +72,10 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     real = [c for c in cells if not c.diagnostic]
     bad = hazards.problems(cells)
     stale = hazards.demonstrated_stale(cells)
+    unproven = [f"{c.path} x {c.policy}" for c in real if "unproven" in c.verdict]
     lines = [f"recapture and reuse: {len(real) - len(bad)}/{len(real)} cells right"
-             + ("" if not bad else f"; NOT right: {'; '.join(bad)}")]
+             + ("" if not bad else f"; NOT right: {'; '.join(bad)}")
+             + ("" if not unproven else f"; unproven (a sync changed no token): {', '.join(unproven)}")]
     lines.append(f"stale replays shown by the diagnostic policies: {len(stale)} cell(s)"
                  + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
     lines.append("generate() after every sync (determinism): "
@@ -116,3 +120,35 @@ def summary(record: dict, results: list[Result]) -> str:
     costs = cost_table(cells)
     lines += ["## Cost of one RL step", ""] + table(list(costs.columns), costs.values.tolist())
     return "\n".join(lines) + "\n"
+
+
+def readme_block(record: dict, results: list[Result]) -> str:
+    """The README's block for a published hazard sweep: the verdict matrix and the one-line answer."""
+    cells = hazards.matrix(results)
+    frame = matrix_table(cells)
+    lines = table(list(frame.columns), frame.values.tolist())
+    real = [c for c in cells if not c.diagnostic]
+    first = results[0]
+    lines += ["", f"Sweep `{record['spec'].get('name')}` ({first.label}, {first.model_name}, "
+                  f"{first.metadata.get('dtype')}, {first.machine}; "
+                  f"commit {str((first.metadata.get('git') or {}).get('commit'))[:10]}): "
+                  f"recapture and reuse right in {len(real) - len(hazards.problems(cells))}/{len(real)} cells "
+                  f"({sum('unproven' in c.verdict for c in real)} of them unproven: a sync changed no token); "
+                  f"STALE shown in {len(hazards.demonstrated_stale(cells))} diagnostic cells "
+                  f"(see `reports/{record['spec'].get('name')}/summary.md`)."]
+    return "\n".join(lines)
+
+
+def fill_readme(text: str, reports_root) -> str:
+    """README text with every `<!-- readme-hazards NAME -->` block rebuilt from reports/NAME/."""
+    import re
+    from pathlib import Path
+
+    from .. import sweep
+
+    def block(match):
+        record, points = sweep.load(Path(reports_root) / match.group(1))
+        body = readme_block(record, [r for _, r in points if r is not None])
+        return f"<!-- readme-hazards {match.group(1)} -->\n{body}\n<!-- end readme-hazards -->"
+
+    return re.sub(r"<!-- readme-hazards (\S+) -->\n.*?<!-- end readme-hazards -->", block, text, flags=re.S)

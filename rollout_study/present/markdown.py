@@ -119,7 +119,9 @@ def _facts(result: Result) -> list[str]:
         f"(true lengths {wl.get('true_prompt_lengths')}), {wl.get('max_new_tokens')} new tokens, "
         f"{wl.get('iterations')} iterations, {wl.get('cycles')} cycles, seed {wl.get('seed')}, "
         f"prompts {wl.get('prompt_source')}",
-        f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}; commit {git.get('commit')}; "
+        f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}, "
+        f"path {training.get('update_path', 'in-place')}, master weights {training.get('master_dtype', 'none')}; "
+        f"commit {git.get('commit')}; "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
     ]

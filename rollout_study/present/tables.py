@@ -266,6 +266,9 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
                                                                     "max_new_tokens", "iterations", "cycles", "seed"))),
         ("batch sizes", workload.get("batch_sizes")), ("true prompt lengths", workload.get("true_prompt_lengths")),
         ("optimizer / lr", f"{training.get('optimizer')} / {training.get('lr')}"),
+        ("update path / master weights", f"{training.get('update_path', 'in-place')} / "
+                                         f"{training.get('master_dtype', 'none (the rollout weights)')}"),
+        ("optimizer flags", training.get("optimizer_flags")),
         ("start-up ms", meta.get("startup")),
         ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
         ("command", meta.get("command")), ("time", f"{meta.get('time_start')} to {meta.get('time_end')}"),

@@ -200,6 +200,10 @@ def cmd_sweep(args, argv: list[str]) -> int:
         folder = Path(args.into).resolve()
         if not (folder / sweep.SWEEP_FILE).is_file():
             raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {sweep.SWEEP_FILE})")
+        earlier = sweep.load(folder)[0]["spec"]
+        if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
+            raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
+                                 f"not {spec.name!r}; allowed: a folder of the same sweep")
     else:
         problem = writable(Path(args.output_root) / "probe.json")
         if problem:

@@ -76,7 +76,7 @@ def cell(result: Result, policy: str) -> HazardCell:
     path = result.metadata.get("training", {}).get("update_path", "in-place")
     variant = variant_name("graph", policy)
     real = real_cycles(result)
-    updates = [u for u in result.updates if u.cycle in real]
+    updates = [u for u in result.updates if u.cycle in real and u.extra.get("applied", True)]
     after = [c for c in result.calls if c.variant == variant and c.phase in AFTER and c.cycle in real]
     firsts = [c for c in after if c.phase == "first_after_update"]
     # The run's first update pays the process's first backward (kernels loaded, workspaces made):
@@ -137,6 +137,11 @@ def problems(cells: list[HazardCell]) -> list[str]:
     """What makes a hazard matrix fail: a real policy (recapture, reuse) that is not right on some path."""
     return [f"{c.path} x {c.policy}: {c.verdict}" + (f" ({c.detail})" if c.detail else "")
             for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("STALE", "WRONG", "failed")]
+
+
+def proven_right(cells: list[HazardCell]) -> list[HazardCell]:
+    """Real-policy cells whose parity was put to the test: recaptured, or kept while the tokens changed."""
+    return [c for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("recaptured", "kept and valid")]
 
 
 def demonstrated_stale(cells: list[HazardCell]) -> list[HazardCell]:

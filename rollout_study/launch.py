@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from .engines import variants
-from .params import StudyParams
+from .params import DIAGNOSTIC_POLICIES, StudyParams
 from .record import ColdStart, Failure, variant_name
 from .result import Result
 
@@ -59,6 +59,8 @@ def cold_starts(params: StudyParams, processes: int, progress: bool = False) -> 
     runs = []
     for process in range(processes):
         for engine, policy in variants(params.engines, params.policies):
+            if policy in DIAGNOSTIC_POLICIES:
+                continue  # they show a hazard; their first calls are not a cost anyone pays
             variant = variant_name(engine, policy)
             alone = StudyParams.from_dict({**params.to_dict(), "cold_starts": 0, "engines": [engine],
                                            "policy": policy or params.policy}, source=f"cold start {variant}")

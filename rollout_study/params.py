@@ -227,6 +227,15 @@ class StudyParams:
         if self.update_path in ("in-place", "lora-merge") and self.master_dtype != "auto":
             raise ParameterError(f"{source}: master_dtype {self.master_dtype!r} needs a trainer apart from the rollout "
                                  f"model; update_path {self.update_path!r} has none (allowed: auto)")
+        if not set(self.policies) & set(POLICIES):
+            raise ParameterError(f"{source}: policy {self.policy!r} holds only diagnostic policies; they run beside "
+                                 "a real one (allowed: a list with recapture or reuse, or recapture, reuse, both, all)")
+        if self.update_path == "lora-merge":
+            import importlib.util
+
+            if importlib.util.find_spec("peft") is None:
+                raise ParameterError(f"{source}: update_path 'lora-merge' needs the peft package "
+                                     "(pip install peft==0.21.2); allowed without it: the other update paths")
         if self.model == SYNTHETIC and self.prompts == "chat":
             raise ParameterError(f"{source}: prompts 'chat' needs a model with a tokenizer; "
                                  "the synthetic model has none (allowed: auto, random)")

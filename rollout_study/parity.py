@@ -7,6 +7,8 @@ logit margin at that step: a margin near zero points to numerics, a large one to
 """
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 from .engines.base import RolloutOutput
@@ -78,3 +80,12 @@ def requests_changed(before: RolloutOutput, after: RolloutOutput) -> int:
             continue
         changed += int((a != b).any(dim=1).sum())
     return changed
+
+
+def tokens_hash(output: RolloutOutput) -> str:
+    """SHA-256 of every request's generated tokens, so two runs' determinism can be compared from files."""
+    digest = hashlib.sha256()
+    for sequence, offsets in zip(output.sequences, output.response_offsets):
+        for row, offset in enumerate(offsets):
+            digest.update(sequence[row, offset:].to(torch.int64).numpy().tobytes())
+    return digest.hexdigest()

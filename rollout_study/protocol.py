@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
 import sys
 import time
 import traceback
@@ -64,15 +63,6 @@ def initialize(model, workload: Workload, device: torch.device) -> float:
         model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), use_cache=False)
     synchronize(device)
     return (time.perf_counter() - begin) * 1e3
-
-
-def tokens_hash(output: RolloutOutput) -> str:
-    """SHA-256 of every request's generated tokens, so two runs' determinism can be compared from files."""
-    digest = hashlib.sha256()
-    for sequence, offsets in zip(output.sequences, output.response_offsets):
-        for row, offset in enumerate(offsets):
-            digest.update(sequence[row, offset:].to(torch.int64).numpy().tobytes())
-    return digest.hexdigest()
 
 
 class _Progress:
@@ -155,7 +145,7 @@ class Study:
                     tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
                     {"parameter_check": engine.last_check, "timing_check": clock.overlap_check(breakdown)})
         output = output.to_cpu()
-        call.extra["tokens_sha256"] = tokens_hash(output)
+        call.extra["tokens_sha256"] = parity.tokens_hash(output)
         self.latest = output
         if self._reference is None:
             self._pending.append((call, output))
@@ -250,10 +240,12 @@ class Study:
                 raise RuntimeError("no rollout to train on: every call before this update failed")
             stats = self.trainer.update(source, apply=not control)
             applied = True
-        except Exception as err:  # a non-finite or out-of-memory update is recorded; the weights did not change
+        except Exception as err:  # a non-finite or out-of-memory update is recorded (the run is invalid)
             self.failures.append(_failure(None, cycle, "update", err,
                                           with_traceback=not isinstance(err, training.NonFiniteUpdate)))
-            stats, applied = {"loss": None, "ms": None}, False
+            # Refused before its write, an update left the rollout weights as they were; one refused
+            # after it (in-place, lora-merge) changed them, and is recorded as applied.
+            stats, applied = {"loss": None, "ms": None}, bool(getattr(err, "weights_changed", False))
         # After a reload the rollout model is a new object: the study, the reference and every engine read it.
         self.model = self.loaded.model = self.trainer.rollout_model
         timing = {key: stats[key] for key in ("step_ms", "sync_ms", "change") if key in stats}

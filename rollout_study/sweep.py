@@ -50,6 +50,8 @@ class SweepSpec:
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
         if report not in REPORTS:
             raise ParameterError(f"{source}: report must be one of {', '.join(REPORTS)}; got {report!r}")
+        if "name" in axes:
+            raise ParameterError(f"{source}: 'name' cannot be swept (each point is named after its values)")
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
@@ -99,11 +101,16 @@ def point_hash(params: StudyParams) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _existing(folder: Path, file: str) -> bool:
+def _existing(folder: Path, file: str, params: StudyParams) -> bool:
+    """A valid result of this point from the same code on the same kind of device: safe to keep on resume."""
+    from .environment import git_commit
+
     try:
-        return Result.read(folder / file).is_valid
+        result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
         return False
+    same_code = (result.metadata.get("git") or {}).get("commit") == git_commit().get("commit")
+    return result.is_valid and same_code and result.metadata.get("device") == params.resolved_device()
 
 
 def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=None) -> dict:
@@ -121,7 +128,7 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
     for number, (slug, params) in enumerate(spec.points(), 1):
         file = f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json"
         entry = {"slug": slug, "hash": point_hash(params), "file": file, "params": params.to_dict()}
-        if _existing(folder, file):
+        if _existing(folder, file, params):
             entry.update(status="kept from an earlier run", wall_s=None)
         else:
             start = time.perf_counter()
@@ -130,6 +137,7 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
                 result.write(folder / file)
                 entry["status"] = "valid" if result.is_valid else "invalid"
             except Exception as err:  # out of memory, a crash, a bad write: recorded, and the sweep goes on
+                (folder / file).unlink(missing_ok=True)  # an older result of this point must not stand in for it
                 entry.update(status="failed", error=(str(err) if isinstance(err, LaunchError)
                                                      else f"{type(err).__name__}: {err}")[-2000:])
             entry["wall_s"] = time.perf_counter() - start
@@ -149,7 +157,8 @@ def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | Non
     points = []
     for entry in record.get("points", []):
         path = folder / entry["file"]
-        points.append((entry, Result.read(path) if path.is_file() else None))
+        ran = entry.get("status") != "failed" and path.is_file()
+        points.append((entry, Result.read(path) if ran else None))
     return record, points
 
 

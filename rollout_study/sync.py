@@ -93,6 +93,12 @@ def attach_lora(model, rank: int, seed: int):
     return wrapped
 
 
+def adapter_base_weights(model) -> list[torch.Tensor]:
+    """The base weights PEFT merges into (those of the layers that carry an adapter)."""
+    return [module.base_layer.weight for module in model.modules()
+            if hasattr(module, "merged_adapters") and hasattr(module, "base_layer")]
+
+
 @torch.no_grad()
 def apply(path: str, rollout, trainer_model, device) -> torch.nn.Module:
     """Write the trainer's weights into the rollout model by `path`; returns the rollout model (new for reload)."""

@@ -75,7 +75,11 @@ def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, r
 
 
 class NonFiniteUpdate(FloatingPointError):
-    pass
+    """An update refused for inf or NaN; `weights_changed` says whether the rollout weights were written."""
+
+    def __init__(self, message: str, weights_changed: bool = False):
+        super().__init__(message)
+        self.weights_changed = weights_changed
 
 
 def _backward(model, rollout, device) -> list[float]:
@@ -165,7 +169,12 @@ class Trainer:
                 raise
             if apply:
                 if self.shadow is not None:
-                    # bfloat16 weights, float32 optimizer state: step the float32 copies, write them back.
+                    # bfloat16 weights, float32 optimizer state: the float32 copies are reloaded from
+                    # the bfloat16 weights before every step (so bfloat16 is what is stored, and small
+                    # updates round away as they would), stepped with float32 state, written back.
+                    with torch.no_grad():
+                        for master, weight in zip(self.shadow, [p for _, p in named]):
+                            master.copy_(weight)
                     for master, weight in zip(self.shadow, [p for _, p in named]):
                         master.grad = weight.grad.float()
                     self.optimizer.step()
@@ -181,6 +190,13 @@ class Trainer:
             torch.set_grad_enabled(False)
         return sum(losses) / len(losses)
 
+    def _check_synced_finite(self) -> None:
+        finite = bool(torch.stack([torch.isfinite(p.detach().to(self.rollout_dtype)).all()
+                                   for p in self.model.parameters()]).all())
+        if not finite:
+            raise NonFiniteUpdate("the trainer's weights hold inf or NaN in the rollout dtype "
+                                  f"{self.rollout_dtype} (an overflow); the sync was not made")
+
     def update(self, rollout, apply: bool = True) -> dict:
         """One step on the rollout's responses, then the sync; `apply=False` is the control update.
 
@@ -191,6 +207,10 @@ class Trainer:
         """
         before = sync.addresses_and_versions(self.rollout_model)
         aliases = [t.detach() for t in sync.tensors_of(self.rollout_model)] if self.retain_replaced else None
+        # In 16 bits, unmerge then merge rounds: (W - d) + d is not W. A control must write nothing,
+        # so it puts the base weights back exactly (through .data: no address or version moves).
+        kept = ([(w, w.detach().clone()) for w in sync.adapter_base_weights(self.rollout_model)]
+                if self.adapter is not None and not apply else [])
         synchronize(self.device)
         t0 = time.perf_counter()
         if self.adapter is not None:
@@ -204,6 +224,10 @@ class Trainer:
             t2 = time.perf_counter()
             if self.adapter is not None:
                 self.adapter.merge_adapter()
+                for weight, value in kept:
+                    weight.data.copy_(value)
+        if apply and self.path not in ("in-place", "lora-merge"):
+            self._check_synced_finite()  # before the sync: a refused update leaves the rollout weights as they were
         if apply:
             self.rollout_model, old = sync.apply(self.path, self.rollout_model, self.model, self.device), \
                 self.rollout_model
@@ -215,9 +239,11 @@ class Trainer:
             self.retired.append(aliases)  # outside the timed sync
         change = sync.describe_change(before, sync.addresses_and_versions(self.rollout_model),
                                       self.rollout_model is old)
-        finite = bool(torch.stack([torch.isfinite(p).all() for p in self.rollout_model.parameters()]).all())
-        if not finite:
-            raise NonFiniteUpdate("the synced rollout weights hold inf or NaN (the trainer's weights overflow the "
-                                  f"rollout dtype {self.rollout_dtype}); the rollouts that follow are not trusted")
+        if apply and self.path in ("in-place", "lora-merge"):
+            # Here the step itself wrote the rollout weights: a refusal can only come after it.
+            finite = bool(torch.stack([torch.isfinite(p).all() for p in self.rollout_model.parameters()]).all())
+            if not finite:
+                raise NonFiniteUpdate("the rollout weights hold inf or NaN after the step; the rollouts that follow "
+                                      "are not trusted", weights_changed=True)
         return {"loss": loss, "ms": (t3 - t0) * 1e3, "step_ms": (t2 - t1) * 1e3,
                 "sync_ms": ((t1 - t0) + (t3 - t2)) * 1e3, "change": change}

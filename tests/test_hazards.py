@@ -93,7 +93,7 @@ def test_report_tables_put_paths_down_and_policies_across():
     assert frame.set_index("update path").loc["assign", "unchecked"] == "STALE"
     assert list(report.cost_table(cells)["policy"]) == ["recapture", "recapture"]  # diagnostics are not priced
     text = report.summary({"spec": {"name": "h"}}, results)
-    assert "| assign | unchecked (diagnostic) | STALE |" in text and "recapture and reuse: 2/2 cells right" in text
+    assert "| assign | unchecked (diagnostic) | STALE |" in text and "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in text
 
 
 def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path):
@@ -104,6 +104,8 @@ def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path)
     bad.write_text("sweep:\n  update_path: copy\n", encoding="utf-8")
     with pytest.raises(ParameterError, match="sweep.update_path must be a non-empty list"):
         sweep.SweepSpec.from_yaml(str(bad))
+    with pytest.raises(ParameterError, match="'name' cannot be swept"):
+        sweep.SweepSpec.from_dict({"sweep": {"name": ["a", "b"]}})
     spec = sweep.SweepSpec.from_dict({"name": "s", "sweep": {"update": [{"update_path": "in-place", "lr": 0.5},
                                                                        {"update_path": "copy"}]}, "device": "cpu"})
     (slug, first), (_, second) = spec.points()
@@ -153,6 +155,9 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     record = sweep.run_local(spec, folder, progress=False, launcher=lambda p: again.append(p) or 1 / 0)
     assert [p["status"] for p in record["points"][:2]] == ["kept from an earlier run"] * 2
     assert len(again) == 1  # only the failed point ran again (and failed again)
+    other = sweep.SweepSpec.from_dict({**spec.to_dict(), "device": "cuda" if False else "cpu", "lr": 0.06})
+    assert not any(sweep._existing(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p)
+                   for slug, p in other.points())  # other parameters: another hash, nothing kept
 
 
 def test_a_sweep_with_a_failed_point_is_not_published_and_the_index_says_why(cpu_sweep, tmp_path):
@@ -178,12 +183,18 @@ def test_the_sweep_command_runs_fresh_processes_then_the_report_and_publishes(tm
     refused = subprocess.run([sys.executable, "-m", "rollout_study", "sweep", str(bad), "--output-root", str(runs)],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "lr must be a number in (0, 10]" in refused.stderr and not runs.exists()
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "sweep.json").write_text(json.dumps({"spec": {"name": "not-hz", "report": "hazards"}, "points": []}))
+    wrong = subprocess.run([sys.executable, "-m", "rollout_study", "sweep", str(spec), "--into", str(elsewhere)],
+                           capture_output=True, text=True)
+    assert wrong.returncode == 2 and "holds sweep 'not-hz', not 'hz-cli'" in wrong.stderr
     done = subprocess.run([sys.executable, "-m", "rollout_study", "sweep", str(spec), "--output-root", str(runs),
                            "--quiet"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (folder,) = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert {"sweep.json", "summary.md", "hazards.ipynb", "report.html"} <= {p.name for p in folder.iterdir()}
-    assert "recapture and reuse: 2/2 cells right" in (folder / "summary.md").read_text(encoding="utf-8")
+    assert "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in (folder / "summary.md").read_text(encoding="utf-8")
     target = publish.publish(folder, tmp_path / "reports")
     assert (target / "report.html").is_file() and "hz-cli" in (tmp_path / "reports" / "index.html").read_text()
 

@@ -126,3 +126,6 @@ def test_master_weights_need_a_trainer_apart():
 def test_policy_names_and_lists():
     assert StudyParams.from_dict({"policy": "all"}).policies == ("recapture", "reuse", "version-only", "unchecked")
     assert StudyParams.from_dict({"policy": ["unchecked", "reuse"]}).policies == ("unchecked", "reuse")
+    for diagnostic_only in ("unchecked", ["version-only", "unchecked"]):
+        with pytest.raises(ParameterError, match="only diagnostic policies; they run beside a real one"):
+            StudyParams.from_dict({"policy": diagnostic_only})

@@ -85,7 +85,7 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     assert {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == snapshot
     assert "copied/report.html" in (tmp_path / "index.html").read_text(encoding="utf-8")
     missing = _run(sys.executable, "-m", "rollout_study", "report", str(tmp_path / "nothing"), "--quiet")
-    assert missing.returncode == 2 and "result.json does not exist" in missing.stderr
+    assert missing.returncode == 2 and "holds neither result.json nor sweep.json" in missing.stderr
 
 
 def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tmp_path):

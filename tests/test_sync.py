@@ -134,8 +134,11 @@ def test_synced_weights_that_overflow_the_rollout_dtype_are_refused(tiny):
     trainer = training.Trainer(model, params, "cpu")
     with torch.no_grad():
         trainer.model.model.norm.weight[0] = 1e6  # beyond float16's 65504
-    with pytest.raises(training.NonFiniteUpdate, match="overflow the rollout dtype"):
+    before = weights(model)
+    with pytest.raises(training.NonFiniteUpdate, match="an overflow.*the sync was not made") as refused:
         trainer.update(reference(model, random_workload(4, 4, 16, 1024, seed=1).batches, 4, 0, "cpu").output)
+    assert not refused.value.weights_changed
+    assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())  # nothing was written
 
 
 def test_reload_builds_a_new_object_with_buffers_and_tied_weights(tiny):
@@ -175,3 +178,28 @@ def test_the_graph_policies_decide_per_path_as_the_hazard_matrix_expects(tiny):
     for path in ("assign", "reload"):
         assert decided[path] == {"recapture": "dropped", "reuse": "dropped", "version-only": "unchanged",
                                  "unchecked": "unchanged"}, path
+
+
+def test_bfloat16_master_weights_are_what_is_stored(tiny):
+    """The float32 copies are reloaded from the bfloat16 weights before every step: bfloat16 is the
+    stored weight (a float32 copy kept across steps would be a float32 master under another name)."""
+    params, loaded = tiny(update_path="copy", optimizer="sgd", lr=1e-9, master_dtype="bfloat16")
+    trainer = training.Trainer(loaded.model, params, "cpu")
+    rollout = reference(loaded.model, random_workload(4, 4, 16, 1024, seed=2).batches, 6, 0, "cpu").output
+    trainer.update(rollout)
+    norm = trainer.model.model.norm.weight
+    norm.data.fill_(2.0)  # what is stored in bfloat16 now
+    trainer.update(rollout)
+    assert torch.equal(norm.detach(), torch.full_like(norm, 2.0))  # a 1e-9 step rounds away from 2.0
+    assert torch.equal(trainer.rollout_model.model.norm.weight.detach(), torch.full_like(norm, 2.0).float())
+
+
+def test_a_lora_control_after_a_real_update_leaves_16_bit_weights_exactly(tiny):
+    params, loaded = tiny(update_path="lora-merge", optimizer="adamw", lr=1e-2, lora_rank=4)
+    model = loaded.model.to(torch.bfloat16)
+    trainer = training.Trainer(model, params, "cpu")
+    rollout = reference(trainer.rollout_model, random_workload(4, 4, 16, 1024, seed=2).batches, 6, 0, "cpu").output
+    trainer.update(rollout)  # B is no longer zero: unmerge + merge would round
+    before = weights(trainer.rollout_model)
+    trainer.update(rollout, apply=False)
+    assert all(torch.equal(p.detach(), before[n]) for n, p in trainer.rollout_model.named_parameters())

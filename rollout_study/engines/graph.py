@@ -107,7 +107,8 @@ def _versions(signature: tuple) -> list[int]:
 def check_replayable(model, device: torch.device) -> None:
     """Refuse where addresses cannot tell: tensors on the meta device or on another device than the graphs'."""
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-        if tensor.device.type == "meta" or tensor.device.type != device.type:
+        if tensor.device.type == "meta" or tensor.device.type != device.type or \
+                (device.index is not None and tensor.device.index not in (None, device.index)):
             raise GraphRefused(f"graph engine: {name} is on {tensor.device}, the graphs on {device}; "
                                "the engine cannot tell whether a replay would read current weights and refuses")
 
@@ -230,6 +231,8 @@ class GraphEngine(Engine):
             raise ValueError(f"policy must be one of {', '.join(self.policies)}, got {policy!r}")
         self.model = model
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())  # the graphs' device, by index
         self.policy = policy
         self.prompt_len, self.max_new_tokens, self.attn = prompt_len, max_new_tokens, attn
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
@@ -309,6 +312,8 @@ class GraphEngine(Engine):
                 runner = _Runner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn)
             self.runners[key] = runner
         if self.use_graphs and runner.graphs is None:
+            if self.policy not in self.diagnostic_policies:
+                check_replayable(self.model, self.device)  # a capture must read weights where the graphs run
             if not runner.warmed:
                 with clock.part("warmup"), torch.no_grad():
                     runner.warmup()

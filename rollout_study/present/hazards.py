@@ -72,10 +72,12 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     real = [c for c in cells if not c.diagnostic]
     bad = hazards.problems(cells)
     stale = hazards.demonstrated_stale(cells)
-    unproven = [f"{c.path} x {c.policy}" for c in real if "unproven" in c.verdict]
-    lines = [f"recapture and reuse: {len(real) - len(bad)}/{len(real)} cells right"
-             + ("" if not bad else f"; NOT right: {'; '.join(bad)}")
-             + ("" if not unproven else f"; unproven (a sync changed no token): {', '.join(unproven)}")]
+    proven = hazards.proven_right(cells)
+    others = [f"{c.path} x {c.policy}: {c.verdict}" for c in real if c not in proven and
+              f"{c.path} x {c.policy}: {c.verdict}" not in " ".join(bad)]
+    lines = [f"recapture and reuse: {len(bad)} of {len(real)} cells wrong (STALE, WRONG or failed); "
+             f"{len(proven)} proven right" + (f"; not proven: {'; '.join(others)}" if others else "")
+             + (f"; WRONG: {'; '.join(bad)}" if bad else "")]
     lines.append(f"stale replays shown by the diagnostic policies: {len(stale)} cell(s)"
                  + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
     lines.append("generate() after every sync (determinism): "
@@ -132,8 +134,8 @@ def readme_block(record: dict, results: list[Result]) -> str:
     lines += ["", f"Sweep `{record['spec'].get('name')}` ({first.label}, {first.model_name}, "
                   f"{first.metadata.get('dtype')}, {first.machine}; "
                   f"commit {str((first.metadata.get('git') or {}).get('commit'))[:10]}): "
-                  f"recapture and reuse right in {len(real) - len(hazards.problems(cells))}/{len(real)} cells "
-                  f"({sum('unproven' in c.verdict for c in real)} of them unproven: a sync changed no token); "
+                  f"recapture and reuse: {len(hazards.problems(cells))} of {len(real)} cells wrong, "
+                  f"{len(hazards.proven_right(cells))} proven right (the rest unproven: a sync changed no token); "
                   f"STALE shown in {len(hazards.demonstrated_stale(cells))} diagnostic cells "
                   f"(see `reports/{record['spec'].get('name')}/summary.md`)."]
     return "\n".join(lines)

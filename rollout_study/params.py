@@ -28,6 +28,15 @@ DEVICES = ("auto", "cpu", "cuda")
 ATTENTION = ("sdpa", "eager")
 PROMPT_SOURCES = ("auto", "random", "chat")
 SYNTHETIC = "synthetic"
+# Random-weight models of real shapes, selected by name (no download); `synthetic` is the tiny
+# Llama whose shape the layers..max_positions parameters set.
+SYNTHETIC_SHAPES = {
+    "synthetic-smollm2-135m": {"display": "SmolLM2-135M shape", "layers": 30, "hidden": 576, "intermediate": 1536,
+                               "heads": 9, "kv_heads": 3, "vocab": 49152, "max_positions": 8192, "tied": True},
+    "synthetic-llama-3.2-1b": {"display": "Llama-3.2-1B shape", "layers": 16, "hidden": 2048, "intermediate": 8192,
+                               "heads": 32, "kv_heads": 8, "vocab": 128256, "max_positions": 131072, "tied": True},
+}
+SHAPE_FIELDS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "max_positions")
 RANDOM_PROMPT_LEN = 32  # the reference workload's prompt length
 PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
 
@@ -89,11 +98,11 @@ def _text(name: str, value: Any) -> None:
 
 def _model(name: str, value: Any) -> None:
     _text(name, value)
-    if value in (SYNTHETIC,) + PRETRAINED_SOURCES:
+    if value in (SYNTHETIC,) + tuple(SYNTHETIC_SHAPES) + PRETRAINED_SOURCES:
         return
     if not os.path.isdir(value):
         raise ParameterError(
-            f"{name} must be 'synthetic', one of {', '.join(PRETRAINED_SOURCES)}, or a local "
+            f"{name} must be 'synthetic', one of {', '.join(tuple(SYNTHETIC_SHAPES) + PRETRAINED_SOURCES)}, or a local "
             f"Hugging Face checkpoint folder; {value!r} is not a folder")
     config_file = os.path.join(value, "config.json")
     if not os.path.isfile(config_file):
@@ -166,7 +175,7 @@ class StudyParams:
     prompts: str = "auto"
     cold_starts: int = 0
     profile: bool = True
-    # Shape of the synthetic tiny Llama (ignored for other models).
+    # Shape of the synthetic tiny Llama (ignored for other models, the named synthetic shapes included).
     layers: int = 2
     hidden: int = 128
     intermediate: int = 256
@@ -236,9 +245,9 @@ class StudyParams:
             if importlib.util.find_spec("peft") is None:
                 raise ParameterError(f"{source}: update_path 'lora-merge' needs the peft package "
                                      "(pip install peft==0.21.2); allowed without it: the other update paths")
-        if self.model == SYNTHETIC and self.prompts == "chat":
+        if self.is_synthetic and self.prompts == "chat":
             raise ParameterError(f"{source}: prompts 'chat' needs a model with a tokenizer; "
-                                 "the synthetic model has none (allowed: auto, random)")
+                                 "the synthetic models have none (allowed: auto, random)")
         if self.model == SYNTHETIC:
             if self.hidden % self.heads:
                 raise ParameterError(f"{source}: hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
@@ -246,12 +255,13 @@ class StudyParams:
                 raise ParameterError(f"{source}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
             if (self.hidden // self.heads) % 2:
                 raise ParameterError(f"{source}: hidden / heads must be even for rotary embeddings")
-            self.check_positions(self.max_positions, source)
+        if self.is_synthetic:
+            self.check_positions(self.shape()["max_positions"], source)
 
     def check_positions(self, model_positions: int, source: str = "parameters") -> None:
         """Prompt plus new tokens must fit in the model's position table."""
         # auto: chat prompts are measured once the tokenizer is there; random prompts take the reference's.
-        prompt = self.prompt_len or (1 if self.prompts == "chat" or self.model != SYNTHETIC else RANDOM_PROMPT_LEN)
+        prompt = self.prompt_len or (1 if self.prompts == "chat" or not self.is_synthetic else RANDOM_PROMPT_LEN)
         needed = prompt + self.max_new_tokens
         if needed > model_positions:
             raise ParameterError(
@@ -272,7 +282,18 @@ class StudyParams:
 
     @property
     def label(self) -> str:
-        return "synthetic" if self.model == SYNTHETIC else "pretrained"
+        return "synthetic" if self.is_synthetic else "pretrained"
+
+    @property
+    def is_synthetic(self) -> bool:
+        """Random weights: the tiny Llama or a named real shape."""
+        return self.model == SYNTHETIC or self.model in SYNTHETIC_SHAPES
+
+    def shape(self) -> dict:
+        """The synthetic model's shape: a named one, or the layers..max_positions parameters (untied)."""
+        if self.model in SYNTHETIC_SHAPES:
+            return dict(SYNTHETIC_SHAPES[self.model])
+        return {"display": None, **{key: getattr(self, key) for key in SHAPE_FIELDS}, "tied": False}
 
     def resolved_device(self) -> str:
         import torch

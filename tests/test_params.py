@@ -129,3 +129,33 @@ def test_policy_names_and_lists():
     for diagnostic_only in ("unchecked", ["version-only", "unchecked"]):
         with pytest.raises(ParameterError, match="only diagnostic policies; they run beside a real one"):
             StudyParams.from_dict({"policy": diagnostic_only})
+
+
+def test_synthetic_models_of_real_shapes_have_their_real_parameter_counts():
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from rollout_study.models import synthetic_config
+
+    published = {"synthetic-smollm2-135m": 134_515_008, "synthetic-llama-3.2-1b": 1_235_814_400}
+    for name, count in published.items():
+        params = StudyParams.from_dict({"model": name})
+        assert params.label == "synthetic" and params.is_synthetic
+        with torch.device("meta"):
+            model = LlamaForCausalLM(synthetic_config(params))
+        assert sum(p.numel() for p in model.parameters()) == count, name
+        with pytest.raises(ParameterError, match="prompts 'chat' needs a model with a tokenizer"):
+            StudyParams.from_dict({"model": name, "prompts": "chat"})
+    with pytest.raises(ParameterError, match="exceeds the model's 8192 positions"):
+        StudyParams.from_dict({"model": "synthetic-smollm2-135m", "prompt_len": 8000, "max_new_tokens": 500})
+
+
+def test_a_named_synthetic_shape_loads_labelled_with_its_shape():
+    from rollout_study import models
+
+    params = StudyParams.from_dict({"model": "synthetic-smollm2-135m", "device": "cpu"})
+    loaded = models.load(params, "cpu", "float32")
+    info = loaded.info
+    assert info["label"] == "synthetic" and info["name"] == "SmolLM2-135M shape (random weights)"
+    assert (info["layers"], info["hidden_size"], info["kv_heads"], info["tied_embeddings"]) == (30, 576, 3, True)
+    assert loaded.tokenizer is None

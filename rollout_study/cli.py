@@ -192,38 +192,9 @@ def cmd_run(args, argv: list[str]) -> int:
 
 
 def cmd_sweep(args, argv: list[str]) -> int:
-    from . import pipeline, publish, sweep
+    from .sweep import command
 
-    spec = sweep.SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
-    publish.check_name(spec.name, "name")
-    if args.into:  # resume: points whose valid result is in the folder are not run again
-        folder = Path(args.into).resolve()
-        if not (folder / sweep.SWEEP_FILE).is_file():
-            raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {sweep.SWEEP_FILE})")
-        earlier = sweep.load(folder)[0]["spec"]
-        if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
-            raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
-                                 f"not {spec.name!r}; allowed: a folder of the same sweep")
-    else:
-        problem = writable(Path(args.output_root) / "probe.json")
-        if problem:
-            raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
-        folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
-    try:
-        sweep.run_local(spec, folder, progress=not args.quiet)
-    except BaseException:
-        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
-        raise
-    with pipeline.kernel_environment():
-        problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
-    if not args.into:
-        folder = publish.finish_run(folder, spec.name)
-    publish.write_index(folder.parent)
-    problems += sweep.validity_problems(folder)
-    say(f"sweep folder: {folder}")
-    for problem in problems:
-        say(f"error: {problem}")
-    return EXIT_FAILED if problems else EXIT_OK
+    return EXIT_FAILED if command(args) else EXIT_OK
 
 
 def cmd_report(args, argv: list[str]) -> int:
@@ -304,6 +275,10 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists")
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
     sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (its valid points are kept)")
+    sweep.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local: one point after another; ray: one point per GPU as Ray tasks")
+    sweep.add_argument("--address", default=None, help="with --executor ray: an existing cluster (default: a "
+                                                       "local instance started for the sweep)")
     sweep.add_argument("--quiet", action="store_true", help="no progress lines")
     report = commands.add_parser("report", help="rebuild a folder's report from its result.json or sweep.json")
     report.add_argument("folder", help="a run or report folder holding result.json, or a sweep folder")

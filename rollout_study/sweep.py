@@ -14,6 +14,10 @@ Each point's result is written to `points/<slug>-<hash>.json` as soon as it is d
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose valid result is already there (the hash is of
 the point's parameters). A point that fails or runs out of memory is recorded and the sweep goes on.
+
+Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
+(`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
+sweep or on an existing cluster by address; points sharing a host are pinned to disjoint cores.
 """
 from __future__ import annotations
 
@@ -113,40 +117,112 @@ def _existing(folder: Path, file: str, params: StudyParams) -> bool:
     return result.is_valid and same_code and result.metadata.get("device") == params.resolved_device()
 
 
+class _Record:
+    """sweep.json as the points finish: written after each one, so an interrupted sweep keeps them."""
+
+    def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool):
+        (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
+        self.folder, self.progress, self.total = folder, progress, len(spec.points())
+        self.data = {"schema_version": 1, "spec": spec.to_dict(), "executor": executor, "points": []}
+        self.began = time.perf_counter()
+
+    def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
+        """Entries of the points to run; those with a result to keep are recorded at once."""
+        todo = []
+        for order, (slug, params) in enumerate(spec.points()):
+            file = f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json"
+            entry = {"order": order, "slug": slug, "hash": point_hash(params), "file": file,
+                     "params": params.to_dict()}
+            if _existing(self.folder, file, params):
+                self.done(entry, status="kept from an earlier run", wall_s=None)
+            else:
+                todo.append((entry, params))
+        return todo
+
+    def done(self, entry: dict, result: Result | None = None, error: BaseException | None = None, **fields) -> None:
+        from .launch import LaunchError
+        from .pipeline import say
+
+        entry.update(fields)
+        if result is not None:
+            result.write(self.folder / entry["file"])
+            entry["status"] = "valid" if result.is_valid else "invalid"
+        elif error is not None:
+            (self.folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
+            entry.update(status="failed", error=(str(error) if isinstance(error, LaunchError)
+                                                 else f"{type(error).__name__}: {error}")[-2000:])
+        self.data["points"].append(entry)
+        self.data["wall_s"] = time.perf_counter() - self.began
+        write_json_atomic(self.data, self.folder / SWEEP_FILE)
+        if self.progress:
+            say(f"[{len(self.data['points'])}/{self.total}] {entry['slug']}: {entry['status']}")
+
+
 def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=None) -> dict:
     """Every point one after another, each in a fresh process; returns the sweep record (also on disk).
 
     `launcher(params) -> Result` runs one point; the default is a fresh process running the whole study.
     """
-    from .launch import STUDY_MODE, LaunchError, fresh_process
-    from .pipeline import say
+    from .launch import STUDY_MODE, fresh_process
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
-    (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
-    record = {"schema_version": 1, "spec": spec.to_dict(), "executor": "local", "points": []}
-    began = time.perf_counter()
-    for number, (slug, params) in enumerate(spec.points(), 1):
-        file = f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json"
-        entry = {"slug": slug, "hash": point_hash(params), "file": file, "params": params.to_dict()}
-        if _existing(folder, file, params):
-            entry.update(status="kept from an earlier run", wall_s=None)
-        else:
-            start = time.perf_counter()
+    record = _Record(spec, folder, "local", progress)
+    for entry, params in record.pending(spec):
+        start = time.perf_counter()
+        try:
+            result = launcher(params)
+        except Exception as err:  # out of memory, a crash: recorded, and the sweep goes on
+            record.done(entry, error=err, wall_s=time.perf_counter() - start)
+            continue
+        record.done(entry, result, wall_s=time.perf_counter() - start)
+    return record.data
+
+
+def _ray_point(params_dict: dict, cores_per_gpu: int) -> tuple[dict, float]:
+    """One point as a Ray task: pinned to its GPU's share of the host's cores, run in a fresh process."""
+    import ray
+
+    from .launch import STUDY_MODE, fresh_process
+
+    gpus = ray.get_gpu_ids()
+    if gpus and cores_per_gpu and hasattr(os, "sched_setaffinity"):
+        # Points that share a host get disjoint cores, so their host-bound work does not contend.
+        first = int(gpus[0]) * cores_per_gpu
+        os.sched_setaffinity(0, range(first, first + cores_per_gpu))
+    start = time.perf_counter()
+    result = fresh_process(StudyParams.from_dict(params_dict, source="ray task"), mode=STUDY_MODE)
+    return result.to_dict(), time.perf_counter() - start
+
+
+def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress: bool = True) -> dict:
+    """Every point as a Ray task, one GPU each (`num_gpus=1`; one CPU each without CUDA), on a local
+    Ray instance started for the sweep, or on an existing cluster at `address`."""
+    import ray
+    import torch
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 **({} if address else {"num_cpus": os.cpu_count()}))
+    try:
+        record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress)
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        cuda = torch.cuda.is_available() or gpus > 0
+        cores = (os.cpu_count() or 1) // max(gpus, 1) if cuda else 0
+        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1)(_ray_point)
+        running = {task.remote(params.to_dict(), cores): entry for entry, params in record.pending(spec)}
+        while running:
+            (ready,), _ = ray.wait(list(running), num_returns=1)
+            entry = running.pop(ready)
             try:
-                result = launcher(params)
-                result.write(folder / file)
-                entry["status"] = "valid" if result.is_valid else "invalid"
-            except Exception as err:  # out of memory, a crash, a bad write: recorded, and the sweep goes on
-                (folder / file).unlink(missing_ok=True)  # an older result of this point must not stand in for it
-                entry.update(status="failed", error=(str(err) if isinstance(err, LaunchError)
-                                                     else f"{type(err).__name__}: {err}")[-2000:])
-            entry["wall_s"] = time.perf_counter() - start
-        record["points"].append(entry)
-        record["wall_s"] = time.perf_counter() - began
-        write_json_atomic(record, folder / SWEEP_FILE)
-        if progress:
-            say(f"[{number}/{len(spec.points())}] {slug}: {entry['status']}")
-    return record
+                data, wall_s = ray.get(ready)
+                record.done(entry, Result.from_dict(data, "ray task"), wall_s=wall_s)
+            except Exception as err:  # the task's own error, unwrapped where Ray wrapped it
+                record.done(entry, error=getattr(err, "cause", None) or err, wall_s=None)
+        return record.data
+    finally:
+        if started_here:
+            ray.shutdown()
 
 
 def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | None]]]:
@@ -155,7 +231,8 @@ def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | Non
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
         record = json.load(handle)
     points = []
-    for entry in record.get("points", []):
+    # In the spec's order, whatever order the points finished in (Ray runs them side by side).
+    for entry in sorted(record.get("points", []), key=lambda e: e.get("order", 0)):
         path = folder / entry["file"]
         ran = entry.get("status") != "failed" and path.is_file()
         points.append((entry, Result.read(path) if ran else None))
@@ -174,4 +251,53 @@ def validity_problems(folder: str | os.PathLike) -> list[str]:
         problems.append("no points")
     if record.get("spec", {}).get("report") == "hazards":
         problems += hazards.problems(hazards.matrix([r for _, r in points if r is not None]))
+    return problems
+
+
+def command(args) -> list[str]:
+    """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
+    from . import pipeline, publish
+    from .files import writable
+    from .pipeline import say
+
+    spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
+    if args.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ParameterError("--executor ray needs the ray package (pip install ray==2.60.0); allowed "
+                                 "without it: --executor local")
+    elif args.address:
+        raise ParameterError("--address needs --executor ray")
+    publish.check_name(spec.name, "name")
+    if args.into:  # resume: points whose valid result is in the folder are not run again
+        folder = Path(args.into).resolve()
+        if not (folder / SWEEP_FILE).is_file():
+            raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {SWEEP_FILE})")
+        earlier = load(folder)[0]["spec"]
+        if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
+            raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
+                                 f"not {spec.name!r}; allowed: a folder of the same sweep")
+    else:
+        problem = writable(Path(args.output_root) / "probe.json")
+        if problem:
+            raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
+        folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
+    try:
+        if args.executor == "ray":
+            run_ray(spec, folder, address=args.address, progress=not args.quiet)
+        else:
+            run_local(spec, folder, progress=not args.quiet)
+    except BaseException:
+        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        raise
+    with pipeline.kernel_environment():
+        problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
+    if not args.into:
+        folder = publish.finish_run(folder, spec.name)
+    publish.write_index(folder.parent)
+    problems += validity_problems(folder)
+    say(f"sweep folder: {folder}")
+    for problem in problems:
+        say(f"error: {problem}")
     return problems

@@ -210,3 +210,16 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
         assert sweep.validity_problems(root / "reports" / name) == []
         cells = hazards.matrix([r for _, r in sweep.load(root / "reports" / name)[1]])
         assert not hazards.problems(cells) and hazards.demonstrated_stale(cells)  # the targets
+
+
+def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path):
+    pytest.importorskip("ray")
+    spec = sweep.SweepSpec.from_dict({"name": "hz-ray", "sweep": {"update_path": ["copy", "data-copy"]},
+                                      **{**SMALL, "policy": "both"}})
+    record = sweep.run_ray(spec, tmp_path, progress=False)
+    assert record["executor"] == "ray (local instance)"
+    assert sorted(p["status"] for p in record["points"]) == ["valid", "valid"]
+    _, points = sweep.load(tmp_path)
+    assert [e["slug"] for e, _ in points] == ["update_path=copy", "update_path=data-copy"]  # the spec's order
+    assert all(r.metadata["command"] == "fresh process (rollout_study.launch)" for _, r in points)
+    assert sweep.validity_problems(tmp_path) == []

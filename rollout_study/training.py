@@ -203,7 +203,8 @@ class Trainer:
         The control runs the same forward and backward but takes no step and writes nothing, so the
         rollout weights stay as they were and whatever moves after it is drift, not the update
         (`lora-merge` still unmerges and merges an unchanged adapter: its backward needs the branch).
-        Times, each synchronized: unmerge (lora-merge) | step | sync; `sync_ms` holds unmerge and sync.
+        Times, each synchronized: unmerge (lora-merge) | step | merge (lora-merge) | sync; `sync_ms` holds
+        unmerge, merge and the path's writes, `ms` is step plus sync (the finiteness check between is not timed).
         """
         before = sync.addresses_and_versions(self.rollout_model)
         aliases = [t.detach() for t in sync.tensors_of(self.rollout_model)] if self.retain_replaced else None
@@ -226,15 +227,19 @@ class Trainer:
                 self.adapter.merge_adapter()
                 for weight, value in kept:
                     weight.data.copy_(value)
+                synchronize(self.device)
+        merged = time.perf_counter()
         if apply and self.path not in ("in-place", "lora-merge"):
-            self._check_synced_finite()  # before the sync: a refused update leaves the rollout weights as they were
+            # Before the sync, so a refused update leaves the rollout weights as they were; not timed.
+            self._check_synced_finite()
+        t3 = time.perf_counter()
         if apply:
             self.rollout_model, old = sync.apply(self.path, self.rollout_model, self.model, self.device), \
                 self.rollout_model
         else:
             old = self.rollout_model
         synchronize(self.device)
-        t3 = time.perf_counter()
+        t4 = time.perf_counter()
         if aliases is not None and apply:
             self.retired.append(aliases)  # outside the timed sync
         change = sync.describe_change(before, sync.addresses_and_versions(self.rollout_model),
@@ -245,5 +250,5 @@ class Trainer:
             if not finite:
                 raise NonFiniteUpdate("the rollout weights hold inf or NaN after the step; the rollouts that follow "
                                       "are not trusted", weights_changed=True)
-        return {"loss": loss, "ms": (t3 - t0) * 1e3, "step_ms": (t2 - t1) * 1e3,
-                "sync_ms": ((t1 - t0) + (t3 - t2)) * 1e3, "change": change}
+        step_ms, sync_ms = (t2 - t1) * 1e3, ((t1 - t0) + (merged - t2) + (t4 - t3)) * 1e3
+        return {"loss": loss, "ms": step_ms + sync_ms, "step_ms": step_ms, "sync_ms": sync_ms, "change": change}

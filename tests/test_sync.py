@@ -47,7 +47,8 @@ def test_each_path_writes_the_trainers_weights_and_moves_what_it_says(tiny, path
     same_storage, bumped, same_object = EXPECTED[path]
     assert (new is model) == same_object
     assert stats["change"]["same_object"] == same_object
-    assert stats["step_ms"] > 0 and stats["sync_ms"] >= 0 and stats["ms"] >= stats["step_ms"]
+    assert stats["step_ms"] > 0 and stats["sync_ms"] >= 0
+    assert stats["ms"] == pytest.approx(stats["step_ms"] + stats["sync_ms"])  # disjoint parts, nothing else timed
     master = dict(trainer.model.named_parameters())
     for name, param in new.named_parameters():
         assert torch.equal(param.detach(), master[name].detach().to(param.dtype)), name

@@ -9,7 +9,8 @@ A cell's verdict, over the real (non-control) updates of its run:
     recaptured       every sync dropped the graphs; parity held
     kept and valid   the graphs were kept, parity held, and the sync changed the tokens (so parity put it to the test)
     kept, unproven   the graphs were kept and parity held, but some sync left every token as it was
-    mixed            some syncs kept the graphs and some recaptured; parity held
+    mixed            some syncs kept the graphs and some recaptured; parity held (", unproven" as above)
+    failed           a reference or a call after a sync could not be checked
 
 Without CUDA the graph engine runs its steps eagerly and nothing can go stale: verdicts are read
 from the engine's decision and say "(no CUDA graph)".
@@ -83,10 +84,16 @@ def cell(result: Result, policy: str) -> HazardCell:
     # 5-40x a later one on the H200. Step and sync costs come from the later updates where there are any.
     later = updates[1:] or updates
     failures = [f for f in result.failures if f.variant == variant and f.cycle in real]
-    bad = [c for c in after if not c.parity_ok]
+    bad = [c for c in after if c.parity is not None and not c.parity.ok]
+    unchecked = [c for c in after if c.parity is None]
+    references = [f for f in result.failures if f.phase == "reference" and f.cycle in real]
     decisions = [c.extra.get("parameter_check") for c in firsts]
+    tested = all((u.extra.get("requests_changed") or 0) > 0 for u in updates)
     detail = ""
-    if bad:
+    if references or unchecked:
+        verdict = "failed"
+        detail = references[0].error if references else f"{len(unchecked)} call(s) after a sync without parity"
+    elif bad:
         first_bad = bad[0]
         first_of_cycle = next((c for c in firsts if c.cycle == first_bad.cycle), None)
         kept = first_of_cycle is not None and first_of_cycle.extra.get("parameter_check") in KEPT
@@ -100,12 +107,11 @@ def cell(result: Result, policy: str) -> HazardCell:
     elif all(d == "dropped" for d in decisions):
         verdict = "recaptured"
     elif all(d in KEPT for d in decisions):
-        tested = all((u.extra.get("requests_changed") or 0) > 0 for u in updates)
         verdict = "kept and valid" if tested else "kept, unproven"
         if not tested:
             detail = "a sync left every request's tokens unchanged, so parity could not tell new weights from old"
     else:
-        verdict = "mixed"
+        verdict = "mixed" if tested else "mixed, unproven"
         detail = ", ".join(f"cycle {c.cycle}: {c.extra.get('parameter_check')}" for c in firsts)
     if not result.metadata.get("cuda_graph"):
         verdict += " (no CUDA graph)"

@@ -234,6 +234,9 @@ class Study:
                 "instrument_cost_ms": median_total - sorted(untouched)[(len(untouched) - 1) // 2]})
 
     def _update(self, cycle: int, control: bool) -> None:
+        # Calls still waiting belong to weights whose reference failed: they keep no parity, and must
+        # never be checked against the next weights' reference.
+        self._pending = []
         source = self.latest or (self._reference.output if self._reference else None)
         try:
             if source is None:

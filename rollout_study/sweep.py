@@ -113,8 +113,13 @@ def _existing(folder: Path, file: str, params: StudyParams) -> bool:
         result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
         return False
-    same_code = (result.metadata.get("git") or {}).get("commit") == git_commit().get("commit")
-    return result.is_valid and same_code and result.metadata.get("device") == params.resolved_device()
+    current = git_commit()
+    same_code = (result.metadata.get("git") or {}).get("commit") == current.get("commit") and not current.get("dirty")
+    try:
+        device = params.resolved_device()
+    except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
+        return False
+    return result.is_valid and same_code and result.metadata.get("device") == device
 
 
 class _Record:
@@ -186,9 +191,15 @@ def _ray_point(params_dict: dict, cores_per_gpu: int) -> tuple[dict, float]:
 
     gpus = ray.get_gpu_ids()
     if gpus and cores_per_gpu and hasattr(os, "sched_setaffinity"):
-        # Points that share a host get disjoint cores, so their host-bound work does not contend.
-        first = int(gpus[0]) * cores_per_gpu
-        os.sched_setaffinity(0, range(first, first + cores_per_gpu))
+        # Points that share a host get disjoint cores (of those this process may use), so their
+        # host-bound work does not contend; where the share is empty or refused, the point runs unpinned.
+        allowed = sorted(os.sched_getaffinity(0))
+        share = allowed[int(gpus[0]) * cores_per_gpu:(int(gpus[0]) + 1) * cores_per_gpu]
+        try:
+            if share:
+                os.sched_setaffinity(0, share)
+        except OSError:
+            pass
     start = time.perf_counter()
     result = fresh_process(StudyParams.from_dict(params_dict, source="ray task"), mode=STUDY_MODE)
     return result.to_dict(), time.perf_counter() - start
@@ -293,7 +304,7 @@ def command(args) -> list[str]:
         raise
     with pipeline.kernel_environment():
         problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
-    if not args.into:
+    if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
         folder = publish.finish_run(folder, spec.name)
     publish.write_index(folder.parent)
     problems += validity_problems(folder)

@@ -210,8 +210,10 @@ class Trainer:
         aliases = [t.detach() for t in sync.tensors_of(self.rollout_model)] if self.retain_replaced else None
         # In 16 bits, unmerge then merge rounds: (W - d) + d is not W. A control must write nothing,
         # so it puts the base weights back exactly (through .data: no address or version moves).
+        # A refused step (non-finite, out of memory) must leave them too, so they are kept whenever there is an adapter.
         kept = ([(w, w.detach().clone()) for w in sync.adapter_base_weights(self.rollout_model)]
-                if self.adapter is not None and not apply else [])
+                if self.adapter is not None else [])
+        stepped = False
         synchronize(self.device)
         t0 = time.perf_counter()
         if self.adapter is not None:
@@ -221,12 +223,14 @@ class Trainer:
         try:
             loss = self._step(rollout, apply)
             synchronize(self.device)
+            stepped = apply
         finally:
             t2 = time.perf_counter()
             if self.adapter is not None:
                 self.adapter.merge_adapter()
-                for weight, value in kept:
-                    weight.data.copy_(value)
+                if not stepped:
+                    for weight, value in kept:
+                        weight.data.copy_(value)
                 synchronize(self.device)
         merged = time.perf_counter()
         if apply and self.path not in ("in-place", "lora-merge"):

@@ -122,6 +122,12 @@ def cpu_sweep(tmp_path_factory):
     """Two update paths and one point that fails, run in this process (the launcher is a parameter)."""
     from rollout_study.protocol import run_in_process
 
+    from rollout_study import environment
+
+    # Resume keeps only results of the same, clean commit: a working tree with edits never qualifies,
+    # so the module's runs are recorded as one clean commit.
+    patch = pytest.MonkeyPatch()
+    patch.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": False})
     folder = tmp_path_factory.mktemp("sweep")
     spec = sweep.SweepSpec.from_dict({"name": "hz", "sweep": {"update_path": ["copy", "assign", "reload"]}, **SMALL})
     calls = []
@@ -133,7 +139,8 @@ def cpu_sweep(tmp_path_factory):
         return run_in_process(params)
 
     record = sweep.run_local(spec, folder, progress=False, launcher=launcher)
-    return spec, folder, record, calls
+    yield spec, folder, record, calls
+    patch.undo()
 
 
 def test_a_sweep_runs_every_point_and_records_a_failing_one(cpu_sweep):
@@ -155,6 +162,14 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     record = sweep.run_local(spec, folder, progress=False, launcher=lambda p: again.append(p) or 1 / 0)
     assert [p["status"] for p in record["points"][:2]] == ["kept from an earlier run"] * 2
     assert len(again) == 1  # only the failed point ran again (and failed again)
+    from rollout_study import environment
+
+    edited = pytest.MonkeyPatch()
+    edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True})
+    try:
+        assert not any(sweep._existing(folder, e["file"], spec.points()[0][1]) for e in record["points"])
+    finally:
+        edited.undo()
     other = sweep.SweepSpec.from_dict({**spec.to_dict(), "device": "cuda" if False else "cpu", "lr": 0.06})
     assert not any(sweep._existing(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p)
                    for slug, p in other.points())  # other parameters: another hash, nothing kept
@@ -223,3 +238,16 @@ def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_proces
     assert [e["slug"] for e, _ in points] == ["update_path=copy", "update_path=data-copy"]  # the spec's order
     assert all(r.metadata["command"] == "fresh process (rollout_study.launch)" for _, r in points)
     assert sweep.validity_problems(tmp_path) == []
+
+
+def test_a_failed_reference_makes_the_cell_failed_not_stale():
+    data = hazard_result("copy", {"reuse": "kept"}).to_dict()
+    for call in data["calls"]:
+        if call["cycle"] == 1 and call["phase"] == "steady_after_update":
+            call["parity"] = None  # never checked: its reference could not be computed
+    data["failures"] = [{"engine": None, "policy": None, "cycle": 1, "phase": "reference",
+                         "error": "OutOfMemoryError: CUDA out of memory"}]
+    data["valid"] = False
+    (cell,) = hazards.matrix([Result.from_dict(data)])
+    assert cell.verdict == "failed" and "out of memory" in cell.detail
+    assert hazards.problems([cell])  # a matrix with a failed real cell is not a result

@@ -21,13 +21,15 @@ import statistics
 from dataclasses import dataclass
 
 from .breakeven import rollouts_cost
+from .params import DIAGNOSTIC_POLICIES
 from .effects import real_cycles
 from .record import variant_name
 from .result import Result
 
 AFTER = ("first_after_update", "steady_after_update")
 KEPT = ("kept", "unchanged")
-VERDICT_ORDER = ("STALE", "WRONG", "refused", "failed", "kept, unproven", "mixed", "kept and valid", "recaptured")
+WRONG = ("STALE", "WRONG", "failed")  # a real policy's cell with one of these fails the matrix
+RIGHT = ("recaptured", "kept and valid")  # proven right: parity held and was put to the test
 ROLLOUTS_PER_UPDATE = (1, 8, 64)
 
 
@@ -45,6 +47,11 @@ class HazardCell:
     first_ms: float | None  # median first call after a sync
     steady_ms: float | None  # median steady call after a sync
     detail: str  # the first divergence of a stale replay, or the refusal
+
+    @property
+    def kind(self) -> str:
+        """The verdict without its "(no CUDA graph)" note."""
+        return self.verdict.split(" (")[0]
 
     def rl_step_ms(self, rollouts: int) -> float | None:
         """One RL step: trainer step + sync + first rollout + (rollouts - 1) steady rollouts."""
@@ -116,7 +123,7 @@ def cell(result: Result, policy: str) -> HazardCell:
     if not result.metadata.get("cuda_graph"):
         verdict += " (no CUDA graph)"
     return HazardCell(
-        path, policy, bool(after and after[0].diagnostic) or policy in ("version-only", "unchecked"), verdict,
+        path, policy, policy in DIAGNOSTIC_POLICIES, verdict,
         len(updates), sum(c.captures for c in firsts), f"{sum(c.parity_ok for c in after)}/{len(after)}",
         _median(u.extra.get("step_ms") for u in later), _median(u.extra.get("sync_ms") for u in later),
         _median(c.total_ms for c in firsts), _median(c.total_ms for c in after if c.phase == "steady_after_update"),
@@ -142,12 +149,12 @@ def eager_parity(result: Result) -> str:
 def problems(cells: list[HazardCell]) -> list[str]:
     """What makes a hazard matrix fail: a real policy (recapture, reuse) that is not right on some path."""
     return [f"{c.path} x {c.policy}: {c.verdict}" + (f" ({c.detail})" if c.detail else "")
-            for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("STALE", "WRONG", "failed")]
+            for c in cells if not c.diagnostic and c.kind in WRONG]
 
 
 def proven_right(cells: list[HazardCell]) -> list[HazardCell]:
     """Real-policy cells whose parity was put to the test: recaptured, or kept while the tokens changed."""
-    return [c for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("recaptured", "kept and valid")]
+    return [c for c in cells if not c.diagnostic and c.kind in RIGHT]
 
 
 def demonstrated_stale(cells: list[HazardCell]) -> list[HazardCell]:

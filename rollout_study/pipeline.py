@@ -251,8 +251,7 @@ def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path
     from .present import hazards
 
     def summary():
-        record, points = sweep.load(folder)
-        write_text(folder / "summary.md", hazards.summary(record, [r for _, r in points if r is not None]))
+        write_text(folder / "summary.md", hazards.summary(*sweep.load_results(folder)))
 
     problems = _guarded("writing summary.md", summary)
     executed = folder / f"{report}.ipynb"

@@ -110,11 +110,11 @@ def _readable(folder: Path) -> tuple[Result, list[str], str]:
 
     try:
         if (folder / sweep.SWEEP_FILE).is_file():
-            record, points = sweep.load(folder)
-            results = [r for _, r in points if r is not None]
+            loaded = sweep.load(folder)
+            results = sweep.finished(loaded[1])
             if not results:
                 raise PublishError(f"{folder}: the sweep has no finished point")
-            return results[0], sweep.validity_problems(folder), record["spec"]["name"]
+            return results[0], sweep.validity_problems(folder, loaded), loaded[0]["spec"]["name"]
         result = Result.read(folder / "result.json")
     except FileNotFoundError:
         raise PublishError(f"{folder} has no result.json or sweep.json: only finished runs can be published") from None

@@ -250,18 +250,32 @@ def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | Non
     return record, points
 
 
-def validity_problems(folder: str | os.PathLike) -> list[str]:
-    """Why a sweep folder is not publishable: failed or invalid points, and its report's own checks."""
+def load_results(folder: str | os.PathLike) -> tuple[dict, list[Result]]:
+    """The sweep record and the results of the points that finished (what every report reads)."""
+    record, points = load(folder)
+    return record, finished(points)
+
+
+def finished(points: list[tuple[dict, Result | None]]) -> list[Result]:
+    return [result for _, result in points if result is not None]
+
+
+def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) -> list[str]:
+    """Why a sweep folder is not publishable: failed or invalid points, and its report's own checks.
+
+    `loaded`: what `load(folder)` returned, where the caller has it already."""
     from . import hazards
 
-    record, points = load(folder)
-    problems = [f"point {e['slug']}: {e.get('error') or 'no result'}" for e, r in points if r is None]
-    problems += [f"point {e['slug']}: {'; '.join(r.validity_problems())}" for e, r in points
-                 if r is not None and r.validity_problems()]
+    record, points = loaded or load(folder)
+    problems = []
+    for entry, result in points:
+        why = [entry.get("error") or "no result"] if result is None else result.validity_problems()
+        if why:
+            problems.append(f"point {entry['slug']}: {'; '.join(why)}")
     if not points:
         problems.append("no points")
     if record.get("spec", {}).get("report") == "hazards":
-        problems += hazards.problems(hazards.matrix([r for _, r in points if r is not None]))
+        problems += hazards.problems(hazards.matrix(finished(points)))
     return problems
 
 

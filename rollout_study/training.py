@@ -18,11 +18,9 @@ import time
 import torch
 
 from . import masks, sync
+from .models import TORCH_DTYPES
 from .params import DIAGNOSTIC_POLICIES
 from .timing import synchronize
-
-TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-
 
 def make_optimizer(name: str, params, lr: float, impl: str = "auto", eps: float = 1e-8) -> torch.optim.Optimizer:
     """SGD or AdamW, with PyTorch's implementation choice (`auto`) or a forced one (plain, foreach, fused)."""
@@ -93,9 +91,14 @@ def _backward(model, rollout, device) -> list[float]:
     return torch.stack(batch_losses).float().cpu().tolist()
 
 
+def all_finite(tensors) -> bool:
+    """Whether every tensor is free of inf and NaN, with one device-to-host read for all of them."""
+    flags = [torch.isfinite(t).all() for t in tensors]
+    return bool(torch.stack(flags).all()) if flags else True
+
+
 def _check_finite(named_params, losses: list[float], what: str) -> None:
-    grads = [p.grad for _, p in named_params if p.grad is not None]
-    finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
+    finite = all_finite(p.grad for _, p in named_params if p.grad is not None)
     if not finite or not all(math.isfinite(v) for v in losses):
         bad = [n for n, p in named_params if p.grad is not None and not torch.isfinite(p.grad).all()]
         raise NonFiniteUpdate(f"non-finite loss or gradient in the {what} (loss {losses}, first bad gradient: "
@@ -172,14 +175,14 @@ class Trainer:
                     # bfloat16 weights, float32 optimizer state: the float32 copies are reloaded from
                     # the bfloat16 weights before every step (so bfloat16 is what is stored, and small
                     # updates round away as they would), stepped with float32 state, written back.
+                    pairs = list(zip(self.shadow, [p for _, p in named]))
                     with torch.no_grad():
-                        for master, weight in zip(self.shadow, [p for _, p in named]):
+                        for master, weight in pairs:
                             master.copy_(weight)
-                    for master, weight in zip(self.shadow, [p for _, p in named]):
-                        master.grad = weight.grad.float()
+                            master.grad = weight.grad.float()
                     self.optimizer.step()
                     with torch.no_grad():
-                        for master, weight in zip(self.shadow, [p for _, p in named]):
+                        for master, weight in pairs:
                             weight.copy_(master)
                 else:
                     self.optimizer.step()
@@ -191,9 +194,7 @@ class Trainer:
         return sum(losses) / len(losses)
 
     def _check_synced_finite(self) -> None:
-        finite = bool(torch.stack([torch.isfinite(p.detach().to(self.rollout_dtype)).all()
-                                   for p in self.model.parameters()]).all())
-        if not finite:
+        if not all_finite(p.detach().to(self.rollout_dtype) for p in self.model.parameters()):
             raise NonFiniteUpdate("the trainer's weights hold inf or NaN in the rollout dtype "
                                   f"{self.rollout_dtype} (an overflow); the sync was not made")
 
@@ -250,8 +251,7 @@ class Trainer:
                                       self.rollout_model is old)
         if apply and self.path in ("in-place", "lora-merge"):
             # Here the step itself wrote the rollout weights: a refusal can only come after it.
-            finite = bool(torch.stack([torch.isfinite(p).all() for p in self.rollout_model.parameters()]).all())
-            if not finite:
+            if not all_finite(self.rollout_model.parameters()):
                 raise NonFiniteUpdate("the rollout weights hold inf or NaN after the step; the rollouts that follow "
                                       "are not trusted", weights_changed=True)
         step_ms, sync_ms = (t2 - t1) * 1e3, ((t1 - t0) + (merged - t2) + (t4 - t3)) * 1e3

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from .. import masks
+from ..params import DIAGNOSTIC_POLICIES
 from ..timing import CallClock
 from .base import Engine, RolloutOutput
 
@@ -222,7 +223,7 @@ class _Runner:
 class GraphEngine(Engine):
     name = "graph"
     policies = ("recapture", "reuse", "version-only", "unchecked")
-    diagnostic_policies = ("version-only", "unchecked")
+    diagnostic_policies = DIAGNOSTIC_POLICIES
     colors = {"recapture": "#d62728", "reuse": "#1f77b4", "version-only": "#ff7f0e", "unchecked": "#000000"}
 
     def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,

@@ -58,7 +58,7 @@ def cost_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
 
 def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
     """Per rollouts-per-update U, the cheapest path and policy whose verdict is right."""
-    right = [c for c in cells if not c.diagnostic and c.verdict.split(" (")[0] in ("recaptured", "kept and valid")]
+    right = hazards.proven_right(cells)
     lines = []
     for u in hazards.ROLLOUTS_PER_UPDATE:
         costed = [(c.rl_step_ms(u), c) for c in right if c.rl_step_ms(u) is not None]
@@ -73,8 +73,7 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     bad = hazards.problems(cells)
     stale = hazards.demonstrated_stale(cells)
     proven = hazards.proven_right(cells)
-    others = [f"{c.path} x {c.policy}: {c.verdict}" for c in real if c not in proven and
-              f"{c.path} x {c.policy}: {c.verdict}" not in " ".join(bad)]
+    others = [f"{c.path} x {c.policy}: {c.verdict}" for c in real if c not in proven and c.kind not in hazards.WRONG]
     lines = [f"recapture and reuse: {len(bad)} of {len(real)} cells wrong (STALE, WRONG or failed); "
              f"{len(proven)} proven right" + (f"; not proven: {'; '.join(others)}" if others else "")
              + (f"; WRONG: {'; '.join(bad)}" if bad else "")]
@@ -149,8 +148,7 @@ def fill_readme(text: str, reports_root) -> str:
     from .. import sweep
 
     def block(match):
-        record, points = sweep.load(Path(reports_root) / match.group(1))
-        body = readme_block(record, [r for _, r in points if r is not None])
+        body = readme_block(*sweep.load_results(Path(reports_root) / match.group(1)))
         return f"<!-- readme-hazards {match.group(1)} -->\n{body}\n<!-- end readme-hazards -->"
 
     return re.sub(r"<!-- readme-hazards (\S+) -->\n.*?<!-- end readme-hazards -->", block, text, flags=re.S)

@@ -50,9 +50,9 @@ def sweep_entry(folder: Path, row: dict) -> dict:
 
     row = {**row, "links": [name for name in ("report.html", "summary.md", "sweep.json") if (folder / name).exists()]}
     try:
-        record, points = sweep.load(folder)
-        results = [r for _, r in points if r is not None]
-        problems = sweep.validity_problems(folder)
+        loaded = sweep.load(folder)
+        record, results = loaded[0], sweep.finished(loaded[1])
+        problems = sweep.validity_problems(folder, loaded)
         answer = "\n".join(answer_lines(hazards.matrix(results), results)) if results else ""
     except Exception as err:  # an unreadable sweep is shown, never allowed to stop the page
         return {**row, "validity": f"unreadable sweep: {type(err).__name__}"}
@@ -61,7 +61,7 @@ def sweep_entry(folder: Path, row: dict) -> dict:
             "machine": first.machine if first else "-", "date": first.metadata.get("time_start", "-") if first else "-",
             "graph": "-" if first is None else ("CUDA graph" if first.cuda_graph else "no CUDA graph (CPU run)"),
             "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
-            "answer": f"sweep of {len(points)} points ({record['spec'].get('report')})\n{answer}"}
+            "answer": f"sweep of {len(loaded[1])} points ({record['spec'].get('report')})\n{answer}"}
 
 
 def entries(root: Path) -> list[dict]:

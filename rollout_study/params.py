@@ -27,6 +27,9 @@ DTYPES = ("auto", "float16", "bfloat16", "float32")
 DEVICES = ("auto", "cpu", "cuda")
 ATTENTION = ("sdpa", "eager")
 PROMPT_SOURCES = ("auto", "random", "chat")
+# torch.compile backends for the compiled engines (hf-compile, graph-compiled): inductor is what users
+# run; aot_eager and eager trace the same code without generating kernels (fast, for CPU tests).
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
 SYNTHETIC = "synthetic"
 # Random-weight models of real shapes, selected by name (no download); `synthetic` is the tiny
 # Llama whose shape the layers..max_positions parameters set.
@@ -175,6 +178,8 @@ class StudyParams:
     prompts: str = "auto"
     cold_starts: int = 0
     profile: bool = True
+    compile_backend: str = "inductor"  # torch.compile backend of the compiled engines
+    length_bucket: int = 0  # graph engines: decode graphs per bucket of this many cache positions (0: one graph)
     # Shape of the synthetic tiny Llama (ignored for other models, the named synthetic shapes included).
     layers: int = 2
     hidden: int = 128
@@ -350,6 +355,8 @@ _CHECKS = {
     "prompts": _one_of(PROMPT_SOURCES),
     "cold_starts": _int_at_least(0, 50),
     "profile": _bool,
+    "compile_backend": _one_of(COMPILE_BACKENDS),
+    "length_bucket": _int_at_least(0, 32768),
     "layers": _int_at_least(1, 256),
     "hidden": _int_at_least(8, 65536),
     "intermediate": _int_at_least(1, 262144),

@@ -144,6 +144,9 @@ class Study:
                     {**memory.snapshot(self.device), "phase_start_allocated": start_allocated},
                     tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
                     {"parameter_check": engine.last_check, "timing_check": clock.overlap_check(breakdown)})
+        notes = engine.call_notes()
+        if notes:
+            call.extra["engine_notes"] = notes
         output = output.to_cpu()
         call.extra["tokens_sha256"] = parity.tokens_hash(output)
         self.latest = output

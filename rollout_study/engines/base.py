@@ -55,6 +55,11 @@ class Engine:
         if model is not None and hasattr(self, "model"):
             self.model = model
 
+    def call_notes(self) -> dict:
+        """What the engine records about its last call (compilations, captures per bucket); the
+        protocol stores it in the call's record under `engine_notes`. Default: nothing."""
+        return {}
+
     def close(self) -> None:
         """Release hooks or graphs; the engine is not called again."""
 

@@ -21,7 +21,9 @@ from .params import DIAGNOSTIC_POLICIES
 SCHEMA_VERSION = 1
 LABELS = ("synthetic", "pretrained")
 PHASES = ("first", "steady", "first_after_update", "steady_after_update")
-PARTS = ("allocation", "warmup", "capture", "prefill", "decode", "other")
+PARTS = ("allocation", "warmup", "compile", "capture", "prefill", "decode", "other")
+# Files written before torch.compile engines existed have no compile part: it was zero there.
+PARTS_ADDED_LATER = ("compile",)
 
 
 class ResultError(ValueError):
@@ -103,6 +105,8 @@ class Call:
         if known["phase"] not in PHASES:
             raise ResultError(f"{source}: unknown phase {known['phase']!r}; phases: {', '.join(PHASES)}")
         parts = known["breakdown_ms"]
+        if isinstance(parts, dict) and set(PARTS) - set(parts) <= set(PARTS_ADDED_LATER):
+            parts = known["breakdown_ms"] = {part: parts.get(part, 0.0) for part in PARTS}
         if not isinstance(parts, dict) or set(parts) != set(PARTS):
             raise ResultError(f"{source}: breakdown has {sorted(parts) if isinstance(parts, dict) else parts!r}, "
                               f"expected {list(PARTS)}")

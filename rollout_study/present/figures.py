@@ -20,7 +20,7 @@ from ..record import PARTS
 from ..result import Result
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
-PART_COLORS = {"allocation": "#8c564b", "warmup": "#ff7f0e", "capture": "#d62728",
+PART_COLORS = {"allocation": "#8c564b", "warmup": "#ff7f0e", "compile": "#9467bd", "capture": "#d62728",
                "prefill": "#2ca02c", "decode": "#1f77b4", "other": "#7f7f7f"}
 MEMORY_PANELS = {"allocated": "allocated", "reserved": "reserved", "peak_allocated": "peak allocated"}
 

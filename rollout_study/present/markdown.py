@@ -39,7 +39,7 @@ def phase_table(result: Result) -> list[str]:
                      str(r.captures), number(peak / MIB if peak else None, 1),
                      number(reserved / MIB if reserved else None, 1), number(r.tokens_per_s, 0), kernel,
                      "ok" if r.parity_ok else "FAIL"])
-    return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "capture", "prefill",
+    return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "compile", "capture", "prefill",
                   "decode", "other", "captures", "peak MiB", "reserved MiB", "tok/s", "kernel ms", "parity"], rows)
 
 

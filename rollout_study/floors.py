@@ -7,7 +7,8 @@ so no step can take less than weight bytes / bandwidth, and no call less than st
 The weights are the model's parameter storage as recorded at load (models.weight_bytes): tied
 embeddings once; an untied input embedding table left out (a lookup reads only its tokens' rows);
 buffers left out. The bandwidth is the one measured on the device (bandwidth.py). The floor
-ignores the KV cache and activations, so it is a lower bound; an engine that batches requests
+ignores the KV cache and activations, so it is a lower bound unless the weights fit in the
+device's last-level cache (then a step can read them faster); an engine that batches requests
 differently from the workload (continuous batching) makes fewer or more forwards than it counts.
 
 Pure numbers from a `Result`, like analysis.py; a file written before these records existed gives

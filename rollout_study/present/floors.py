@@ -20,7 +20,8 @@ DEFINITION = (
     "more, so a call makes batches x max_new_tokens steps. Each step reads the weights at least once, so the floor "
     "per step is weight bytes / measured bandwidth: every parameter's storage once (tied embeddings once; an "
     "untied input embedding table left out, as a lookup reads only its tokens' rows; buffers such as the rotary "
-    "inv_freq left out). KV cache and activations are not counted, so the floor is a lower bound; an engine that "
+    "inv_freq left out). KV cache and activations are not counted, so the floor is a lower bound, as long as the "
+    "weights do not fit in the device's last-level cache (from there a step can read them faster); an engine that "
     "batches requests differently from the workload (continuous batching) makes a different number of forwards. "
     "Wall ms: median of the cycle-0 steady calls; kernel ms and kernels: the profiled cycle-0 steady call "
     "(profiling process).")

@@ -88,6 +88,8 @@ def run_study(params: StudyParams, progress: bool = False, command: str | None =
             profiled = fresh_process(params, mode="profile")
             result.profile = profiled.profile
             result.extra["profiles"] = profiled.extra.get("profiles", [])
+            if "bandwidth" in profiled.extra:
+                result.extra["bandwidth"] = profiled.extra["bandwidth"]
             result.failures += [f for f in profiled.failures if f.phase.startswith("profile")]
         except LaunchError as err:
             result.failures.append(Failure(None, None, None, "profile", str(err)))

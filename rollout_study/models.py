@@ -38,6 +38,33 @@ def _neutral_generation(model, pad_token_id: int) -> None:
     model.config.eos_token_id = None
 
 
+def storage_bytes(tensors) -> int:
+    """Bytes of the distinct storage behind `tensors`: a tensor reached twice (tied weights) counts once."""
+    seen = {}
+    for tensor in tensors:
+        seen[(tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))] = tensor.numel() * tensor.element_size()
+    return sum(seen.values())
+
+
+def weight_bytes(model) -> dict:
+    """What one forward reads of the weights: the floors table divides it by the device's bandwidth.
+
+    `parameter_bytes`: every parameter's storage once (tied embeddings once). An input embedding
+    table that is not also the output head is only gathered, a row per token, never streamed whole:
+    its bytes are given apart (`embedding_lookup_bytes`, 0 when tied) so the floor can leave them out.
+    Buffers (the rotary inv_freq) are not weights and are given apart too (`buffer_bytes`).
+    """
+    params = storage_bytes(model.parameters())
+    inputs = model.get_input_embeddings()
+    outputs = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    table = getattr(inputs, "weight", None)
+    head = getattr(outputs, "weight", None)
+    shared = head is not None and table is not None and head.data_ptr() == table.data_ptr()
+    lookup = 0 if table is None or shared else table.numel() * table.element_size()
+    return {"parameter_bytes": params, "embedding_lookup_bytes": lookup,
+            "buffer_bytes": storage_bytes(model.buffers())}
+
+
 def describe(model, label: str, name: str, extra: dict | None = None) -> dict:
     config = model.config
     params = {p.data_ptr(): p.numel() for p in model.parameters()}
@@ -59,6 +86,7 @@ def describe(model, label: str, name: str, extra: dict | None = None) -> dict:
         "attention_implementation": getattr(config, "_attn_implementation", None),
         "tied_embeddings": bool(getattr(config, "tie_word_embeddings", False)),
         "quantization": None,
+        **weight_bytes(model),
     }
     info.update(extra or {})
     return info

@@ -13,7 +13,8 @@ Order of one run (STUDY.md):
 Engines take turns call by call, so drift of the host over time lands on every engine alike and
 cannot pass for the effect of an update; control cycles measure that drift. Peak memory is reset
 before every call. Profiling (`mode="profile"`) runs in a process of its own (launch.py), so no
-measured call shares a process with the profiler. Fresh-process cold starts are launch.py's job.
+measured call shares a process with the profiler; that process also measures the device's memory
+bandwidth (bandwidth.py) before it loads the model. Fresh-process cold starts are launch.py's job.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import traceback
 
 import torch
 
-from . import environment, memory, models, parity, training
+from . import bandwidth, environment, memory, models, parity, training
 from .engines import expand
 from .engines.base import RolloutOutput
 from .params import ParameterError, StudyParams
@@ -120,6 +121,7 @@ class Study:
         self._previous_reference = None
         self._reference_before_update = None
         self.latest: RolloutOutput | None = None
+        self.bandwidth: dict | None = None  # the device's measured bandwidth (profiling process only)
 
     # -- measurement -------------------------------------------------------------------------
     def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
@@ -275,6 +277,9 @@ class Study:
         startup_ms = environment.process_age_ms()
         self.device = torch.device(params.resolved_device())
         dtype = params.resolved_dtype(self.device.type)
+        # Before the model loads, while the device is free; only the profiling process, whose profiles
+        # are its only output, so no measured call ever follows gigabytes of copies in its process.
+        self.bandwidth = bandwidth.measure(self.device) if self.mode == "profile" else None
         import_done = time.perf_counter()
         self.loaded = models.load(params, self.device.type, dtype)
         self.model = self.loaded.model
@@ -367,6 +372,8 @@ class Study:
             extra["profiles"] = [p.to_dict() for p in self.profiles]
         if self.instrumented:
             extra["instrumented_calls"] = self.instrumented
+        if self.bandwidth is not None:
+            extra["bandwidth"] = self.bandwidth
         profile = {p.variant: p for p in self.profiles if (p.cycle, p.phase) == (0, "steady")}
         return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, profile,
                       self.failures, extra=extra)

@@ -133,3 +133,33 @@ def test_each_update_path_under_each_policy(setup, path):
             if not parity.compare(out, after, [b.request_ids for b in workload.batches])["ok"]:
                 stale.add(policy)
     assert stale == STALE_UNDER[path]
+
+
+def test_copy_bandwidth_on_the_device_agrees_with_a_synchronized_host_clock():
+    from rollout_study import bandwidth
+
+    events = bandwidth.copy_bandwidth("cuda")
+    assert events["buffer_bytes"] >= 2 ** 30 and len(events["samples_ms"]) == bandwidth.REPEATS
+    assert events["gb_per_s"] == events["best_gb_per_s"] >= events["median_gb_per_s"] > 0
+    assert "CUDA events" in events["method"] and events["device"] == torch.cuda.get_device_name()
+    # The same copies between synchronized host clock readings: launch and synchronization only add time,
+    # so the host's best is at most the events' (a small tolerance for clock granularity), and not far below.
+    host = bandwidth.copy_bandwidth("cuda", timer=bandwidth.host_timer(torch.device("cuda")))
+    assert 0.5 * events["best_gb_per_s"] <= host["best_gb_per_s"] <= 1.02 * events["best_gb_per_s"]
+    assert torch.cuda.memory_allocated() < 2 ** 30  # both buffers released before anything else runs
+
+
+def test_the_profiling_process_records_bandwidth_parameter_bytes_and_a_floor_below_the_kernels():
+    from rollout_study import floors
+    from rollout_study.protocol import run_in_process
+
+    params = StudyParams.from_dict({"device": "cuda", "requests": 4, "batch_size": 2, "max_new_tokens": 8,
+                                    "iterations": 2, "cycles": 1})
+    result = run_in_process(params, mode="profile")
+    assert result.extra["bandwidth"]["gb_per_s"] > 0 and result.metadata["model"]["parameter_bytes"] > 0
+    rows = floors.floor_rows(result)
+    assert {row.variant for row in rows} == {"eager", "graph[recapture]"} and not floors.floor_of(result).absent
+    for row in rows:
+        assert row.steps == 2 * 8 and row.kernels_per_step > 1
+        # Kernels cannot beat streaming the weights once per step: the floor is below them, and the wall above them.
+        assert row.kernel_over_floor > 1 and row.wall_ms > row.kernel_ms

@@ -158,3 +158,18 @@ def test_phase_labels_name_control_updates():
     assert notebook.figures.phase_label(0, "steady_after_update", {0}) == "c0 steady after control update"
     assert notebook.figures.phase_label(1, "steady_after_update", {0}) == "c1 steady after update"
     assert notebook.figures.phase_label(0, "steady", {0}) == "c0 steady"
+
+
+def test_each_run_shows_its_floors_table_and_note_after_the_profile(tmp_path, quick_figures):
+    from result_fixture import make_result_dict
+    from rollout_study.present import floors
+    data = make_result_dict(cuda_graph=True)
+    data["metadata"]["model"]["parameter_bytes"] = 4_000_000
+    data["bandwidth"] = {"method": "fixture", "gb_per_s": 2000.0, "median_gb_per_s": 1800.0}
+    for result in (Result.from_dict(data), make_result()):
+        blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+        at = [b.text for b in blocks].index(floors.TITLE)
+        assert blocks[at - 1].text.startswith("Profile: wall vs summed kernel time") and blocks[at].kind == "table"
+        assert blocks[at + 1].kind == "note" and blocks[at + 1].text == floors.floor_note(result)
+        html = notebook.block_html(blocks[at])
+        assert ("<td" in html and "312.500" in html) == result.cuda_graph  # wall / floor of graph: 10 / 0.032 ms

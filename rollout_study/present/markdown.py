@@ -10,21 +10,12 @@ import sys
 from .. import analysis
 from ..record import PARTS, PHASES
 from ..result import Result
-from .text import MIB, goal_detail, headline_lines, number, phase_name, timing_line
+from .floors import floors_markdown
+from .text import MIB, goal_detail, headline_lines, number, phase_name, table, timing_line
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
 ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
                   "first_after_update": (226.304, 58.800), "steady_after_update": (234.919, 45.281)}
-
-
-def _cell(value) -> str:
-    # A table cell: numbers formatted, and a pipe in a name or an error cannot split the row.
-    return (value if isinstance(value, str) else number(value)).replace("|", "\\|").replace("\n", " ")
-
-
-def table(header: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
 
 
 def phase_table(result: Result) -> list[str]:
@@ -146,6 +137,7 @@ def summary(result: Result) -> str:
                   *table(["variant", "wall ms (profiled)", "kernel ms", "kernels", "copy ms"],
                          [[name, p.wall_ms, p.kernel_ms, p.kernels, p.copy_ms] for name, p in result.profile.items()]),
                   ""]
+    lines += floors_markdown(result)
     controls = analysis.control_cycles(result)
     lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"] + (["update"] if controls else []),
                                        [[str(u.cycle), u.optimizer, number(u.lr), number(u.loss, 4), u.ms]

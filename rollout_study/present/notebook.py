@@ -19,7 +19,7 @@ import pandas as pd
 from .. import analysis
 from ..record import LABELS
 from ..result import Result
-from . import figures, tables
+from . import figures, floors, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number, timing_line
 
 
@@ -85,6 +85,8 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         Block("table", "Memory and captures per phase", tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
         Block("table", "Profile: wall vs summed kernel time (empty on CPU)", tables.profile_table(one)),
+        Block("table", floors.TITLE, floors.floors_table(one)),
+        Block("note", floors.floor_note(result)),
     ]
     if untouched:
         blocks.append(Block("table", "Instrumented calls: prefill/decode split, beside untouched calls taken in turns",

@@ -70,6 +70,17 @@ def timing_line(result: Result) -> str | None:
             f"total by more than {analysis.MAX_TIMING_OVERLAP:.0%})")
 
 
+def _cell(value) -> str:
+    # A table cell: numbers formatted, and a pipe in a name or an error cannot split the row.
+    return (value if isinstance(value, str) else number(value)).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    """A markdown table; cells through `number`."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
+
+
 def align(header: list[str], rows: list[list[str]], left: int = 3) -> list[str]:
     """A fixed-width table whose columns fit their widest cell; the first `left` columns are text."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]

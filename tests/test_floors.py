@@ -1,0 +1,205 @@
+"""floors.py, bandwidth.py, present/floors.py and models.weight_bytes: the weight-streaming floor."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+import torch
+
+from result_fixture import make_result, make_result_dict
+from rollout_study import bandwidth, floors, models
+from rollout_study.present import floors as present_floors
+from rollout_study.present import markdown
+from rollout_study.result import Result
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OLD_FILES = [os.path.join(REPO, "reports", name, "result.json")
+             for name in ("reference-tiny", "pretrained-smollm2", "reference-adamw-fp16", "reference-adamw-bf16")]
+OLD_FILES.append(os.path.join(REPO, "tests", "data", "old-reference-tiny.json"))
+
+# A tiny Llama with GQA: head size 16, 2 KV heads.
+SHAPE = {"vocab": 300, "hidden": 64, "intermediate": 96, "layers": 2, "heads": 4, "kv_heads": 2}
+
+
+def llama_parameters(vocab, hidden, intermediate, layers, heads, kv_heads, tied) -> int:
+    """Parameters of a Llama counted from its shape, on paper: what the model's storage must come to."""
+    kv = hidden // heads * kv_heads
+    attention = hidden * hidden + 2 * hidden * kv + hidden * hidden  # q, k and v, o
+    mlp = 3 * hidden * intermediate  # gate, up, down
+    per_layer = attention + mlp + 2 * hidden  # two RMSNorm weights
+    embeddings = vocab * hidden * (1 if tied else 2)
+    return embeddings + layers * per_layer + hidden  # the final norm
+
+
+def tiny_llama(tied: bool, dtype=torch.float16):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=SHAPE["vocab"], hidden_size=SHAPE["hidden"],
+                         intermediate_size=SHAPE["intermediate"], num_hidden_layers=SHAPE["layers"],
+                         num_attention_heads=SHAPE["heads"], num_key_value_heads=SHAPE["kv_heads"],
+                         tie_word_embeddings=tied)
+    return LlamaForCausalLM(config).to(dtype)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_weight_bytes_count_tied_embeddings_once_and_set_an_untied_lookup_apart(tied):
+    weights = models.weight_bytes(tiny_llama(tied))
+    assert weights["parameter_bytes"] == 2 * llama_parameters(**SHAPE, tied=tied)  # float16
+    assert weights["embedding_lookup_bytes"] == (0 if tied else 2 * SHAPE["vocab"] * SHAPE["hidden"])
+    head_size = SHAPE["hidden"] // SHAPE["heads"]
+    assert weights["buffer_bytes"] == 4 * head_size // 2  # the rotary inv_freq, float32, excluded from the floor
+
+
+def test_the_tiny_synthetic_models_parameter_bytes_are_its_unique_parameters(tiny):
+    _, loaded = tiny()
+    unique = {p.data_ptr(): p.numel() * p.element_size() for p in loaded.model.parameters()}
+    assert loaded.info["parameter_bytes"] == sum(unique.values())
+    assert loaded.info["embedding_lookup_bytes"] == loaded.model.get_input_embeddings().weight.nbytes  # untied
+
+
+def gpu_result(parameter_bytes=4_000_000, lookup_bytes=0, rate=2000.0, bandwidth_record=True) -> Result:
+    """The fixture on a GPU (2 batches x 8 new tokens = 16 steps; steady wall 50 and 10 ms, kernels 5 ms and
+    1,000 per call) with hand-made weight bytes and bandwidth."""
+    data = make_result_dict(cuda_graph=True)
+    data["metadata"]["model"].update(parameter_bytes=parameter_bytes, embedding_lookup_bytes=lookup_bytes)
+    if bandwidth_record:
+        data["bandwidth"] = {"method": "fixture", "samples_ms": [1.0, 1.1], "gb_per_s": rate,
+                             "best_gb_per_s": rate, "median_gb_per_s": rate * 0.9}
+    return Result.from_dict(data)
+
+
+def test_floor_arithmetic_per_step_and_per_call():
+    # 4 MB at 2,000 GB/s: 0.002 ms per step; 16 steps: 0.032 ms per call.
+    rows = {row.variant: row for row in floors.floor_rows(gpu_result())}
+    assert list(rows) == ["eager", "graph[recapture]", "graph[reuse]"]
+    graph = rows["graph[reuse]"]
+    assert graph.steps == 16 and graph.kernels_per_step == 62.5  # 1,000 kernels over 16 steps
+    assert graph.floor_ms_per_step == pytest.approx(0.002) and graph.floor_ms == pytest.approx(0.032)
+    assert graph.wall_ms == 10.0 and graph.wall_over_floor == pytest.approx(312.5)
+    assert graph.kernel_ms == 5.0 and graph.kernel_over_floor == pytest.approx(156.25)
+    assert rows["eager"].wall_over_floor == pytest.approx(50 / 0.032)
+
+
+def test_the_floor_of_a_loaded_tied_model_from_its_recorded_bytes():
+    weights = models.weight_bytes(tiny_llama(tied=True))
+    row = floors.floor_rows(gpu_result(weights["parameter_bytes"], weights["embedding_lookup_bytes"], rate=1000.0))[1]
+    expected_step_ms = 2 * llama_parameters(**SHAPE, tied=True) / 1e12 * 1e3  # float16 bytes at 1,000 GB/s
+    assert row.floor_ms_per_step == pytest.approx(expected_step_ms)
+    assert row.floor_ms == pytest.approx(16 * expected_step_ms)
+
+
+def test_an_untied_lookup_table_is_left_out_of_the_floor():
+    row = floors.floor_rows(gpu_result(4_000_000, lookup_bytes=1_000_000))[0]
+    assert row.floor_ms_per_step == pytest.approx(3e6 / 2e12 * 1e3)
+
+
+def test_steps_come_from_the_batches_or_from_requests_and_batch_size():
+    data = make_result_dict()
+    assert floors.steps_per_call(Result.from_dict(data)) == (16, 2, 8)
+    del data["metadata"]["workload"]["batch_sizes"]  # 6 requests in batches of 4: 2 batches
+    assert floors.steps_per_call(Result.from_dict(data)) == (16, 2, 8)
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda: make_result(), floors.NO_GPU),
+    (lambda: gpu_result(bandwidth_record=False), floors.NO_BANDWIDTH),
+    (lambda: gpu_result(parameter_bytes=None), floors.NO_WEIGHT_BYTES),
+])
+def test_an_absent_floor_says_why(make, reason):
+    result = make()
+    table = present_floors.floors_table([result])
+    assert table[["floor ms per call", "wall / floor", "kernel / floor"]].isna().all().all()
+    assert list(table["steps per call"]) == [16, 16, 16] and table["wall ms"].notna().all()
+    assert present_floors.floor_note(result).startswith(f"Floor: {reason}; 2 batch(es) x 8 new tokens = 16 steps")
+    assert floors.floor_of(result).absent == reason
+
+
+def test_a_failed_bandwidth_measurement_is_named():
+    data = make_result_dict(cuda_graph=True)
+    data["metadata"]["model"]["parameter_bytes"] = 1000
+    data["bandwidth"] = {"error": "OutOfMemoryError: CUDA out of memory"}
+    note = present_floors.floor_note(Result.from_dict(data))
+    assert note.startswith("Floor: bandwidth measurement failed: OutOfMemoryError: CUDA out of memory;")
+
+
+@pytest.mark.parametrize("path", OLD_FILES)
+def test_old_gpu_reports_render_without_a_floor_but_with_kernels_per_step(path):
+    result = Result.read(path)
+    with open(path, encoding="utf-8") as handle:
+        raw = json.load(handle)
+    section = "\n".join(present_floors.floors_markdown(result))
+    assert f"Floor: {floors.NO_BANDWIDTH};" in section
+    steps = floors.steps_per_call(result)[0]
+    for variant, profile in raw["profile"].items():
+        assert f"{profile['kernels'] / steps:,.3f}" in section, variant  # kernels per step, worked out here
+    assert "## " + present_floors.TITLE in markdown.summary(result)
+
+
+def test_a_measured_floor_in_the_summary():
+    summary = markdown.summary(gpu_result())
+    assert "| graph[reuse] | 16 | 10.000 | 5.000 | 1,000 | 62.500 | 0.002 | 0.032 | 312.500 | 156.250 |" in summary
+    assert "Floor: 4.000 MB of weights per step at 2,000.0 GB/s (10^9 B/s; median of the samples 1,800.0 GB/s" \
+        in summary
+
+
+# -- the bandwidth measurement ------------------------------------------------------------------
+def test_bandwidth_arithmetic_with_a_fake_timer():
+    seconds = iter([9.0, 9.0, 0.002, 0.001, 0.004])  # two warmups (never recorded), then three samples
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(1)
+        return next(seconds)
+
+    record = bandwidth.copy_bandwidth("cpu", buffer_bytes=2 ** 20, warmup=2, repeats=3, timer=timer)
+    moved = 2 * 2 ** 20  # read once, written once
+    assert len(calls) == 5 and record["bytes_per_copy"] == moved
+    assert record["samples_ms"] == pytest.approx([2.0, 1.0, 4.0])
+    assert record["best_gb_per_s"] == pytest.approx(moved / 0.001 / 1e9) == record["gb_per_s"]
+    assert record["median_gb_per_s"] == pytest.approx(moved / 0.002 / 1e9)
+    assert "fastest of 3" in record["method"] and "2 warmup" in record["method"]
+
+
+def test_bandwidth_really_copies_on_the_host_clock():
+    record = bandwidth.copy_bandwidth("cpu", buffer_bytes=2 ** 22, warmup=1, repeats=3)
+    assert len(record["samples_ms"]) == 3 and all(ms > 0 for ms in record["samples_ms"])
+    assert record["best_gb_per_s"] >= record["median_gb_per_s"] > 0
+    assert "synchronized host clock" in record["method"]
+    assert bandwidth.measure(torch.device("cpu")) is None  # the study measures it on CUDA only
+
+
+# -- where it is measured and how it reaches the result ------------------------------------------
+def test_the_profiling_process_measures_bandwidth_before_the_model_loads(monkeypatch):
+    from rollout_study import protocol
+    from rollout_study.params import StudyParams
+
+    order = []
+    monkeypatch.setattr(bandwidth, "measure", lambda device: order.append("bandwidth") or {"gb_per_s": 1.0})
+    load = models.load
+    monkeypatch.setattr(models, "load", lambda *a, **k: order.append("model") or load(*a, **k))
+    for step in ("_phase", "_settle_reference", "_profile", "_update"):  # no rollouts: only where it is measured
+        monkeypatch.setattr(protocol.Study, step, lambda *a, **k: None)
+    params = StudyParams.from_dict({"device": "cpu", "engines": ["graph"], "requests": 2, "batch_size": 2,
+                                    "prompt_len": 4, "max_new_tokens": 2, "cycles": 1, "iterations": 1})
+    assert "bandwidth" not in protocol.Study(params, mode="first_only").run().extra
+    assert order == ["model"]
+    order.clear()
+    result = protocol.Study(params, mode="profile").run()
+    assert order == ["bandwidth", "model"] and result.extra["bandwidth"] == {"gb_per_s": 1.0}
+
+
+def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monkeypatch):
+    from rollout_study import launch, protocol
+    from rollout_study.params import StudyParams
+
+    measured = Result.from_dict(make_result_dict(cuda_graph=True))
+    profiled = copy.deepcopy(measured)
+    profiled.extra["bandwidth"] = {"gb_per_s": 3.0}
+    measured.profile = {}
+    monkeypatch.setattr(protocol, "run_in_process", lambda *a, **k: measured)
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: profiled)
+    result = launch.run_study(StudyParams.from_dict({"device": "cpu", "profile": True}))
+    assert result.extra["bandwidth"] == {"gb_per_s": 3.0} and set(result.profile) == set(profiled.profile)

@@ -179,12 +179,16 @@ class GraphEngine(Engine):
         return StaticRunner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn,
                             self.length_bucket, wrap=self._wrap_step)
 
+    def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
+        """Work a runner's steps need before warmup and capture, with or without CUDA (the compiled engine compiles)."""
+
     def _prepare(self, runner: StaticRunner, clock: CallClock) -> int:
         """Make a runner's steps ready for the weights now: warm up and capture (CUDA). Returns graphs captured."""
+        if self.use_graphs and self.policy not in self.diagnostic_policies:
+            check_replayable(self.model, self.device)  # a capture must read weights where the graphs run
+        self._before_capture(runner, clock)
         if not self.use_graphs:
             return 0
-        if self.policy not in self.diagnostic_policies:
-            check_replayable(self.model, self.device)  # a capture must read weights where the graphs run
         if not runner.warmed:
             with clock.part("warmup"), torch.no_grad():
                 runner.warmup()

@@ -1,4 +1,5 @@
-"""CUDA-only checks of the graph engine: capture, replay timing, refresh after updates, stale replays.
+"""CUDA-only checks of the graph engines: capture, replay timing, refresh after updates, stale replays,
+length buckets, and graph-compiled with inductor.
 
 Skipped without a GPU (CI has none); run on the lent H200 with `pytest -m cuda`, and their output
 is committed beside the reports.
@@ -10,6 +11,8 @@ import torch
 
 from rollout_study import parity, training
 from rollout_study.engines.graph import GraphEngine
+from rollout_study.engines.graph_compiled import GraphCompiledEngine
+from rollout_study.engines.static_runner import decode_limits
 from rollout_study.params import StudyParams
 from rollout_study.reference import reference
 from rollout_study.timing import CallClock
@@ -163,3 +166,68 @@ def test_the_profiling_process_records_bandwidth_parameter_bytes_and_a_floor_bel
         assert row.steps == 2 * 8 and row.kernels_per_step > 1
         # Kernels cannot beat streaming the weights once per step: the floor is below them, and the wall above them.
         assert row.kernel_over_floor > 1 and row.wall_ms > row.kernel_ms
+
+
+def _in_place_update(model, workload):
+    params = StudyParams.from_dict({"device": "cuda", "update_path": "in-place"})
+    before = reference(model, workload.batches, NEW, 0, "cuda").output
+    training.Trainer(model, params, "cuda").update(before)
+
+
+def test_compiled_with_inductor_reproduces_generate_and_charges_compile_apart(setup):
+    model, workload = setup
+    engine = GraphCompiledEngine(model, "cuda", "reuse", 32, NEW, backend="inductor")
+    assert engine.describe()["compile"]["inductor_options"] == {"triton.cudagraphs": False,
+                                                                "emulate_precision_casts": True}
+    first, clock = _call(engine, workload)
+    notes = engine.call_notes()
+    assert first.captures == 2 and clock.breakdown["compile"] > 0 and clock.breakdown["capture"] > 0
+    assert notes["compile"]["compiled"] == ["prefill (batch 4)", f"decode[0:{32 + NEW}] (batch 4)"]
+    assert notes["compile"]["compiles_in_rollout"] == 0 and not notes["compile"]["recompiled"]
+    out, clock = _call(engine, workload)
+    assert out.captures == 0 and clock.breakdown["compile"] == clock.breakdown["capture"] == 0
+    assert not clock.overlap_check(clock.breakdown)["flagged"]
+    result = _matches(model, engine, workload)
+    assert result["ok"], result["mismatch"]
+
+
+def test_buckets_capture_one_decode_graph_each_with_its_time_and_pool_growth(setup):
+    model, workload = setup
+    engine = GraphEngine(model, "cuda", "recapture", 32, NEW, length_bucket=4)
+    limits = decode_limits(32, NEW, 4)
+    assert limits == [36, 40, 44, 48]
+    first, _ = _call(engine, workload)
+    captured = engine.call_notes()["captures"]
+    assert first.captures == 1 + len(limits)
+    assert [n["graph"] for n in captured] == ["prefill"] + [f"decode[0:{k}]" for k in limits]
+    assert all(n["capture_ms"] > 0 and isinstance(n["pool_bytes"], int) for n in captured)
+    assert captured[0]["pool_bytes"] > 0  # a new pool takes its first segment
+    print("captures per bucket:", captured)
+    out, _ = _call(engine, workload)
+    assert out.captures == 0 and engine.call_notes() == {}
+    assert _matches(model, engine, workload)["ok"]
+    engine.weights_updated(model)  # recapture: every bucket's graph again
+    again, _ = _call(engine, workload)
+    assert again.captures == 1 + len(limits) and len(engine.call_notes()["captures"]) == 1 + len(limits)
+    assert _matches(model, engine, workload)["ok"]
+
+
+def test_compiled_with_buckets_reproduces_generate_and_reuse_keeps_after_in_place(setup):
+    model, workload = setup
+    engine = GraphCompiledEngine(model, "cuda", "reuse", 32, NEW, length_bucket=8, backend="inductor")
+    limits = decode_limits(32, NEW, 8)
+    first, clock = _call(engine, workload)
+    notes = engine.call_notes()
+    assert first.captures == 1 + len(limits) and clock.breakdown["compile"] > 0
+    assert notes["compile"]["graphs_compiled"] == 1 + len(limits)
+    assert [n["graph"] for n in notes["captures"]] == ["prefill"] + [f"decode[0:{k}]" for k in limits]
+    result = _matches(model, engine, workload)
+    assert result["ok"], result["mismatch"]
+    _in_place_update(model, workload)
+    engine.weights_updated(model)
+    assert engine.decide() == "kept"
+    out, clock = _call(engine, workload)
+    assert out.captures == 0 and clock.breakdown["compile"] == 0
+    assert engine.call_notes()["compile"]["graphs_compiled"] == 0
+    result = _matches(model, engine, workload)
+    assert result["ok"], result["mismatch"]

@@ -10,10 +10,12 @@ from ..record import variant_name
 from .base import Engine, RolloutOutput
 from .eager import EagerEngine
 from .graph import GraphEngine
+from .graph_compiled import GraphCompiledEngine
 
 REGISTRY: dict[str, type[Engine]] = {
     EagerEngine.name: EagerEngine,
     GraphEngine.name: GraphEngine,
+    GraphCompiledEngine.name: GraphCompiledEngine,
 }
 FALLBACK_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 

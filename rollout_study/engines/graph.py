@@ -1,11 +1,7 @@
-"""The study's own rollout: static KV cache, captured prefill and decode, parameter-version check.
+"""The study's own rollout engine: captured prefill and decode, and the refresh policies that keep them current.
 
-One `_Runner` per batch size owns the static buffers of that shape: the KV cache, the prompt,
-the key-validity mask, the next token, positions, the write position and the output tokens. Its
-two graphs are the prefill of the fixed prompt shape and one decode step. Everything that
-changes between steps (the greedy choice, positions, mask, write position, output column) is
-updated on the device inside the graphs, so a rollout is: copy the prompt in, replay prefill,
-replay decode `max_new_tokens - 1` times. Without CUDA the same step functions run eagerly.
+The static-cache rollout itself (buffers, step functions, length buckets, capture and replay) is
+`static_runner.py`; this module decides when its graphs may be replayed.
 
 A graph bakes in the addresses and layouts of the tensors it read, and the Python-level path of
 the forward it recorded. The engine records, at capture, each parameter's and buffer's address,
@@ -25,46 +21,15 @@ from __future__ import annotations
 
 import torch
 
-from .. import masks
 from ..params import DIAGNOSTIC_POLICIES
 from ..timing import CallClock
 from .base import Engine, RolloutOutput
+from .static_runner import StaticKVCache, StaticRunner, bucket_layout, side_stream
 
-
-class StaticKVCache:
-    """Preallocated keys and values; `write_positions` is a device tensor read inside the graph.
-
-    Duck-types the one method Hugging Face attention layers call on a cache (`update`), so the
-    addresses are ours and do not depend on the library's cache internals.
-    """
-
-    def __init__(self, layers: int, batch: int, kv_heads: int, length: int, head_dim: int, dtype, device):
-        shape = (batch, kv_heads, length, head_dim)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self.write_positions: torch.Tensor | None = None
-
-    def clear_from(self, position: int) -> None:
-        # An earlier rollout may have left inf (an FP16 overflow) in a slot this one masks out;
-        # masked attention gives it weight zero, and zero times inf is NaN. Slots are cleared.
-        for tensor in (*self.keys, *self.values):
-            tensor[:, :, position:].zero_()
-
-    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        self.keys[layer_idx].index_copy_(2, self.write_positions, key_states)
-        self.values[layer_idx].index_copy_(2, self.write_positions, value_states)
-        return self.keys[layer_idx], self.values[layer_idx]
-
-
-_SIDE_STREAMS: dict = {}
-
-
-def _side_stream(device) -> "torch.cuda.Stream":
-    # One warmup stream per device for every runner: cuBLAS keeps a workspace per stream
-    # (32 MiB on Hopper), so a fresh stream per capture would grow memory with each engine.
-    if device not in _SIDE_STREAMS:
-        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
-    return _SIDE_STREAMS[device]
+# Former names, kept for code that imports them from here.
+_Runner, _side_stream = StaticRunner, side_stream
+__all__ = ["GraphEngine", "GraphRefused", "StaticKVCache", "StaticRunner", "check_replayable", "forward_state",
+           "parameter_signature"]
 
 
 class GraphRefused(RuntimeError):
@@ -114,112 +79,6 @@ def check_replayable(model, device: torch.device) -> None:
                                "the engine cannot tell whether a replay would read current weights and refuses")
 
 
-class _Runner:
-    def __init__(self, model, batch: int, prompt_len: int, new_tokens: int, device, attn: str):
-        config = model.config
-        dtype = next(model.parameters()).dtype
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        length = prompt_len + new_tokens
-        self.model, self.prompt_len, self.new_tokens = model, prompt_len, new_tokens
-        self.attn, self.dtype = attn, dtype
-        self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
-        long = dict(dtype=torch.long, device=device)
-        self.input_ids = torch.zeros((batch, prompt_len), **long)
-        self.prompt_mask = torch.zeros((batch, prompt_len), **long)
-        self.key_valid = torch.zeros((batch, length), dtype=torch.bool, device=device)
-        self.next_token = torch.zeros((batch, 1), **long)
-        self.position = torch.zeros((batch, 1), **long)
-        self.prefill_positions = torch.arange(prompt_len, **long)
-        self.write_position = torch.zeros((1,), **long)
-        self.step = torch.zeros((1,), **long)
-        self.out = torch.zeros((batch, new_tokens), **long)
-        self.graphs: tuple | None = None
-        self.warmed = False
-
-    def _attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        return masks.for_attention(allowed, self.attn, self.dtype)
-
-    def _logits(self, input_ids, mask, positions) -> torch.Tensor:
-        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        # generate() takes the greedy choice on float32 logits; the cast keeps ties resolved alike.
-        return out.logits[:, -1, :].float()
-
-    def prefill_step(self) -> None:
-        mask2d = self.prompt_mask
-        self.key_valid.zero_()
-        self.key_valid[:, : self.prompt_len] = mask2d.bool()
-        allowed = masks.allowed_keys(self.key_valid, self.prompt_len)
-        positions = masks.positions(mask2d)  # as generate() does
-        self.cache.clear_from(self.prompt_len)
-        self.cache.write_positions = self.prefill_positions
-        token = self._logits(self.input_ids, self._attention_mask(allowed), positions).argmax(-1)
-        self.out[:, 0] = token
-        self.key_valid[:, self.prompt_len] = True
-        self.next_token.copy_(token[:, None])
-        self.position.copy_(positions[:, -1:] + 1)
-        self.write_position.fill_(self.prompt_len)
-        self.step.fill_(1)
-
-    def decode_step(self) -> None:
-        self.cache.write_positions = self.write_position
-        allowed = self.key_valid[:, None, None, :]
-        token = self._logits(self.next_token, self._attention_mask(allowed), self.position).argmax(-1)
-        self.out.index_copy_(1, self.step, token[:, None])
-        self.key_valid.index_fill_(1, self.write_position + 1, True)
-        self.next_token.copy_(token[:, None])
-        self.position.add_(1)
-        self.write_position.add_(1)
-        self.step.add_(1)
-
-    def _steps(self):
-        return (self.prefill_step, self.decode_step) if self.new_tokens > 1 else (self.prefill_step,)
-
-    def warmup(self) -> None:
-        # Run each step once on a side stream before capture, as PyTorch asks, so lazy
-        # initialization (handles, workspaces, autotuning) happens outside the graph.
-        stream = _side_stream(self.input_ids.device)
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for step in self._steps():
-                step()
-        torch.cuda.current_stream().wait_stream(stream)
-        self.warmed = True
-
-    def capture(self, pool) -> int:
-        # The warmup's stream: a capture on PyTorch's default capture stream would set up a
-        # second cuBLAS workspace there and charge that lazy set-up to capture.
-        stream = _side_stream(self.input_ids.device)
-        graphs = []
-        for step in self._steps():
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool, stream=stream):
-                step()
-            graphs.append(graph)
-        self.graphs = tuple(graphs)
-        return len(graphs)
-
-    def load(self, batch) -> None:
-        self.input_ids.copy_(batch.input_ids, non_blocking=True)
-        self.prompt_mask.copy_(batch.attention_mask, non_blocking=True)
-
-    def prefill(self) -> None:
-        if self.graphs is not None:
-            self.graphs[0].replay()
-        else:
-            self.prefill_step()
-
-    def decode(self) -> None:
-        if self.graphs is not None:
-            decode_graph = self.graphs[1]
-            for _ in range(self.new_tokens - 1):
-                decode_graph.replay()
-        else:
-            for _ in range(self.new_tokens - 1):
-                self.decode_step()
-
-
 class GraphEngine(Engine):
     name = "graph"
     policies = ("recapture", "reuse", "version-only", "unchecked")
@@ -227,7 +86,7 @@ class GraphEngine(Engine):
     colors = {"recapture": "#d62728", "reuse": "#1f77b4", "version-only": "#ff7f0e", "unchecked": "#000000"}
 
     def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,
-                 attn: str = "sdpa", use_graphs: bool | None = None):
+                 attn: str = "sdpa", use_graphs: bool | None = None, length_bucket: int = 0):
         if policy not in self.policies:
             raise ValueError(f"policy must be one of {', '.join(self.policies)}, got {policy!r}")
         self.model = model
@@ -236,27 +95,35 @@ class GraphEngine(Engine):
             self.device = torch.device("cuda", torch.cuda.current_device())  # the graphs' device, by index
         self.policy = policy
         self.prompt_len, self.max_new_tokens, self.attn = prompt_len, max_new_tokens, attn
+        if isinstance(length_bucket, bool) or not isinstance(length_bucket, int) or length_bucket < 0:
+            raise ValueError(f"length_bucket must be an integer >= 0 (0: one decode graph), got {length_bucket!r}")
+        self.length_bucket = length_bucket
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
-        self.runners: dict[tuple, _Runner] = {}  # keyed by (batch, dtype, device): the buffers' layout
+        self.runners: dict[tuple, StaticRunner] = {}  # keyed by (batch, dtype, device): the buffers' layout
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self.signature: tuple | None = None  # parameters as recorded at the last capture
         self.last_check: str | None = None
         self.told_updated = False  # the trainer said the weights changed since the last call
+        self._captured: list[dict] = []  # capture time and pool growth per graph captured in this call
 
     @classmethod
     def build(cls, loaded, device, params, policy):
-        return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn)
+        return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn,
+                   length_bucket=params.length_bucket)
 
     def describe(self) -> dict:
+        decode = "graph per length bucket, one step per replay" if self.length_bucket else "graph, one step per replay"
         return {"engine": self.name, "policy": self.policy, "cache": "static",
                 "cuda_graph": self.use_graphs, "prefill": "graph" if self.use_graphs else "eager (no CUDA graph)",
-                "decode": "graph, one step per replay" if self.use_graphs else "eager (no CUDA graph)"}
+                "decode": decode if self.use_graphs else "eager (no CUDA graph)",
+                "buckets": bucket_layout(self.prompt_len, self.max_new_tokens, self.length_bucket)}
+
+    def call_notes(self) -> dict:
+        return {"captures": list(self._captured)} if self._captured else {}
 
     def invalidate(self) -> None:
         for runner in self.runners.values():
-            for graph in runner.graphs or ():
-                graph.reset()
-            runner.graphs = None
+            runner.drop_graphs()
         if self.use_graphs:
             # The dropped graphs released their private pool; new graphs need a new one.
             self.pool = torch.cuda.graph_pool_handle()
@@ -304,28 +171,50 @@ class GraphEngine(Engine):
         self.last_check = "dropped" if decision == "drop" else decision
         return self.last_check
 
-    def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[_Runner, int]:
+    def _wrap_step(self, method):
+        """What the runner runs and captures for one step method; the compiled engine compiles it."""
+        return method
+
+    def _new_runner(self, batch_size: int) -> StaticRunner:
+        return StaticRunner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn,
+                            self.length_bucket, wrap=self._wrap_step)
+
+    def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
+        """Work a runner's steps need before warmup and capture, with or without CUDA (the compiled engine compiles)."""
+
+    def _prepare(self, runner: StaticRunner, clock: CallClock) -> int:
+        """Make a runner's steps ready for the weights now: warm up and capture (CUDA). Returns graphs captured."""
+        if self.use_graphs and self.policy not in self.diagnostic_policies:
+            check_replayable(self.model, self.device)  # a capture must read weights where the graphs run
+        self._before_capture(runner, clock)
+        if not self.use_graphs:
+            return 0
+        if not runner.warmed:
+            with clock.part("warmup"), torch.no_grad():
+                runner.warmup()
+        with clock.part("capture"), torch.no_grad():
+            captures = runner.capture(self.pool)
+        self._captured.extend(runner.capture_notes)
+        return captures
+
+    def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[StaticRunner, int]:
         captures = 0
         key = (batch_size, next(self.model.parameters()).dtype, self.device)
         runner = self.runners.get(key)
         if runner is None:
             with clock.part("allocation"):
-                runner = _Runner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn)
+                runner = self._new_runner(batch_size)
             self.runners[key] = runner
-        if self.use_graphs and runner.graphs is None:
-            if self.policy not in self.diagnostic_policies:
-                check_replayable(self.model, self.device)  # a capture must read weights where the graphs run
-            if not runner.warmed:
-                with clock.part("warmup"), torch.no_grad():
-                    runner.warmup()
-            with clock.part("capture"), torch.no_grad():
-                captures = runner.capture(self.pool)
+        if not runner.ready:
+            captures = self._prepare(runner, clock)
+            runner.ready = True
         if self.signature is None:
             # Without CUDA nothing is captured, but the check still runs, so its logic is tested everywhere.
             self.signature = parameter_signature(self.model)
         return runner, captures
 
     def __call__(self, batches, clock: CallClock) -> RolloutOutput:
+        self._captured = []
         decision = self.decide()  # one signature per call: it reads every parameter's metadata
         if decision == "drop":
             with clock.part("capture"):  # tearing down the stale graphs is part of what a recapture costs

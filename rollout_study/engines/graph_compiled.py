@@ -1,0 +1,132 @@
+"""`graph-compiled`: the graph engine with its steps compiled by torch.compile, then captured by the study's graphs.
+
+torch.compile fuses the ~1,400 kernels of a decode step into fewer; it runs without CUDA graphs of
+its own (mode None, `triton.cudagraphs` off, static shapes), so the capture, the replay and the
+refresh policies are exactly the `graph` engine's. What compiling adds:
+- Compilation is charged to the `compile` part: before a runner's graphs are captured, each
+  compiled step runs once outside any graph; that run is `compile` when dynamo compiled in it
+  (the first time, or a recompile after an update broke a guard) and `warmup` otherwise. A
+  compile never happens inside a capture, and any compile inside the rollout itself is counted
+  in the call notes (`compiles_in_rollout`), where it should stay zero.
+- Every runner step (prefill, and the decode step of each length bucket) is compiled from its own
+  copy of the code object, because dynamo keeps its compiled variants, and counts them against its
+  recompile limit, per code object: shared, batch sizes times buckets times engines would reach the
+  limit of 8. `fullgraph=True` makes a graph break or a reached limit raise instead of falling back
+  to eager code silently.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import torch
+
+from ..params import COMPILE_BACKENDS
+from ..timing import CallClock
+from .graph import GraphEngine
+from .static_runner import StaticRunner
+
+# Eager FP16 code rounds every intermediate to FP16; inductor's fused kernels keep float32 unless
+# told to emulate those casts, and then differ from generate() in the last bit, which flips
+# near-tied greedy choices.
+INDUCTOR_OPTIONS = {"triton.cudagraphs": False, "emulate_precision_casts": True}
+# Variants one step's code may hold: each code object serves one shape, so variants come only from
+# state a guard reads that an update changes (requires_grad after a reload, adapter state), a few
+# per run; dynamo's default is 8, and reaching the limit raises (fullgraph) rather than run eager code.
+RECOMPILE_LIMIT = 16
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process (any backend)."""
+    if "torch._dynamo.utils" not in sys.modules:
+        return 0  # not imported yet (seconds): nothing compiled, and importing it here would charge the wrong part
+    return sys.modules["torch._dynamo.utils"].counters["stats"]["unique_graphs"]
+
+
+def own_code(method):
+    """The bound method, as a function with a fresh copy of its code object (dynamo caches per code object)."""
+    func = method.__func__
+    copy = types.FunctionType(func.__code__.replace(), func.__globals__, func.__name__, func.__defaults__,
+                              func.__closure__)
+    copy.__qualname__, copy.__kwdefaults__ = func.__qualname__, func.__kwdefaults__
+    return types.MethodType(copy, method.__self__)
+
+
+class CompiledStep:
+    """One runner step compiled apart; counts the graphs dynamo compiled while running it."""
+
+    def __init__(self, method, backend: str):
+        self.method, self.backend = method, backend
+        self.fn = None
+        self.compiles = 0
+
+    def __call__(self, *args):
+        if self.fn is None:
+            # Here, not at construction: the first torch.compile imports dynamo and inductor (seconds),
+            # and that belongs to the compile part, not to the runner's allocation.
+            options = dict(INDUCTOR_OPTIONS) if self.backend == "inductor" else None
+            self.fn = torch.compile(own_code(self.method), backend=self.backend, mode=None, options=options,
+                                    fullgraph=True, dynamic=False)
+        before = compiled_graphs()
+        try:
+            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                return self.fn(*args)
+        finally:
+            self.compiles += compiled_graphs() - before
+
+
+class GraphCompiledEngine(GraphEngine):
+    name = "graph-compiled"
+    colors = {"recapture": "#9467bd", "reuse": "#17becf", "version-only": "#bcbd22", "unchecked": "#8c564b"}
+
+    def __init__(self, *args, backend: str = "inductor", **kwargs):
+        if backend not in COMPILE_BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(COMPILE_BACKENDS)}, got {backend!r}")
+        self.backend = backend
+        super().__init__(*args, **kwargs)
+        self._compile_notes: dict = {}
+
+    @classmethod
+    def build(cls, loaded, device, params, policy):
+        return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn,
+                   length_bucket=params.length_bucket, backend=params.compile_backend)
+
+    def describe(self) -> dict:
+        steps = "compiled (torch.compile), then " if self.use_graphs else "compiled (torch.compile), run eagerly: "
+        return {**super().describe(), "steps": steps + ("captured" if self.use_graphs else "no CUDA graph"),
+                "compile": {"backend": self.backend, "mode": None, "dynamic": False, "fullgraph": True,
+                            "inductor_options": dict(INDUCTOR_OPTIONS) if self.backend == "inductor" else None,
+                            "recompile_limit": RECOMPILE_LIMIT,
+                            "cache": "one code object per runner step and length bucket"}}
+
+    def _wrap_step(self, method):
+        return CompiledStep(method, self.backend)
+
+    def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
+        notes = self._compile_notes
+        for index, (name, step, _) in enumerate(runner.steps):
+            before, begin = step.compiles, clock.now()
+            with torch.no_grad():
+                runner.run_uncaptured([index])
+            end, new = clock.now(), step.compiles - before
+            if step.compiles == 0:
+                raise RuntimeError(f"{self.name}: torch.compile compiled nothing for {name} (dynamo disabled?); "
+                                   "refusing to run its steps uncompiled under this engine's name")
+            clock.add("compile" if new else "warmup", end - begin)
+            if new:
+                notes["graphs_compiled"] += new
+                notes["recompiled" if before else "compiled"].append(f"{name} (batch {runner.out.shape[0]})")
+            notes["compile_runs"] += 1
+
+    def call_notes(self) -> dict:
+        return {**super().call_notes(), "compile": dict(self._compile_notes)}
+
+    def __call__(self, batches, clock: CallClock):
+        self._compile_notes = {"graphs_compiled": 0, "compiled": [], "recompiled": [], "compile_runs": 0,
+                               "compiles_in_rollout": 0}
+        before = compiled_graphs()
+        try:
+            return super().__call__(batches, clock)
+        finally:
+            notes = self._compile_notes
+            notes["compiles_in_rollout"] = compiled_graphs() - before - notes["graphs_compiled"]

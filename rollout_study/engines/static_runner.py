@@ -1,0 +1,255 @@
+"""The static-cache rollout shared by the graph engines: buffers, step functions, capture and replay.
+
+One `StaticRunner` per (batch, dtype, device) owns the static buffers of that shape: the KV cache,
+the prompt, the key-validity mask, the next token, positions, the write position and the output
+tokens. Its graphs are the prefill of the fixed prompt shape and the decode step. Everything that
+changes between steps (the greedy choice, positions, mask, write position, output column) is
+updated on the device inside the graphs, so a rollout is: copy the prompt in, replay prefill,
+replay a decode graph `max_new_tokens - 1` times. Without CUDA the same step functions run eagerly.
+
+Length buckets (`length_bucket` > 0): a single decode graph must attend over every slot of the
+cache, because a graph cannot change its shapes; decode step s needs only the first
+`prompt_len + s` keys. So the runner captures one decode graph per bucket of cache length, each
+reading keys, values and the key-validity mask up to its limit, and the host, which knows the
+step index, replays the bucket's graph for each step. Prefill then reads the prompt's keys only.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import masks
+
+
+class StaticKVCache:
+    """Preallocated keys and values; `write_positions` is a device tensor read inside the graph.
+
+    Duck-types the one method Hugging Face attention layers call on a cache (`update`), so the
+    addresses are ours and do not depend on the library's cache internals. `limit` is how many
+    key positions the attention reads; a step sets it before its forward, so a graph captured for
+    one bucket bakes in that bucket's slices.
+    """
+
+    def __init__(self, layers: int, batch: int, kv_heads: int, length: int, head_dim: int, dtype, device):
+        shape = (batch, kv_heads, length, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.write_positions: torch.Tensor | None = None
+        self.limit = length
+
+    def clear_from(self, position: int) -> None:
+        # An earlier rollout may have left inf (an FP16 overflow) in a slot this one masks out;
+        # masked attention gives it weight zero, and zero times inf is NaN. Slots are cleared.
+        for tensor in (*self.keys, *self.values):
+            tensor[:, :, position:].zero_()
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        self.keys[layer_idx].index_copy_(2, self.write_positions, key_states)
+        self.values[layer_idx].index_copy_(2, self.write_positions, value_states)
+        return self.keys[layer_idx][:, :, : self.limit], self.values[layer_idx][:, :, : self.limit]
+
+
+def decode_limits(prompt_len: int, new_tokens: int, length_bucket: int) -> list[int]:
+    """Keys read by each decode graph: one limit per bucket that some decode step falls in.
+
+    Bucket k holds min((k + 1) * length_bucket, prompt_len + new_tokens) keys; decode step s
+    (s = 1 .. new_tokens - 1) attends prompt_len + s keys, so the first bucket is the one holding
+    prompt_len + 1 and the last the one holding prompt_len + new_tokens - 1.
+    """
+    length = prompt_len + new_tokens
+    if new_tokens < 2:
+        return []
+    if not length_bucket:
+        return [length]
+    first, last = prompt_len // length_bucket, (length - 2) // length_bucket
+    return [min((k + 1) * length_bucket, length) for k in range(first, last + 1)]
+
+
+def step_buckets(prompt_len: int, new_tokens: int, length_bucket: int) -> list[int]:
+    """For decode steps 1 .. new_tokens - 1, the index (into `decode_limits`) of the graph that serves it."""
+    if not length_bucket:
+        return [0] * max(0, new_tokens - 1)
+    first = prompt_len // length_bucket
+    return [(prompt_len + s - 1) // length_bucket - first for s in range(1, new_tokens)]
+
+
+def bucket_layout(prompt_len: int, new_tokens: int, length_bucket: int) -> dict:
+    """Keys the prefill reads, and per decode graph its keys and the decode steps it serves (first, last;
+    the first generated token, from prefill, is step 0)."""
+    served = step_buckets(prompt_len, new_tokens, length_bucket)
+    decode = []
+    for index, limit in enumerate(decode_limits(prompt_len, new_tokens, length_bucket)):
+        steps = [s for s, bucket in enumerate(served, start=1) if bucket == index]
+        decode.append({"graph": f"decode[0:{limit}]", "keys": limit, "steps": [steps[0], steps[-1]]})
+    return {"length_bucket": length_bucket, "prefill_keys": prompt_len if length_bucket else prompt_len + new_tokens,
+            "decode_graphs": decode}
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def side_stream(device) -> "torch.cuda.Stream":
+    # One warmup stream per device for every runner: cuBLAS keeps a workspace per stream
+    # (32 MiB on Hopper), so a fresh stream per capture would grow memory with each engine.
+    if device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[device]
+
+
+def _memory(device) -> tuple[int, int]:
+    stats = torch.cuda.memory_stats(device)
+    return stats.get("reserved_bytes.all.current", 0), stats.get("allocated_bytes.all.current", 0)
+
+
+class StaticRunner:
+    """The buffers and graphs of one batch shape. `wrap` turns each step method into what is run
+    and captured (the compiled engine compiles it here); `steps` lists (graph name, callable, key limit)."""
+
+    def __init__(self, model, batch: int, prompt_len: int, new_tokens: int, device, attn: str,
+                 length_bucket: int = 0, wrap=None):
+        config = model.config
+        dtype = next(model.parameters()).dtype
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        length = prompt_len + new_tokens
+        self.model, self.prompt_len, self.new_tokens = model, prompt_len, new_tokens
+        self.attn, self.dtype = attn, dtype
+        self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
+        long = dict(dtype=torch.long, device=device)
+        self.input_ids = torch.zeros((batch, prompt_len), **long)
+        self.prompt_mask = torch.zeros((batch, prompt_len), **long)
+        self.key_valid = torch.zeros((batch, length), dtype=torch.bool, device=device)
+        self.next_token = torch.zeros((batch, 1), **long)
+        self.position = torch.zeros((batch, 1), **long)
+        self.prefill_positions = torch.arange(prompt_len, **long)
+        self.write_position = torch.zeros((1,), **long)
+        self.step = torch.zeros((1,), **long)
+        self.out = torch.zeros((batch, new_tokens), **long)
+        wrap = wrap or (lambda method: method)
+        # Unbucketed, prefill reads the whole cache as it always did (the masked tail included).
+        self.steps = [("prefill", wrap(self.prefill_step), prompt_len if length_bucket else length)]
+        self.steps += [(f"decode[0:{limit}]", wrap(self.decode_step), limit)
+                       for limit in decode_limits(prompt_len, new_tokens, length_bucket)]
+        self.step_graphs = [1 + index for index in step_buckets(prompt_len, new_tokens, length_bucket)]
+        self.graphs: tuple | None = None  # (prefill, decode graph of each bucket), in `steps` order
+        self.capture_notes: list[dict] = []  # per graph of the latest capture: time and pool growth
+        self.warmed = False
+        self.ready = False  # steps prepared (compiled, captured) for the weights now; dropped with the graphs
+
+    def _attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        return masks.for_attention(allowed, self.attn, self.dtype)
+
+    def _logits(self, input_ids, mask, positions) -> torch.Tensor:
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        # generate() takes the greedy choice on float32 logits; the cast keeps ties resolved alike.
+        return out.logits[:, -1, :].float()
+
+    def prefill_step(self, limit: int) -> None:
+        mask2d = self.prompt_mask
+        self.key_valid.zero_()
+        self.key_valid[:, : self.prompt_len] = mask2d.bool()
+        allowed = masks.allowed_keys(self.key_valid[:, :limit], self.prompt_len)
+        positions = masks.positions(mask2d)  # as generate() does
+        self.cache.clear_from(self.prompt_len)
+        self.cache.write_positions = self.prefill_positions
+        self.cache.limit = limit
+        token = self._logits(self.input_ids, self._attention_mask(allowed), positions).argmax(-1)
+        self.out[:, 0] = token
+        self.key_valid[:, self.prompt_len] = True
+        self.next_token.copy_(token[:, None])
+        self.position.copy_(positions[:, -1:] + 1)
+        self.write_position.fill_(self.prompt_len)
+        self.step.fill_(1)
+
+    def decode_step(self, limit: int) -> None:
+        self.cache.write_positions = self.write_position
+        self.cache.limit = limit
+        allowed = self.key_valid[:, None, None, :limit]
+        token = self._logits(self.next_token, self._attention_mask(allowed), self.position).argmax(-1)
+        self.out.index_copy_(1, self.step, token[:, None])
+        self.key_valid.index_fill_(1, self.write_position + 1, True)
+        self.next_token.copy_(token[:, None])
+        self.position.add_(1)
+        self.write_position.add_(1)
+        self.step.add_(1)
+
+    def run_uncaptured(self, indices=None) -> None:
+        """Run steps once outside any graph, on the warmup stream where there is CUDA.
+
+        The steps advance the buffers past their valid range only harmlessly: the next prefill
+        resets every buffer a rollout reads.
+        """
+        indices = range(len(self.steps)) if indices is None else indices
+        if self.input_ids.device.type != "cuda":
+            for index in indices:
+                _, fn, limit = self.steps[index]
+                fn(limit)
+            return
+        stream = side_stream(self.input_ids.device)
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for index in indices:
+                _, fn, limit = self.steps[index]
+                fn(limit)
+        torch.cuda.current_stream().wait_stream(stream)
+
+    def warmup(self) -> None:
+        # Run each step once on a side stream before capture, as PyTorch asks, so lazy
+        # initialization (handles, workspaces, autotuning) happens outside the graph.
+        self.run_uncaptured()
+        self.warmed = True
+
+    def capture(self, pool) -> int:
+        # The warmup's stream: a capture on PyTorch's default capture stream would set up a
+        # second cuBLAS workspace there and charge that lazy set-up to capture.
+        device = self.input_ids.device
+        stream = side_stream(device)
+        graphs, self.capture_notes = [], []
+        for name, fn, limit in self.steps:
+            # The capture empties the allocator's cache as it begins; emptied here first, the
+            # reserved-memory difference is what the graph pool grew by.
+            torch.cuda.empty_cache()
+            reserved, allocated = _memory(device)
+            begin = time.perf_counter()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                fn(limit)
+            torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - begin
+            now_reserved, now_allocated = _memory(device)
+            graphs.append(graph)
+            self.capture_notes.append({"graph": name, "keys": limit, "capture_ms": seconds * 1e3,
+                                       "pool_bytes": now_reserved - reserved,
+                                       "allocated_bytes": now_allocated - allocated})
+        self.graphs = tuple(graphs)
+        return len(graphs)
+
+    def drop_graphs(self) -> None:
+        for graph in self.graphs or ():
+            graph.reset()
+        self.graphs = None
+        self.ready = False
+
+    def load(self, batch) -> None:
+        self.input_ids.copy_(batch.input_ids, non_blocking=True)
+        self.prompt_mask.copy_(batch.attention_mask, non_blocking=True)
+
+    def prefill(self) -> None:
+        if self.graphs is not None:
+            self.graphs[0].replay()
+        else:
+            _, fn, limit = self.steps[0]
+            fn(limit)
+
+    def decode(self) -> None:
+        if self.graphs is not None:
+            graphs = self.graphs
+            for index in self.step_graphs:
+                graphs[index].replay()
+        else:
+            steps = self.steps
+            for index in self.step_graphs:
+                _, fn, limit = steps[index]
+                fn(limit)

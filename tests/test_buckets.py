@@ -1,0 +1,85 @@
+"""Length buckets of the graph engines (CPU: the bucketed step functions run eagerly, slices and all)."""
+import pytest
+
+from rollout_study import parity
+from rollout_study.engines.graph import GraphEngine
+from rollout_study.engines.graph_compiled import GraphCompiledEngine
+from rollout_study.engines.static_runner import StaticRunner, bucket_layout, decode_limits, step_buckets
+from rollout_study.params import ParameterError, StudyParams
+from rollout_study.reference import reference
+from rollout_study.timing import CallClock
+from rollout_study.workload import random_workload
+
+PROMPT, NEW = 8, 32
+
+
+def test_which_bucket_serves_which_step():
+    # Decode step s attends PROMPT + s keys: 9..16 in the first bucket, then 8 more per bucket.
+    assert decode_limits(PROMPT, NEW, 8) == [16, 24, 32, 40]
+    assert step_buckets(PROMPT, NEW, 8) == [0] * 8 + [1] * 8 + [2] * 8 + [3] * 7
+    # Buckets start at the one that holds PROMPT + 1 keys, and the last is capped at the cache length.
+    assert decode_limits(7, 10, 4) == [8, 12, 16]  # the last step attends 16 of the 17 slots
+    assert step_buckets(7, 10, 4) == [0, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert decode_limits(PROMPT, NEW, 64) == decode_limits(PROMPT, NEW, 0) == [40]
+    assert step_buckets(PROMPT, NEW, 64) == [0] * 31
+    assert decode_limits(PROMPT, 1, 8) == [] and step_buckets(PROMPT, 1, 8) == []
+    assert bucket_layout(PROMPT, NEW, 8)["decode_graphs"][-1] == {"graph": "decode[0:40]", "keys": 40, "steps": [25, 31]}
+    assert bucket_layout(PROMPT, NEW, 8)["prefill_keys"] == PROMPT
+    assert bucket_layout(PROMPT, NEW, 0)["prefill_keys"] == PROMPT + NEW
+
+
+def test_each_step_reads_its_buckets_slices(tiny):
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=3)
+    runner = StaticRunner(loaded.model, 2, PROMPT, NEW, loaded.model.device, "sdpa", length_bucket=8)
+    keys, masks = [], []
+    update = runner.cache.update
+
+    def recording_update(*args, **kwargs):
+        k, v = update(*args, **kwargs)
+        assert k.shape == v.shape
+        keys.append(k.shape[2])
+        return k, v
+
+    runner.cache.update = recording_update
+    hook = loaded.model.model.layers[0].register_forward_pre_hook(
+        lambda module, args, kwargs: masks.append(kwargs["attention_mask"].shape[-1]), with_kwargs=True)
+    try:
+        runner.load(w.batches[0])
+        runner.prefill()
+        runner.decode()
+    finally:
+        hook.remove()
+    expected = [PROMPT] + [decode_limits(PROMPT, NEW, 8)[b] for b in step_buckets(PROMPT, NEW, 8)]
+    assert keys == masks == expected
+
+
+@pytest.mark.parametrize("bucket", [8, 64])
+def test_bucketed_graph_engines_reproduce_generate(tiny, bucket):
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=4)
+    ref = reference(loaded.model, w.batches, NEW, 0, "cpu")
+    for policy in ("recapture", "reuse"):
+        for engine in (GraphEngine(loaded.model, "cpu", policy, PROMPT, NEW, length_bucket=bucket),
+                       GraphCompiledEngine(loaded.model, "cpu", policy, PROMPT, NEW, length_bucket=bucket,
+                                           backend="eager")):
+            clock = CallClock("cpu").start()
+            out = engine(w.batches, clock)
+            clock.stop()
+            assert parity.compare(out, ref, [b.request_ids for b in w.batches])["ok"], (engine.variant, bucket)
+            layout = engine.describe()["buckets"]
+            assert layout["length_bucket"] == bucket
+            assert [g["keys"] for g in layout["decode_graphs"]] == ([16, 24, 32, 40] if bucket == 8 else [40])
+
+
+@pytest.mark.parametrize("value", [-1, "8", 2.5, True])
+def test_a_bad_length_bucket_is_refused(value):
+    with pytest.raises(ParameterError, match="length_bucket"):
+        StudyParams.from_dict({"length_bucket": value})
+    with pytest.raises(ValueError, match="length_bucket"):
+        GraphEngine(None, "cpu", "recapture", PROMPT, NEW, length_bucket=value)
+
+
+def test_any_positive_length_bucket_is_accepted():
+    assert StudyParams.from_dict({"length_bucket": 7}).length_bucket == 7  # no multiple of anything needed
+    assert StudyParams.from_dict({"length_bucket": 32768}).length_bucket == 32768

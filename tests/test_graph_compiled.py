@@ -1,0 +1,98 @@
+"""graph-compiled on the CPU: torch.compile's aot_eager and eager backends trace the same steps without
+generating kernels, so compilation, its accounting and the refresh policies are tested here; inductor
+and the capture are CUDA tests."""
+import pytest
+import torch
+
+from rollout_study import parity, sync
+from rollout_study.engines import graph_compiled
+from rollout_study.engines.graph_compiled import GraphCompiledEngine
+from rollout_study.params import StudyParams
+from rollout_study.protocol import run_in_process
+from rollout_study.reference import reference
+from rollout_study.timing import CallClock
+from rollout_study.workload import random_workload
+
+PROMPT, NEW = 8, 4
+
+
+@pytest.mark.parametrize("backend,policy,path", [("aot_eager", "reuse", "assign"), ("eager", "recapture", "in-place")])
+def test_in_a_study_compile_is_its_own_part_and_parity_holds(backend, policy, path):
+    params = StudyParams.from_dict({"name": "compiled", "device": "cpu", "engines": ["graph-compiled"],
+                                    "compile_backend": backend, "policy": policy, "update_path": path,
+                                    "requests": 2, "batch_size": 2, "prompt_len": PROMPT, "max_new_tokens": NEW,
+                                    "iterations": 2, "cycles": 1, "layers": 1})
+    result = run_in_process(params)
+    assert result.is_valid and all(call.parity_ok for call in result.calls)
+    by_phase = {(call.phase, call.index): call for call in result.calls}
+    first = by_phase[("first", 0)]
+    assert first.breakdown_ms["compile"] > 0
+    assert first.extra["engine_notes"]["compile"]["compiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + NEW}] (batch 2)"]
+    for call in result.calls:
+        notes = call.extra["engine_notes"]["compile"]
+        assert notes["compiles_in_rollout"] == 0
+        if call.phase.startswith("steady"):
+            assert call.breakdown_ms["compile"] == 0 and notes["compile_runs"] == 0
+    after = by_phase[("first_after_update", 0)]
+    assert after.extra["parameter_check"] == "dropped"  # assign moved the storage; recapture drops regardless
+    assert after.extra["engine_notes"]["compile"]["compile_runs"] == 2  # run once before the (re)capture
+    (engine,) = result.metadata["engines"]
+    assert engine["compile"]["backend"] == backend and engine["compile"]["fullgraph"] is True
+
+
+def _call(engine, workload):
+    clock = CallClock("cpu").start()
+    out = engine(workload.batches, clock)
+    clock.stop()
+    return out, clock.breakdown, engine.call_notes()["compile"]
+
+
+def test_reuse_keeps_after_in_place_and_recompiles_only_where_a_guard_broke(tiny):
+    params, loaded = tiny(layers=1)
+    model = loaded.model
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=6)
+    engine = GraphCompiledEngine(model, "cpu", "reuse", PROMPT, NEW, backend="eager")
+    _call(engine, w)
+
+    def follows(model):
+        out, parts, notes = _call(engine, w)
+        assert parity.compare(out, reference(model, w.batches, NEW, 0, "cpu"))["ok"]
+        assert notes["compiles_in_rollout"] == 0
+        return parts, notes
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+    engine.weights_updated(model)
+    parts, notes = follows(model)
+    assert engine.last_check == "kept" and notes["compile_runs"] == 0 and parts["compile"] == 0
+    model.load_state_dict({k: v.clone() * 1.5 for k, v in model.state_dict().items()}, assign=True)
+    engine.weights_updated(model)
+    parts, notes = follows(model)
+    assert engine.last_check == "dropped" and notes["compile_runs"] == 2
+    fresh = sync.rebuild(model, {k: v.clone() for k, v in model.state_dict().items()})
+    assert next(fresh.parameters()).requires_grad != next(model.parameters()).requires_grad  # a guard reads it
+    engine.weights_updated(fresh)
+    parts, notes = follows(fresh)
+    assert engine.last_check == "dropped" and parts["compile"] > 0
+    assert notes["recompiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + NEW}] (batch 2)"]
+
+
+def test_a_reached_recompile_limit_raises_instead_of_running_eager_code(tiny, monkeypatch):
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=6)
+    engine = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, NEW, backend="eager")
+    _call(engine, w)
+    monkeypatch.setattr(graph_compiled, "RECOMPILE_LIMIT", 1)
+    engine.weights_updated(sync.rebuild(loaded.model, dict(loaded.model.state_dict())))  # requires_grad flips
+    with pytest.raises(Exception, match="recompile_limit|Hard failure"):
+        _call(engine, w)
+
+
+def test_steps_dynamo_does_not_compile_are_refused(tiny, monkeypatch):
+    params, loaded = tiny(layers=1)
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+    engine = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, NEW, backend="eager")
+    # Recent torch refuses this itself under fullgraph; the engine refuses where it does not.
+    with pytest.raises(RuntimeError, match="compiled nothing for prefill|found no compiled frames"):
+        _call(engine, random_workload(2, 2, PROMPT, params.vocab, seed=6))

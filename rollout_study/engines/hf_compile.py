@@ -32,12 +32,16 @@ USER_MODE = "reduce-overhead"  # CompileConfig's default: inductor with CUDA gra
 EMULATE_PRECISION_CASTS = True
 
 
-def compile_config(backend: str, device: torch.device, emulate_precision_casts: bool = EMULATE_PRECISION_CASTS):
+def compile_config(backend: str, device: torch.device, emulate_precision_casts: bool | None = None):
     from transformers import CompileConfig
 
+    if emulate_precision_casts is None:
+        emulate_precision_casts = EMULATE_PRECISION_CASTS
     if backend == "inductor" and emulate_precision_casts:
+        from torch._inductor import list_mode_options
+
         # torch.compile takes a mode or options, not both: the mode spelled as its options, plus one.
-        options = {**torch._inductor.list_mode_options(USER_MODE), "emulate_precision_casts": True}
+        options = {**list_mode_options(USER_MODE), "emulate_precision_casts": True}
         config = CompileConfig(backend=backend, mode=None, options=options)
     elif backend == "inductor":
         config = CompileConfig(backend=backend, mode=USER_MODE)
@@ -60,15 +64,15 @@ class HFCompileEngine(Engine):
     colors = {None: "#2ca02c"}
 
     def __init__(self, model, device, max_new_tokens: int, pad_token_id: int, backend: str = "inductor",
-                 emulate_precision_casts: bool = EMULATE_PRECISION_CASTS):
+                 emulate_precision_casts: bool | None = None):
         if backend not in COMPILE_BACKENDS:
             raise ValueError(f"compile_backend must be one of {', '.join(COMPILE_BACKENDS)}, got {backend!r}")
         self.model = model
         self.device = torch.device(device)
         self.max_new_tokens, self.pad_token_id = max_new_tokens, pad_token_id
         self.backend = backend
-        self.emulate = backend == "inductor" and emulate_precision_casts
         self.config = compile_config(backend, self.device, emulate_precision_casts)
+        self.emulate = bool((self.config.options or {}).get("emulate_precision_casts"))
         self._built = self._previous = compile_watch.counters_now()
         self._update: str | None = None  # what the last weight update did, reported with the next call
         self._notes: dict = {}

@@ -172,7 +172,7 @@ class HFContinuousEngine(Engine):
     def _drop(self) -> None:
         if self.manager is None:
             return
-        if getattr(self._holder, MANAGER_ATTRIBUTE, None) is self.manager:
+        if self._holder.__dict__.get(MANAGER_ATTRIBUTE) is self.manager:
             self._holder.destroy_cached_continuous_batching_manager()
         else:
             self.manager.destroy()
@@ -180,16 +180,22 @@ class HFContinuousEngine(Engine):
         self.manager.batch_processor = None
         self.manager = self._holder = None
 
+    def _owner(self):
+        """The model generate_batch belongs to: a PEFT wrapper (lora-merge) hands it on to the model inside,
+        and the manager must be cached where that model looks for it."""
+        return getattr(self.model.generate_batch, "__self__", self.model)
+
     def _build(self, clock: CallClock) -> None:
+        owner = self._owner()
         with clock.part("allocation"):
             self._drop()
-            manager = self.model.init_continuous_batching(generation_config=self.generation,
-                                                          continuous_batching_config=self.batching)
+            manager = owner.init_continuous_batching(generation_config=self.generation,
+                                                     continuous_batching_config=self.batching)
             manager.batch_processor = manager._create_batch_processor()  # the paged KV cache
         with clock.part("capture"):
             manager.warmup()
-        setattr(self.model, MANAGER_ATTRIBUTE, manager)
-        self.manager, self._holder, self._stale = manager, self.model, False
+        setattr(owner, MANAGER_ATTRIBUTE, manager)
+        self.manager, self._holder, self._stale = manager, owner, False
         self.builds += 1
         config = manager.continuous_batching_config
         self._resolved = {"use_cuda_graph": list(config.cuda_graph_booleans), "use_async_batching":
@@ -201,11 +207,12 @@ class HFContinuousEngine(Engine):
         if built:
             self._build(clock)
         inputs = [row for batch in batches for row in unpadded(batch)]
+        owner = self._owner()
         with GcTime() as collector:
-            results = self.model.generate_batch(inputs, generation_config=self.generation,
-                                                continuous_batching_config=self.batching, persistent_manager=True,
-                                                max_new_tokens=self.max_new_tokens, progress_bar=False)
-        if getattr(self.model, MANAGER_ATTRIBUTE, None) is not self.manager:
+            results = owner.generate_batch(inputs, generation_config=self.generation,
+                                           continuous_batching_config=self.batching, persistent_manager=True,
+                                           max_new_tokens=self.max_new_tokens, progress_bar=False)
+        if owner.__dict__.get(MANAGER_ATTRIBUTE) is not self.manager:
             raise RuntimeError("hf-continuous: generate_batch did not keep the engine's manager; this transformers "
                                f"caches it elsewhere than model.{MANAGER_ATTRIBUTE}")
         output = rebuild(batches, generated_tokens(results, len(inputs), self.max_new_tokens), self.max_new_tokens)

@@ -20,8 +20,6 @@ import torch
 # How the message of a recompile-limit hit reads in counters["unimplemented"] (torch 2.11-2.13:
 # "Dynamo recompile limit exceeded"; older releases: "cache_size_limit reached").
 LIMIT_MARKS = ("recompile limit", "recompile_limit", "cache_size_limit", "cache size limit")
-COUNTERS = ("frames_compiled", "frames_ok", "unique_graphs", "recompile_limit_hits", "cudagraph_skips",
-            "cudagraph_recorded_non_static_inputs")
 
 
 def counters_now() -> dict[str, int]:
@@ -36,7 +34,12 @@ def counters_now() -> dict[str, int]:
     return {"frames_compiled": get("frames", "total"), "frames_ok": get("frames", "ok"),
             "unique_graphs": get("stats", "unique_graphs"), "recompile_limit_hits": hits,
             "cudagraph_skips": get("inductor", "cudagraph_skips"),
-            "cudagraph_recorded_non_static_inputs": get("inductor", "cudagraph_recorded_non_static_inputs")}
+            "cudagraph_recorded_non_static_inputs": get("inductor", "cudagraph_recorded_non_static_inputs"),
+            # Inductor keeps compiled graphs on disk across processes: a "first" compile that hits this
+            # cache costs far less than a cold one, so a first call's compile time depends on it.
+            "fxgraph_cache_hit": get("inductor", "fxgraph_cache_hit"),
+            "fxgraph_cache_miss": get("inductor", "fxgraph_cache_miss"),
+            "autograd_cache_hit": get("aot_autograd", "autograd_cache_hit")}
 
 
 def difference(now: dict[str, int], before: dict[str, int]) -> dict[str, int]:

@@ -104,7 +104,7 @@ class GcTime:
 
 class HFContinuousEngine(Engine):
     name = "hf-continuous"
-    colors = {None: "#8c564b"}
+    colors = {None: "#e377c2"}  # apart from graph-compiled's colours (main)
 
     def __init__(self, model, device, requests: int, prompt_len: int, max_new_tokens: int, pad_token_id: int):
         from transformers import ContinuousBatchingConfig, GenerationConfig

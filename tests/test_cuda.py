@@ -231,3 +231,79 @@ def test_compiled_with_buckets_reproduces_generate_and_reuse_keeps_after_in_plac
     assert engine.call_notes()["compile"]["graphs_compiled"] == 0
     result = _matches(model, engine, workload)
     assert result["ok"], result["mismatch"]
+
+
+# -- the Hugging Face peers (hf-compile, hf-continuous) ------------------------------------------
+def _peer_matches(model, engine, workload) -> tuple[dict, object]:
+    out, clock = _call(engine, workload)
+    ref = reference(model, workload.batches, NEW, 0, "cuda")
+    return parity.compare(out, ref, [b.request_ids for b in workload.batches]), clock
+
+
+def _nudge(model, scale: float = 0.05) -> None:
+    """New weights, different enough that generate()'s tokens change (so parity can tell old from new)."""
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape, generator=generator, device="cuda", dtype=param.dtype) * scale)
+
+
+def test_hf_compile_compiles_records_and_matches_generate(setup):
+    """inductor with CUDA graph trees: compile and recordings charged to their parts, counted in the notes."""
+    from rollout_study.engines.hf_compile import HFCompileEngine
+
+    model, workload = setup
+    torch._dynamo.reset()  # the dynamo cache is process-wide: this test sees its own first compile
+    engine = HFCompileEngine(model, "cuda", NEW, 0, backend="inductor")
+    assert engine.describe()["cuda_graph"] == "inductor CUDA graph trees" and engine.describe()["emulate_precision_casts"]
+    first, clock = _peer_matches(model, engine, workload)
+    notes = engine.call_notes()
+    assert notes["dynamo_compiles"] >= 1 and clock.breakdown["compile"] > 0
+    assert notes["cudagraph_recordings"] >= 1 and clock.breakdown["capture"] > 0  # the trees record during the call
+    assert first["ok"], first["mismatch"]
+    steady, clock = _peer_matches(model, engine, workload)
+    assert engine.call_notes()["dynamo_compiles"] == 0 and clock.breakdown["compile"] == 0
+    assert not engine.call_notes()["recompile_limit_hit"] and steady["ok"], steady["mismatch"]
+
+
+@pytest.mark.parametrize("path", ["in-place", "assign"])
+def test_hf_compile_reads_new_weights_after_a_write_and_after_new_storage(setup, path):
+    """No stale replay: after an in-place write (same addresses) and after assign (new storage), the
+    compiled rollout matches generate() with the new weights; the notes say what torch did."""
+    from rollout_study.engines.hf_compile import HFCompileEngine
+
+    model, workload = setup
+    engine = HFCompileEngine(model, "cuda", NEW, 0, backend="inductor")
+    _call(engine, workload)
+    before = reference(model, workload.batches, NEW, 0, "cuda")
+    if path == "assign":
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(state, assign=True)
+    _nudge(model)
+    engine.weights_updated(model)
+    result, _ = _peer_matches(model, engine, workload)
+    after = reference(model, workload.batches, NEW, 0, "cuda")
+    assert parity.requests_changed(before.output, after.output) > 0
+    assert result["ok"], (result["mismatch"], engine.call_notes())
+    assert engine.call_notes()["after_update"] == "same model object"
+
+
+def test_hf_continuous_captures_its_graphs_and_matches_generate(setup):
+    from rollout_study.engines.hf_continuous import HFContinuousEngine
+
+    model, workload = setup
+    engine = HFContinuousEngine(model, "cuda", workload.requests, 32, NEW, 0)
+    try:
+        first, clock = _peer_matches(model, engine, workload)
+        assert engine.describe()["resolved"]["use_cuda_graph"] == [True, True]
+        assert clock.breakdown["capture"] > 0 and engine.call_notes()["refresh"] == "rebuilt"
+        assert first["ok"], first["mismatch"]
+        steady, clock = _peer_matches(model, engine, workload)
+        assert clock.breakdown["capture"] == 0 and engine.call_notes()["refresh"] == "kept"
+        assert steady["ok"], steady["mismatch"]
+        _nudge(model)
+        engine.weights_updated(model)
+        after, _ = _peer_matches(model, engine, workload)
+        assert engine.call_notes()["refresh"] == "rebuilt" and after["ok"], after["mismatch"]
+    finally:
+        engine.close()

@@ -11,11 +11,15 @@ from .base import Engine, RolloutOutput
 from .eager import EagerEngine
 from .graph import GraphEngine
 from .graph_compiled import GraphCompiledEngine
+from .hf_compile import HFCompileEngine
+from .hf_continuous import HFContinuousEngine
 
 REGISTRY: dict[str, type[Engine]] = {
     EagerEngine.name: EagerEngine,
     GraphEngine.name: GraphEngine,
     GraphCompiledEngine.name: GraphCompiledEngine,
+    HFCompileEngine.name: HFCompileEngine,  # opt-in peers: not in the default `engines`
+    HFContinuousEngine.name: HFContinuousEngine,
 }
 FALLBACK_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 

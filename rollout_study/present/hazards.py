@@ -1,5 +1,5 @@
-"""The hazard report: the matrix (update path x graph policy), the stale replays it shows, and the
-cost of one RL step per path, as tables, markdown and notebook blocks.
+"""The hazard report: the matrix (update path x graph policy, and a column per peer engine), the stale
+replays it shows, and the cost of one RL step per path, as tables, markdown and notebook blocks.
 
 A hazard sweep runs one model; its label (synthetic or pretrained) heads every block.
 """
@@ -16,14 +16,25 @@ from .text import LABEL_TITLES
 DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
                    "the control that shows a stale replay) are diagnostic policies, never used for rollouts; "
                    "recapture and reuse are the engine's real policies and must never read STALE.")
+PEER_NOTE = ("Columns named after an engine (hf-compile, hf-continuous) are peers without refresh policies: their "
+             "verdict is parity after each sync and what their first call after it did (recompiled, re-recorded its "
+             "CUDA graphs, rebuilt, or kept); compiles and recordings per sync come from the engine's notes.")
+
+
+def _counts(values: tuple) -> str:
+    return ", ".join("-" if v is None else str(v) for v in values)
 
 
 def cells_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
-    """One row per path and policy: verdict, captures, sync, first call after the sync, parity."""
+    """One row per path and policy: verdict, captures, sync, first call after the sync, parity; with peer
+    engines, their compilations and CUDA-graph recordings per sync (sweeps without peers read as before)."""
+    peers = any(c.peer for c in cells)
     return pd.DataFrame([{
         "update path": c.path, "policy": c.policy + (" (diagnostic)" if c.diagnostic else ""), "verdict": c.verdict,
         "captures after syncs": c.captures, "syncs": c.syncs, "sync ms (later updates)": c.sync_ms,
-        "first call after sync ms": c.first_ms, "steady after sync ms": c.steady_ms, "parity": c.parity}
+        "first call after sync ms": c.first_ms, "steady after sync ms": c.steady_ms, "parity": c.parity,
+        **({"compiles per sync": _counts(c.compiles), "CUDA-graph recordings per sync": _counts(c.recordings)}
+           if peers else {})}
         for c in cells])
 
 
@@ -68,8 +79,16 @@ def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
     return lines
 
 
+def peer_lines(cells: list[hazards.HazardCell]) -> list[str]:
+    """Per peer engine, its verdict on every path, with compilations and recordings per sync."""
+    engines = list(dict.fromkeys(c.engine for c in cells if c.peer))
+    return [f"{engine} after every sync (compiles / CUDA-graph recordings per sync): " + "; ".join(
+        f"{c.path} {c.verdict} ({_counts(c.compiles)} / {_counts(c.recordings)})"
+        for c in cells if c.engine == engine) for engine in engines]
+
+
 def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
-    real = [c for c in cells if not c.diagnostic]
+    real = [c for c in cells if not c.diagnostic and not c.peer]
     bad = hazards.problems(cells)
     stale = hazards.demonstrated_stale(cells)
     proven = hazards.proven_right(cells)
@@ -81,7 +100,7 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
                  + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
     lines.append("generate() after every sync (determinism): "
                  + ", ".join(f"{r.metadata['training'].get('update_path')} {hazards.eager_parity(r)}" for r in results))
-    return lines + cheapest(cells)
+    return lines + peer_lines(cells) + cheapest(cells)
 
 
 def title(results: list[Result]) -> str:
@@ -99,7 +118,7 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
     if not results[0].cuda_graph:
         out.append(Block("warning", "no CUDA graph (CPU run): the graph engine ran its steps eagerly, so nothing "
                                     "could go stale; the verdicts show the engine's decisions only"))
-    out += [Block("note", DIAGNOSTIC_NOTE),
+    out += [Block("note", DIAGNOSTIC_NOTE)] + ([Block("note", PEER_NOTE)] if any(c.peer for c in cells) else []) + [
             Block("table", "Verdicts: update path x policy", matrix_table(cells)),
             Block("table", "The matrix in full", cells_table(cells)),
             Block("table", "Stale replays, refusals and unproven cells", stale_table(cells)),
@@ -113,6 +132,8 @@ def summary(record: dict, results: list[Result]) -> str:
     cells = hazards.matrix(results)
     lines = [f"# Hazard matrix: {record['spec'].get('name')}", "", f"{title(results)}", ""]
     lines += [f"- {line}" for line in answer_lines(cells, results)] + ["", DIAGNOSTIC_NOTE, ""]
+    if any(c.peer for c in cells):
+        lines += [PEER_NOTE, ""]
     frame = cells_table(cells)
     lines += table(list(frame.columns), frame.values.tolist()) + [""]
     stale = stale_table(cells)
@@ -128,7 +149,7 @@ def readme_block(record: dict, results: list[Result]) -> str:
     cells = hazards.matrix(results)
     frame = matrix_table(cells)
     lines = table(list(frame.columns), frame.values.tolist())
-    real = [c for c in cells if not c.diagnostic]
+    real = [c for c in cells if not c.diagnostic and not c.peer]
     first = results[0]
     lines += ["", f"Sweep `{record['spec'].get('name')}` ({first.label}, {first.model_name}, "
                   f"{first.metadata.get('dtype')}, {first.machine}; "

@@ -1,0 +1,226 @@
+"""The Hugging Face peers (hf-compile, hf-continuous) on the CPU: in a study, against generate(), and their parts.
+
+hf-compile compiles with the `eager` backend here (dynamo traces, no kernels are generated), so the
+compile path and torch's counters are the real ones without inductor's build time. On the CPU no
+CUDA graph exists: inductor's recordings and the continuous-batching graphs are checked by
+tests/test_cuda.py on a GPU.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rollout_study import hazards, parity
+from rollout_study.engines import hf_continuous
+from rollout_study.engines.hf_compile import HFCompileEngine, compile_config
+from rollout_study.params import ParameterError, StudyParams
+from rollout_study.reference import reference
+from rollout_study.timing import CallClock
+from rollout_study.workload import random_workload
+
+SMALL = {"name": "hf-peers", "device": "cpu", "layers": 1, "requests": 4, "batch_size": 4, "prompt_len": 8,
+         "max_new_tokens": 3, "iterations": 2, "cycles": 1, "profile": False, "compile_backend": "eager",
+         "lr": 1.0}  # large enough that the update changes the tokens of the 1-layer model
+
+
+@pytest.fixture(scope="module")
+def peers_study():
+    """One study with both peers and a reload (a new model object) as the update; dynamo starts empty,
+    because its cache is process-wide and an earlier compile of the same code would be reused."""
+    from rollout_study.protocol import run_in_process
+
+    torch._dynamo.reset()
+    # generate() runs anyway, as the parity reference; the eager engine would only add calls.
+    params = StudyParams.from_dict({**SMALL, "engines": ["hf-compile", "hf-continuous"], "update_path": "reload"})
+    return run_in_process(params)
+
+
+def _notes(result, engine, phase):
+    return [c.extra["engine_notes"] for c in result.calls if c.engine == engine and c.phase == phase]
+
+
+def test_both_peers_are_valid_with_parity_on_every_call(peers_study):
+    result = peers_study
+    assert result.is_valid and not result.failures
+    assert result.variants() == ["hf-compile", "hf-continuous"]
+    assert all(c.parity_ok for c in result.calls) and len(result.calls) == 2 * (1 + 2) * 2
+    assert result.updates[0].extra["requests_changed"] > 0  # parity after the reload could tell old from new
+    described = {e["engine"]: e for e in result.metadata["engines"]}
+    assert described["hf-compile"]["cache"] == "static" and described["hf-compile"]["compile_backend"] == "eager"
+    assert described["hf-compile"]["cuda_graph"] is False and described["hf-compile"]["compiles_on_cpu"]
+    assert described["hf-continuous"]["cuda_graph"] is False and "no CUDA" in described["hf-continuous"]["graph_note"]
+
+
+def test_compile_time_is_its_own_part_on_the_first_call_only(peers_study):
+    calls = [c for c in peers_study.calls if c.engine == "hf-compile"]
+    first, rest = calls[0], calls[1:]
+    assert first.phase == "first" and first.breakdown_ms["compile"] > 0
+    assert first.breakdown_ms["compile"] < first.total_ms
+    assert all(c.breakdown_ms["compile"] == 0 for c in rest)
+    (notes,) = _notes(peers_study, "hf-compile", "first")
+    assert notes["refresh"] == "compiled" and notes["dynamo_compiles"] >= 1
+    assert notes["since_previous_call"]["frames_compiled"] >= 1 and notes["cumulative"]["unique_graphs"] >= 1
+    assert notes["compile_ms"] == pytest.approx(first.breakdown_ms["compile"])
+    assert notes["recompile_limit"] == torch._dynamo.config.recompile_limit and not notes["recompile_limit_hit"]
+
+
+def test_a_reload_is_read_by_the_same_compiled_code_without_a_recompile(peers_study):
+    # What torch 2.13 does: dynamo guards the parameters' properties, not the module object, so the
+    # new model passes the guards and its parameters enter the cached graph as inputs.
+    (after,) = _notes(peers_study, "hf-compile", "first_after_update")
+    assert after["after_update"] == "new model object"
+    assert after["dynamo_compiles"] == 0 and after["since_previous_call"]["frames_compiled"] == 0
+    assert after["refresh"] == "kept"
+    assert all(n["refresh"] == "kept" and n["after_update"] is None
+               for n in _notes(peers_study, "hf-compile", "steady_after_update"))
+
+
+def test_the_continuous_manager_lives_across_calls_and_is_rebuilt_after_an_update(peers_study):
+    calls = [c for c in peers_study.calls if c.engine == "hf-continuous"]
+    notes = [c.extra["engine_notes"] for c in calls]
+    assert [n["refresh"] for n in notes] == ["rebuilt", "kept", "kept", "rebuilt", "kept", "kept"]
+    assert notes[-1]["managers_built"] == 2 and notes[3]["after_update"] == "new model object"
+    assert all(n["gc_ms"] >= 0 for n in notes)  # generate_batch collects garbage on every call: measured
+    assert calls[0].breakdown_ms["allocation"] > 0 and calls[1].breakdown_ms["allocation"] == 0
+
+
+def test_the_hazard_matrix_gives_peers_cells_of_their_own(peers_study):
+    cells = {c.policy: c for c in hazards.matrix([peers_study])}
+    assert set(cells) == {"hf-compile", "hf-continuous"}  # no graph engine ran: no policy cells
+    assert cells["hf-compile"].verdict == "kept and valid (no CUDA graph)" and cells["hf-compile"].peer
+    assert cells["hf-compile"].compiles == (0,) and cells["hf-compile"].recordings == (0,)
+    assert cells["hf-continuous"].verdict == "rebuilt (no CUDA graph)" and cells["hf-continuous"].compiles == (None,)
+    assert hazards.problems(list(cells.values())) == [] and hazards.proven_right(list(cells.values())) == []
+
+
+@pytest.fixture
+def small_model(tiny):
+    params, loaded = tiny(layers=1)
+    return params, loaded.model
+
+
+def _call(engine, workload):
+    clock = CallClock("cpu").start()
+    out = engine(workload.batches, clock)
+    clock.stop()
+    return out, clock
+
+
+def test_hitting_dynamos_recompile_limit_is_recorded_and_tokens_stay_right(small_model, monkeypatch):
+    """Two batch shapes need two graphs; with a limit of one, dynamo gives up on the second shape and
+    runs it uncompiled. The notes must say so; the tokens stay generate()'s."""
+    params, model = small_model
+    torch._dynamo.reset()
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    workload = random_workload(3, 2, 8, params.vocab, seed=5)  # batches of 2 and 1
+    engine = HFCompileEngine(model, "cpu", 3, 0, backend="eager")
+    out, clock = _call(engine, workload)
+    notes = engine.call_notes()
+    assert notes["dynamo_compiles"] == 1 and notes["since_previous_call"]["frames_compiled"] == 2
+    assert notes["recompile_limit"] == 1 and notes["recompile_limit_hit"]
+    assert clock.breakdown["compile"] > 0
+    ref = reference(model, workload.batches, 3, 0, "cpu")
+    assert parity.compare(out, ref, [b.request_ids for b in workload.batches])["ok"]
+
+
+def test_compile_configs_are_what_users_get_plus_what_the_cpu_needs():
+    inductor = compile_config("inductor", torch.device("cuda"))
+    assert inductor.backend == "inductor" and inductor.mode is None
+    assert inductor.options == {**torch._inductor.list_mode_options("reduce-overhead"), "emulate_precision_casts": True}
+    assert not inductor._compile_all_devices  # generate() compiles on CUDA without being told
+    plain = compile_config("inductor", torch.device("cuda"), emulate_precision_casts=False)
+    assert (plain.mode, plain.options) == ("reduce-overhead", None)
+    cpu = compile_config("aot_eager", torch.device("cpu"))
+    assert (cpu.backend, cpu.mode, cpu._compile_all_devices) == ("aot_eager", None, True)
+    with pytest.raises(ValueError, match="compile_backend must be one of inductor, aot_eager, eager"):
+        HFCompileEngine(None, "cpu", 3, 0, backend="tvm")
+
+
+def test_left_padding_is_stripped_and_the_output_rebuilt_as_generate_returns_it():
+    workload = random_workload(3, 2, 6, 100, seed=3)
+    rows = [row for batch in workload.batches for row in hf_continuous.unpadded(batch)]
+    assert [len(r) for r in rows] == workload.true_lengths
+    for batch in workload.batches:
+        for row, ids, mask in zip(hf_continuous.unpadded(batch), batch.input_ids, batch.attention_mask):
+            assert row == ids[mask.bool()].tolist()
+    tokens = [[7, 8], [9, 10], [11, 12]]
+    out = hf_continuous.rebuild(workload.batches, tokens, 2)
+    assert [s.shape for s in out.sequences] == [(2, 8), (1, 8)]
+    assert torch.equal(out.sequences[1], torch.cat([workload.batches[1].input_ids, torch.tensor([[11, 12]])], 1))
+    assert out.response_offsets == [[6, 6], [6]]
+    assert torch.equal(out.attention_masks[0][:, 6:], torch.ones(2, 2, dtype=torch.long))
+    holed = workload.batches[0]
+    holed.attention_mask = holed.attention_mask.clone()
+    holed.attention_mask[0, -1] = 0
+    with pytest.raises(ValueError, match="is not a left padding"):
+        hf_continuous.unpadded(holed)
+
+
+class _Output:
+    def __init__(self, tokens, error=None):
+        self.generated_tokens, self.error = tokens, error
+
+
+def test_a_short_failed_or_missing_request_is_an_error_never_padded_out():
+    good = {"req_0": _Output([1, 2]), "req_1": _Output([3, 4])}
+    assert hf_continuous.generated_tokens(good, 2, 2) == [[1, 2], [3, 4]]
+    with pytest.raises(RuntimeError, match="returned 1 of 2 requests"):
+        hf_continuous.generated_tokens({"req_0": _Output([1, 2])}, 2, 2)
+    with pytest.raises(RuntimeError, match="request 1 got 1 tokens, not max_new_tokens 2"):
+        hf_continuous.generated_tokens({"req_0": _Output([1, 2]), "req_1": _Output([3])}, 2, 2)
+    with pytest.raises(RuntimeError, match="request 0 failed: out of blocks"):
+        hf_continuous.generated_tokens({"req_0": _Output([], "out of blocks"), "req_1": _Output([3, 4])}, 2, 2)
+
+
+def test_engine_names_are_checked_before_anything_runs():
+    with pytest.raises(ParameterError, match=r"engines must be a non-empty list drawn from eager, graph, "
+                                             r"hf-compile, hf-continuous; got \['eager', 'hf-compiled'\]"):
+        StudyParams.from_dict({"engines": ["eager", "hf-compiled"]})
+    with pytest.raises(ParameterError, match="compile_backend must be one of inductor, aot_eager, eager"):
+        StudyParams.from_dict({"engines": ["hf-compile"], "compile_backend": "cudagraphs"})
+    assert StudyParams().engines == ["eager", "graph"]  # the peers are opt-in
+
+
+def _with_peer(path: str, refreshes: tuple, stale: bool = False):
+    """A hand-made GPU hazard result of one path: graph[recapture] plus hf-compile with its notes."""
+    from result_fixture import make_call
+    from test_hazards import BAD, hazard_result
+
+    data = hazard_result(path, {"recapture": "dropped"}).to_dict()
+    for cycle, phase, samples in ((0, "first", 1), (0, "steady", 2), (0, "first_after_update", 1),
+                                  (0, "steady_after_update", 2), (1, "first_after_update", 1),
+                                  (1, "steady_after_update", 2)):
+        for index in range(samples):
+            call = make_call("hf-compile", cycle, phase, index, 50.0, True)
+            first_after = phase == "first_after_update"
+            refresh = refreshes[cycle] if first_after else ("compiled" if phase == "first" else "kept")
+            call["engine_notes"] = {"refresh": refresh, "dynamo_compiles": int(refresh == "compiled"),
+                                    "cudagraph_recordings": int(refresh in ("compiled", "recorded"))}
+            if stale and phase.endswith("after_update"):
+                call["parity"] = dict(BAD)
+            data["calls"].append(call)
+    from rollout_study.result import Result
+
+    return Result.from_dict(data)
+
+
+def test_peer_verdicts_and_counts_per_sync_from_hand_made_results():
+    from rollout_study.present import hazards as report
+
+    recorded = _with_peer("assign", ("recorded", "recorded"))
+    cells = hazards.matrix([recorded])
+    assert [(c.policy, c.peer) for c in cells] == [("recapture", False), ("hf-compile", True)]
+    peer = cells[1]
+    assert peer.verdict == "re-recorded" and peer.compiles == (0, 0) and peer.recordings == (1, 1)
+    mixed = hazards.matrix([_with_peer("reload", ("compiled", "kept"))])[1]
+    assert mixed.verdict == "mixed" and mixed.detail == "cycle 0: compiled, cycle 1: kept" and mixed.compiles == (1, 0)
+    stale = hazards.matrix([_with_peer("cast", ("kept", "kept"), stale=True)])[1]
+    assert stale.verdict == "STALE" and "weights before the sync" in stale.detail
+    assert hazards.problems([stale]) == [] and hazards.demonstrated_stale([stale]) == []  # a finding, not our failure
+    frame = report.matrix_table(cells)
+    assert list(frame.columns) == ["update path", "recapture", "hf-compile"]
+    full = report.cells_table(cells)
+    assert full.set_index("policy").loc["hf-compile", "CUDA-graph recordings per sync"] == "1, 1"
+    text = report.summary({"spec": {"name": "h"}}, [recorded])
+    assert "recapture and reuse: 0 of 1 cells wrong" in text
+    assert "hf-compile after every sync (compiles / CUDA-graph recordings per sync): assign re-recorded (0, 0 / 1, 1)" in text

@@ -280,15 +280,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-profile", action="store_true", help="skip the profiled call per engine")
     bench.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     _parameter_arguments(bench)
-    sweep = commands.add_parser(
-        "sweep", help="a sweep file: one study per point, then its report",
-        description="One study per point of a sweep file, each in a fresh process, then the sweep's report "
-                    "(report: hazards, the update-path matrix; or sweep, curves over batch size and new tokens "
-                    "per model). Keys of the file: name, report, sweep (parameter -> list of values, or of "
-                    "mappings of parameters that go together), repeat_alone (N points run again one at a time "
-                    "after the sweep, to tell whether running side by side moved them), and any StudyParams "
-                    "field shared by every point. Writes runs/<name>-<time>/ with sweep.json (points, wall "
-                    "time), points/, repeats/, summary.md and report.html.")
+    from .sweep_command import DESCRIPTION
+
+    sweep = commands.add_parser("sweep", help="a sweep file: one study per point, then its report",
+                                description=DESCRIPTION)
     sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists, e.g. "
                                           "params/sweep-h200.yaml")
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")

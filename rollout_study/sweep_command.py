@@ -6,6 +6,13 @@ from pathlib import Path
 
 from .params import ParameterError
 
+DESCRIPTION = (
+    "One study per point of a sweep file, each in a fresh process, then the sweep's report (report: hazards, "
+    "the update-path matrix; or sweep, curves over batch size and new tokens per model). Keys of the file: name, "
+    "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
+    "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
+    "StudyParams field shared by every point. Writes runs/<name>-<time>/ with sweep.json (points, wall time), "
+    "points/, repeats/, summary.md and report.html.")
 
 def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""

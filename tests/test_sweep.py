@@ -184,6 +184,32 @@ def test_sweep_help_names_the_report_and_repeat_alone(capsys):
     assert "repeat_alone" in out and "curves over batch size and new tokens" in out
 
 
+def test_instrument_false_skips_only_the_instrumented_calls():
+    from rollout_study.params import StudyParams
+    from rollout_study.protocol import run_in_process
+
+    small = {"device": "cpu", "engines": ["eager"], "requests": 1, "batch_size": 1, "prompt_len": 4,
+             "max_new_tokens": 2, "iterations": 1, "profile": False}
+    on, off = (run_in_process(StudyParams.from_dict({**small, "instrument": flag})) for flag in (True, False))
+    assert on.extra["instrumented_calls"] and "instrumented_calls" not in off.extra
+    assert [(c.variant, c.cycle, c.phase, c.index) for c in on.calls] == \
+        [(c.variant, c.cycle, c.phase, c.index) for c in off.calls]
+    assert off.metadata["params"]["instrument"] is False
+
+
+def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_package():
+    import nbformat
+
+    notebook = nbformat.read(str(REPO / "notebooks" / "sweep.ipynb"), as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    (parameters,) = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(parameters.source, namespace)
+    assert namespace["sweep_dir"] == "." and namespace["figures_dir"] == "figures"
+    assert "report.blocks(" in code[-1].source and "def " not in "".join(c.source for c in code)
+
+
 @pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory):
     """params/sweep-cpu.yaml (two points, one repeated alone) run in this process, then its report."""
@@ -211,7 +237,8 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     wall = record["wall"]
     assert (wall["executor"], wall["gpus"], wall["workers"], wall["points_run"]) == ("local", 0, 1, 2)
     assert wall["seconds"] > 0 and wall["start"] <= wall["end"]
-    assert [e["slug"] for e in record["repeats"]["points"]] == ["batch_size=2-requests=2"]
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    assert [e["slug"] for e in record["repeats"]["points"]] == [slug for _, slug, _ in repeats.sample(spec, 1)]
     assert sweep.validity_problems(folder) == []
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert "Synthetic model: tiny-llama" in html and "Points repeated alone" in html

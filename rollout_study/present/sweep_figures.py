@@ -74,7 +74,7 @@ def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True) -> list[floa
         if kept:
             ax.plot(*zip(*kept), marker="o", color=color, label=f"{tokens} new tokens")
             values += [v for _, v in kept]
-    if log and values:
+    if log and values and max(values) > min(values):  # one value has no decade to span: left linear
         log_axis(ax, values)
     ax.grid(alpha=0.3)
     return values

@@ -79,24 +79,26 @@ class SweepComparison:
     @property
     def ratio(self) -> float | None:
         """A's wall time over B's: how many times longer A took."""
-        a, b = (w.get("seconds") for w in self.walls)
+        a, b = (w.get("total_seconds", w.get("seconds")) for w in self.walls)
         return a / b if a and b else None
 
     def rows(self) -> list[dict]:
-        keys = ("executor", "gpus", "workers", "points_run", "points_kept", "seconds", "start", "end")
-        return [{"sweep": name, **{key: wall.get(key) for key in keys}} for name, wall in zip(self.names, self.walls)]
+        keys = ("executor", "gpus", "workers", "start", "end")
+        return [{"sweep": name, **{key: wall.get(key) for key in keys},
+                 "invocations": 1 + len(wall.get("earlier", [])),
+                 "seconds": wall.get("total_seconds", wall.get("seconds"))} for name, wall in zip(self.names, self.walls)]
 
     def text(self) -> str:
         from .present.text import align, number
 
-        header = ["sweep", "executor", "gpus", "workers", "points_run", "points_kept", "seconds", "start", "end"]
+        header = ["sweep", "executor", "gpus", "workers", "invocations", "seconds", "start", "end"]
         lines = align(header, [[number(row[k]) if k == "seconds" else str(row[k] if row[k] is not None else "-")
                                 for k in header] for row in self.rows()], left=2)
         lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x"))
         lines.append("same points: " + ("yes" if self.same_points else "NO, the sweeps ran different points")
                      + f" ({self.points[0]} and {self.points[1]})")
-        if any(wall.get("points_kept") for wall in self.walls):
-            lines.append("a sweep kept points from an earlier run: its wall time covers only the points it ran")
+        if any(wall.get("earlier") for wall in self.walls):
+            lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
         return "\n".join(lines)
 
 

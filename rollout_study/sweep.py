@@ -133,18 +133,35 @@ def _existing(folder: Path, file: str, params: StudyParams) -> bool:
     return result.is_valid and same_code and result.metadata.get("device") == device
 
 
+def _now() -> str:
+    from .environment import now  # imports torch: only once a sweep runs
+
+    return now()
+
+
+def _earlier_walls(folder: Path) -> list[dict]:
+    try:
+        with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
+            wall = json.load(handle).get("wall")
+    except (OSError, ValueError):
+        return []
+    if not wall:
+        return []
+    return [*wall.get("earlier", []), {k: v for k, v in wall.items() if k not in ("earlier", "total_seconds")}]
+
+
 class _Record:
     """sweep.json as the points finish: written after each one, so an interrupted sweep keeps them."""
 
     def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool, gpus: int, workers: int):
-        from .environment import now
-
         (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
         self.folder, self.progress, self.total = folder, progress, len(spec.points())
-        # This invocation's wall time; points kept from an earlier run are counted, so a resumed
-        # sweep's time is never read as the whole sweep's.
-        wall = {"executor": executor.split()[0], "gpus": gpus, "workers": workers, "start": now(), "end": None,
-                "seconds": 0.0, "points_run": 0, "points_kept": 0}
+        # This invocation's wall time, and the earlier invocations' of a resumed sweep (one session
+        # may not fit a sweep): their sum is the time the sweep took to run, pauses between them aside.
+        earlier = _earlier_walls(folder)
+        wall = {"executor": executor.split()[0], "gpus": gpus, "workers": workers, "start": _now(), "end": None,
+                "seconds": 0.0, "points_run": 0, "points_kept": 0, "earlier": earlier,
+                "total_seconds": sum(w.get("seconds") or 0.0 for w in earlier)}
         self.data = {"schema_version": 1, "spec": spec.to_dict(), "executor": executor, "wall": wall, "points": []}
         self.began = time.perf_counter()
 
@@ -173,12 +190,11 @@ class _Record:
             (self.folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
             entry.update(status="failed", error=(str(error) if isinstance(error, LaunchError)
                                                  else f"{type(error).__name__}: {error}")[-2000:])
-        from .environment import now
-
         self.data["points"].append(entry)
         self.data["wall_s"] = time.perf_counter() - self.began
         wall = self.data["wall"]
-        wall.update(end=now(), seconds=self.data["wall_s"])
+        wall.update(end=_now(), seconds=self.data["wall_s"],
+                    total_seconds=self.data["wall_s"] + sum(w.get("seconds") or 0.0 for w in wall["earlier"]))
         wall["points_kept" if entry["status"].startswith("kept") else "points_run"] += 1
         write_json_atomic(self.data, self.folder / SWEEP_FILE)
         if self.progress:
@@ -190,9 +206,9 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
 
     `launcher(params) -> Result` runs one point; the default is a fresh process running the whole study.
     """
-    from .launch import STUDY_MODE, fresh_process
-
     import torch
+
+    from .launch import STUDY_MODE, fresh_process
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)

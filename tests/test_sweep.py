@@ -210,6 +210,22 @@ def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_pack
     assert "report.blocks(" in code[-1].source and "def " not in "".join(c.source for c in code)
 
 
+def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+
+    def out_of_memory(params):
+        raise RuntimeError("out of memory (simulated)")
+
+    first = sweep.run_local(spec, tmp_path, progress=False, launcher=out_of_memory)["wall"]
+    assert (first["points_run"], first["earlier"], first["total_seconds"]) == (2, [], first["seconds"])
+    second = sweep.run_local(spec, tmp_path, progress=False, launcher=out_of_memory)["wall"]
+    assert [w["start"] for w in second["earlier"]] == [first["start"]]
+    assert second["total_seconds"] == pytest.approx(first["seconds"] + second["seconds"])
+    frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
+    assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
+                                   "sweep points, all invocations"]
+
+
 @pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory):
     """params/sweep-cpu.yaml (two points, one repeated alone) run in this process, then its report."""
@@ -261,7 +277,8 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     twin = tmp_path / "twin"
     twin.mkdir()
     record = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
-    record["wall"].update(executor="ray", gpus=2, workers=2, seconds=record["wall"]["seconds"] / 2)
+    half = record["wall"]["total_seconds"] / 2
+    record["wall"].update(executor="ray", gpus=2, workers=2, seconds=half, total_seconds=half)
     (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
     assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_OK
     out = capsys.readouterr().out

@@ -84,17 +84,25 @@ def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
                         columns=["point", "status", "why"])
 
 
+def _wall_row(what: str, wall: dict) -> dict:
+    return {"what": what, "executor": wall.get("executor"), "GPUs": wall.get("gpus"), "workers": wall.get("workers"),
+            "start": wall.get("start"), "end": wall.get("end"), "seconds": wall.get("seconds"),
+            "points run": wall.get("points_run"), "points kept": wall.get("points_kept")}
+
+
 def wall_table(record: dict) -> pd.DataFrame:
-    wall = record.get("wall") or {}
-    rows = [{"what": "sweep points", "executor": wall.get("executor", record.get("executor")), "GPUs": wall.get("gpus"),
-             "workers": wall.get("workers"), "start": wall.get("start"), "end": wall.get("end"),
-             "seconds": wall.get("seconds", record.get("wall_s")), "points run": wall.get("points_run"),
-             "points kept": wall.get("points_kept")}]
+    """Each invocation of the sweep (a resumed one has several), their sum, then the repeats alone."""
+    wall = record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
+    earlier = wall.get("earlier", [])
+    rows = [_wall_row(f"sweep points, invocation {i + 1}", w) for i, w in enumerate(earlier)]
+    rows.append(_wall_row("sweep points" + (f", invocation {len(earlier) + 1}" if earlier else ""), wall))
+    if earlier:
+        rows.append({"what": "sweep points, all invocations", "seconds": wall.get("total_seconds")})
     block = record.get("repeats")
     if block:
-        rows.append({"what": "repeats alone", "executor": "local, one at a time", "GPUs": wall.get("gpus") and 1,
-                     "workers": 1, "start": block.get("start"), "end": block.get("end"), "seconds": block.get("seconds"),
-                     "points run": len(block.get("points", [])), "points kept": None})
+        rows.append({"what": "repeats alone", "executor": "local, one at a time", "workers": 1,
+                     "start": block.get("start"), "end": block.get("end"), "seconds": block.get("seconds"),
+                     "points run": len(block.get("points", []))})
     return pd.DataFrame(rows)
 
 
@@ -137,9 +145,10 @@ def _parts(folder, record: dict, loaded):
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
     usable, rejected, verdicts = _parts(folder, record, loaded)
     wall = record.get("wall") or {}
+    seconds = wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
-             f"{wall.get('workers', '-')} worker(s), {wall.get('seconds', record.get('wall_s')) or 0:.0f} s"]
+             f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
     for points in curves.by_model(usable).values():
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):

@@ -98,6 +98,11 @@ def variants(points: list[Point]) -> list[str]:
     return sorted({v for p in points for v in p.variants()}, key=variant_rank)
 
 
+def _ordered(rows: list) -> list:
+    """Tables read per variant (registry order), then new tokens, then batch."""
+    return sorted(rows, key=lambda r: (variant_rank(r.variant), r.new_tokens, r.batch))
+
+
 # -- steady state -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SpeedUp:
@@ -115,7 +120,7 @@ def speedups(points: list[Point]) -> list[SpeedUp]:
             steady = p.steady(variant)
             if variant != BASELINE and base and steady:
                 rows.append(SpeedUp(variant, p.new_tokens, p.batch, ratio_interval(base, steady)))
-    return rows
+    return _ordered(rows)
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ def latencies(points: list[Point]) -> list[Latency]:
                 rows.append(Latency(variant, p.new_tokens, p.batch, p.requests, steady.median,
                                     steady.median / (p.requests * p.new_tokens),
                                     steady.median / (p.batches * p.new_tokens)))
-    return rows
+    return _ordered(rows)
 
 
 # -- first calls and memory -------------------------------------------------------------------
@@ -170,7 +175,7 @@ def captures(points: list[Point]) -> list[Capture]:
                                     _minus(memory.get("peak_allocated"), start), _minus(memory.get("allocated"), start),
                                     _minus(memory.get("reserved"), previous and previous.memory_bytes.get("reserved"))))
             previous = call
-    return sorted(rows, key=lambda r: (variant_rank(r.variant), r.new_tokens, r.batch))
+    return _ordered(rows)
 
 
 @dataclass(frozen=True)
@@ -183,8 +188,8 @@ class AfterUpdate:
 
 
 def after_update(points: list[Point]) -> list[AfterUpdate]:
-    return [AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
-            for p in points for variant, (first, steady) in costs_after_update(p.result).items()]
+    return _ordered([AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
+                     for p in points for variant, (first, steady) in costs_after_update(p.result).items()])
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
     run      the study and report notebooks for one parameter file, into a new folder under runs/
     bench    the study alone, in this process, into one result JSON (the original benchmark's flags)
-    sweep    one study per point of a sweep file (fresh processes), then its report (hazards.ipynb)
+    sweep    one study per point of a sweep file (fresh processes), then its report (hazards or sweep)
     report   rebuild a folder's summary, report notebook, figures and HTML from its result.json
     summary  the console summary of a result file (--markdown: summary.md)
     publish  copy a finished run folder into reports/ (never a CPU result over a GPU one)
-    compare  two result files: the same workload? the same tokens, call by call?
+    compare  two result files: the same workload? the same tokens, call by call? (two sweep folders:
+             their wall times, executors, GPUs and the ratio)
 
 `run` and `bench` take the same parameters: a YAML file, then `--set key=value` or `-p key value`
 for any parameter, or a flag per parameter (`--requests 8`). Every value is validated by
@@ -192,7 +193,7 @@ def cmd_run(args, argv: list[str]) -> int:
 
 
 def cmd_sweep(args, argv: list[str]) -> int:
-    from .sweep import command
+    from .sweep_command import command
 
     return EXIT_FAILED if command(args) else EXIT_OK
 
@@ -237,9 +238,17 @@ def cmd_summary(args, argv: list[str]) -> int:
 
 
 def cmd_compare(args, argv: list[str]) -> int:
-    from .compare import compare
+    from .compare import compare, compare_sweeps
     from .result import Result
 
+    sweeps = [(Path(p) / "sweep.json").is_file() for p in (args.a, args.b)]
+    if any(sweeps):
+        if not all(sweeps):
+            raise ParameterError(f"compare: {args.a!r} and {args.b!r} must both be sweep folders (with sweep.json) "
+                                 "or both result files")
+        comparison = compare_sweeps(args.a, args.b)
+        print(comparison.text())
+        return EXIT_OK if comparison.same_points and comparison.ratio is not None else EXIT_FAILED
     comparison = compare(Result.read(args.a), Result.read(args.b))
     print(comparison.text())
     return EXIT_OK if comparison.same_workload and comparison.tokens_match else EXIT_FAILED
@@ -271,8 +280,12 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-profile", action="store_true", help="skip the profiled call per engine")
     bench.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
     _parameter_arguments(bench)
-    sweep = commands.add_parser("sweep", help="a sweep file: one study per point, then its report")
-    sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists")
+    from .sweep_command import DESCRIPTION
+
+    sweep = commands.add_parser("sweep", help="a sweep file: one study per point, then its report",
+                                description=DESCRIPTION)
+    sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists, e.g. "
+                                          "params/sweep-h200.yaml")
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
     sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (its valid points are kept)")
     sweep.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -286,9 +299,10 @@ def parser() -> argparse.ArgumentParser:
     summary = commands.add_parser("summary", help="the summary of a result file")
     summary.add_argument("result", help="a result.json")
     summary.add_argument("--markdown", action="store_true", help="summary.md instead of the console table")
-    compare = commands.add_parser("compare", help="two results: same workload? same tokens call by call?")
-    compare.add_argument("a", help="a result.json")
-    compare.add_argument("b", help="another result.json")
+    compare = commands.add_parser("compare", help="two results: same workload? same tokens call by call? "
+                                                  "Or two sweep folders: wall times and their ratio")
+    compare.add_argument("a", help="a result.json, or a sweep folder (holding sweep.json)")
+    compare.add_argument("b", help="another result.json, or another sweep folder")
     publish = commands.add_parser("publish", help="copy a finished run folder into reports/")
     publish.add_argument("run_folder", help="a folder under runs/ holding a valid result.json")
     publish.add_argument("--name", default=None, help="report folder name (default: the run's name)")

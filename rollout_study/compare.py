@@ -14,7 +14,7 @@ from .result import Result
 
 # Parameters that change how much is measured, not what is generated.
 # Cycles stay in: calls are matched by cycle, and control cycles shift the real updates' numbers.
-NOT_WORKLOAD = ("name", "iterations", "cold_starts", "profile", "device", "policy", "engines")
+NOT_WORKLOAD = ("name", "iterations", "cold_starts", "profile", "instrument", "device", "policy", "engines")
 
 
 @dataclass
@@ -64,3 +64,57 @@ def compare(a: Result, b: Result) -> Comparison:
         elif comparison.first_difference is None:
             comparison.first_difference = f"{call.variant} cycle {call.cycle} {call.phase} #{call.index}"
     return comparison
+
+
+# -- two sweeps ---------------------------------------------------------------------------------
+@dataclass
+class SweepComparison:
+    """Two runs of one sweep (on one GPU and on two, say): their wall times and the ratio."""
+
+    names: tuple[str, str]
+    walls: tuple[dict, dict]  # each sweep.json's `wall` block (older files: executor and seconds only)
+    same_points: bool  # the same point parameters (hashes), whatever the sweeps are called
+    points: tuple[int, int]
+
+    @property
+    def ratio(self) -> float | None:
+        """A's wall time over B's: how many times longer A took."""
+        a, b = (w.get("total_seconds", w.get("seconds")) for w in self.walls)
+        return a / b if a and b else None
+
+    def rows(self) -> list[dict]:
+        keys = ("executor", "gpus", "workers", "start", "end")
+        return [{"sweep": name, **{key: wall.get(key) for key in keys},
+                 "invocations": 1 + len(wall.get("earlier", [])),
+                 "seconds": wall.get("total_seconds", wall.get("seconds"))} for name, wall in zip(self.names, self.walls)]
+
+    def text(self) -> str:
+        from .present.text import align, number
+
+        header = ["sweep", "executor", "gpus", "workers", "invocations", "seconds", "start", "end"]
+        lines = align(header, [[number(row[k]) if k == "seconds" else str(row[k] if row[k] is not None else "-")
+                                for k in header] for row in self.rows()], left=2)
+        lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x"))
+        lines.append("same points: " + ("yes" if self.same_points else "NO, the sweeps ran different points")
+                     + f" ({self.points[0]} and {self.points[1]})")
+        if any(wall.get("earlier") for wall in self.walls):
+            lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
+        return "\n".join(lines)
+
+
+def compare_sweeps(a, b) -> SweepComparison:
+    """Two sweep folders: wall time (start, end, seconds, executor, GPUs, workers) side by side."""
+    import json
+    from pathlib import Path
+
+    records = []
+    for folder in (a, b):
+        with open(Path(folder) / "sweep.json", encoding="utf-8") as handle:
+            records.append(json.load(handle))
+
+    def wall(record):
+        return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
+
+    hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
+    return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),
+                           hashes[0] == hashes[1], tuple(len(h) for h in hashes))

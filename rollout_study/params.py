@@ -178,6 +178,9 @@ class StudyParams:
     prompts: str = "auto"
     cold_starts: int = 0
     profile: bool = True
+    # False skips the instrumented eager calls (the prefill/decode split of generate()), which a sweep
+    # does not read; every measured call stays as it is.
+    instrument: bool = True
     compile_backend: str = "inductor"  # torch.compile backend of the compiled engines
     length_bucket: int = 0  # graph engines: decode graphs per bucket of this many cache positions (0: one graph)
     # Shape of the synthetic tiny Llama (ignored for other models, the named synthetic shapes included).
@@ -355,6 +358,7 @@ _CHECKS = {
     "prompts": _one_of(PROMPT_SOURCES),
     "cold_starts": _int_at_least(0, 50),
     "profile": _bool,
+    "instrument": _bool,
     "compile_backend": _one_of(COMPILE_BACKENDS),
     "length_bucket": _int_at_least(0, 32768),
     "layers": _int_at_least(1, 256),

@@ -249,9 +249,12 @@ def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path
     """summary.md, the sweep's report notebook (notebooks/<report>.ipynb) and report.html from the sweep folder."""
     from . import sweep
     from .present import hazards
+    from .present import sweep as sweep_report
 
     def summary():
-        write_text(folder / "summary.md", hazards.summary(*sweep.load_results(folder)))
+        text = (hazards.summary(*sweep.load_results(folder)) if report == "hazards"
+                else sweep_report.summary(*sweep.load(folder), folder=folder))
+        write_text(folder / "summary.md", text)
 
     problems = _guarded("writing summary.md", summary)
     executed = folder / f"{report}.ipynb"

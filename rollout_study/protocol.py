@@ -321,7 +321,7 @@ class Study:
                         self._phase(cycle, "steady_after_update", steady)
                         if self.mode == "profile":
                             self._profile(cycle, "steady_after_update")
-                    if self.mode == "measure" and self._reference is not None:
+                    if self.mode == "measure" and params.instrument and self._reference is not None:
                         try:
                             self._instrument()
                         except Exception as err:

@@ -4,6 +4,7 @@
     report: hazards            # the notebook that reads the sweep (notebooks/<report>.ipynb)
     sweep:
       update_path: [in-place, copy, assign]
+    repeat_alone: 0            # points run again one at a time afterwards, to tell contention (repeats.py)
     engines: [eager, graph]    # every other key: a StudyParams field shared by all points
 
 The points are the product of the lists, each validated by `StudyParams` before any point runs.
@@ -18,6 +19,8 @@ the point's parameters). A point that fails or runs out of memory is recorded an
 Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
 (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
 sweep or on an existing cluster by address; points sharing a host are pinned to disjoint cores.
+`sweep.json` records the sweep's wall time (start, end, seconds, executor, GPUs and workers), so
+runs of one sweep on different machines can be compared (`rollout-study compare A B`).
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from .params import ParameterError, StudyParams
 from .record import ResultError
 from .result import Result
 
-REPORTS = ("hazards",)
+REPORTS = ("hazards", "sweep")
 SWEEP_FILE = "sweep.json"
 POINTS_FOLDER = "points"
 
@@ -45,6 +48,7 @@ class SweepSpec:
     report: str
     axes: dict  # parameter -> list of values, in file order
     base: dict = field(default_factory=dict)
+    repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "sweep") -> "SweepSpec":
@@ -52,6 +56,10 @@ class SweepSpec:
             raise ParameterError(f"{source}: a sweep file needs a 'sweep:' mapping of parameter names to lists")
         values = dict(values)
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
+        repeat = values.pop("repeat_alone", 0)
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+            raise ParameterError(f"{source}: repeat_alone must be an integer >= 0 (points run again alone after "
+                                 f"the sweep), got {repeat!r}")
         if report not in REPORTS:
             raise ParameterError(f"{source}: report must be one of {', '.join(REPORTS)}; got {report!r}")
         if "name" in axes:
@@ -59,8 +67,10 @@ class SweepSpec:
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values)
-        spec.points()  # every point validated before anything runs
+        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat)
+        total = len(spec.points())  # every point validated before anything runs
+        if repeat > total:
+            raise ParameterError(f"{source}: repeat_alone must be at most the sweep's {total} point(s), got {repeat}")
         return spec
 
     @classmethod
@@ -89,7 +99,8 @@ class SweepSpec:
         return out
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "report": self.report, "sweep": self.axes, **self.base}
+        repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
+        return {"name": self.name, "report": self.report, **repeat, "sweep": self.axes, **self.base}
 
 
 def _slug(value) -> str:
@@ -122,13 +133,36 @@ def _existing(folder: Path, file: str, params: StudyParams) -> bool:
     return result.is_valid and same_code and result.metadata.get("device") == device
 
 
+def _now() -> str:
+    from .environment import now  # imports torch: only once a sweep runs
+
+    return now()
+
+
+def _earlier_walls(folder: Path) -> list[dict]:
+    try:
+        with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
+            wall = json.load(handle).get("wall")
+    except (OSError, ValueError):
+        return []
+    if not wall:
+        return []
+    return [*wall.get("earlier", []), {k: v for k, v in wall.items() if k not in ("earlier", "total_seconds")}]
+
+
 class _Record:
     """sweep.json as the points finish: written after each one, so an interrupted sweep keeps them."""
 
-    def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool):
+    def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool, gpus: int, workers: int):
         (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
         self.folder, self.progress, self.total = folder, progress, len(spec.points())
-        self.data = {"schema_version": 1, "spec": spec.to_dict(), "executor": executor, "points": []}
+        # This invocation's wall time, and the earlier invocations' of a resumed sweep (one session
+        # may not fit a sweep): their sum is the time the sweep took to run, pauses between them aside.
+        earlier = _earlier_walls(folder)
+        wall = {"executor": executor.split()[0], "gpus": gpus, "workers": workers, "start": _now(), "end": None,
+                "seconds": 0.0, "points_run": 0, "points_kept": 0, "earlier": earlier,
+                "total_seconds": sum(w.get("seconds") or 0.0 for w in earlier)}
+        self.data = {"schema_version": 1, "spec": spec.to_dict(), "executor": executor, "wall": wall, "points": []}
         self.began = time.perf_counter()
 
     def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
@@ -158,6 +192,10 @@ class _Record:
                                                  else f"{type(error).__name__}: {error}")[-2000:])
         self.data["points"].append(entry)
         self.data["wall_s"] = time.perf_counter() - self.began
+        wall = self.data["wall"]
+        wall.update(end=_now(), seconds=self.data["wall_s"],
+                    total_seconds=self.data["wall_s"] + sum(w.get("seconds") or 0.0 for w in wall["earlier"]))
+        wall["points_kept" if entry["status"].startswith("kept") else "points_run"] += 1
         write_json_atomic(self.data, self.folder / SWEEP_FILE)
         if self.progress:
             say(f"[{len(self.data['points'])}/{self.total}] {entry['slug']}: {entry['status']}")
@@ -168,10 +206,12 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
 
     `launcher(params) -> Result` runs one point; the default is a fresh process running the whole study.
     """
+    import torch
+
     from .launch import STUDY_MODE, fresh_process
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
-    record = _Record(spec, folder, "local", progress)
+    record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     for entry, params in record.pending(spec):
         start = time.perf_counter()
         try:
@@ -216,9 +256,11 @@ def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  **({} if address else {"num_cpus": os.cpu_count()}))
     try:
-        record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress)
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cuda = torch.cuda.is_available() or gpus > 0
+        workers = gpus if cuda else int(ray.cluster_resources().get("CPU", 1))
+        record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress,
+                         gpus=gpus, workers=workers)
         cores = (os.cpu_count() or 1) // max(gpus, 1) if cuda else 0
         task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1)(_ray_point)
         running = {task.remote(params.to_dict(), cores): entry for entry, params in record.pending(spec)}
@@ -264,7 +306,7 @@ def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) ->
     """Why a sweep folder is not publishable: failed or invalid points, and its report's own checks.
 
     `loaded`: what `load(folder)` returned, where the caller has it already."""
-    from . import hazards
+    from . import hazards, repeats
 
     record, points = loaded or load(folder)
     problems = []
@@ -274,55 +316,7 @@ def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) ->
             problems.append(f"point {entry['slug']}: {'; '.join(why)}")
     if not points:
         problems.append("no points")
+    problems += repeats.problems(record)
     if record.get("spec", {}).get("report") == "hazards":
         problems += hazards.problems(hazards.matrix(finished(points)))
-    return problems
-
-
-def command(args) -> list[str]:
-    """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
-    from . import pipeline, publish
-    from .files import writable
-    from .pipeline import say
-
-    spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
-    if args.executor == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            raise ParameterError("--executor ray needs the ray package (pip install ray==2.60.0); allowed "
-                                 "without it: --executor local")
-    elif args.address:
-        raise ParameterError("--address needs --executor ray")
-    publish.check_name(spec.name, "name")
-    if args.into:  # resume: points whose valid result is in the folder are not run again
-        folder = Path(args.into).resolve()
-        if not (folder / SWEEP_FILE).is_file():
-            raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {SWEEP_FILE})")
-        earlier = load(folder)[0]["spec"]
-        if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
-            raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
-                                 f"not {spec.name!r}; allowed: a folder of the same sweep")
-    else:
-        problem = writable(Path(args.output_root) / "probe.json")
-        if problem:
-            raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
-        folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
-    try:
-        if args.executor == "ray":
-            run_ray(spec, folder, address=args.address, progress=not args.quiet)
-        else:
-            run_local(spec, folder, progress=not args.quiet)
-    except BaseException:
-        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
-        raise
-    with pipeline.kernel_environment():
-        problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
-    if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
-        folder = publish.finish_run(folder, spec.name)
-    publish.write_index(folder.parent)
-    problems += validity_problems(folder)
-    say(f"sweep folder: {folder}")
-    for problem in problems:
-        say(f"error: {problem}")
     return problems

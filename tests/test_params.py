@@ -36,6 +36,7 @@ def test_defaults_are_the_reference_workload():
     ("engines", ["eager", "vllm"], "engines must be a non-empty list drawn from eager, graph"),
     ("attn", "flash", "attn must be one of sdpa, eager"),
     ("device", "tpu", "device must be one of auto, cpu, cuda"),
+    ("instrument", "no", "instrument must be true or false"),
 ])
 def test_bad_values_name_the_parameter_and_range(key, value, fragment):
     with pytest.raises(ParameterError) as err:

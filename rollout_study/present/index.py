@@ -13,7 +13,10 @@ from ..record import LABELS
 from ..result import Result
 
 LINKS = ("report.html", "study.html", "summary.md", "result.json")
-TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model runs", None: "Runs without a readable result"}
+MIXED = "synthetic and pretrained"
+TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model runs",
+          MIXED: "Sweeps over synthetic and pretrained models (each labelled in its report)",
+          None: "Runs without a readable result"}
 STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
          ".ok{color:#070}.bad{color:#c00;font-weight:bold}.answer{white-space:pre-line;font-size:90%}")
@@ -46,6 +49,7 @@ def entry(folder: Path) -> dict | None:
 def sweep_entry(folder: Path, row: dict) -> dict:
     """A sweep folder: its answer lines (hazard report) and validity, from its points."""
     from .. import hazards, sweep
+    from . import sweep as sweep_report
     from .hazards import answer_lines
 
     row = {**row, "links": [name for name in ("report.html", "summary.md", "sweep.json") if (folder / name).exists()]}
@@ -53,11 +57,19 @@ def sweep_entry(folder: Path, row: dict) -> dict:
         loaded = sweep.load(folder)
         record, results = loaded[0], sweep.finished(loaded[1])
         problems = sweep.validity_problems(folder, loaded)
-        answer = "\n".join(answer_lines(hazards.matrix(results), results)) if results else ""
+        if record["spec"].get("report") == "sweep":
+            answer = "\n".join(sweep_report.answer_lines(record, loaded[1], folder))
+        else:
+            answer = "\n".join(answer_lines(hazards.matrix(results), results)) if results else ""
     except Exception as err:  # an unreadable sweep is shown, never allowed to stop the page
         return {**row, "validity": f"unreadable sweep: {type(err).__name__}"}
     first = results[0] if results else None
-    return {**row, "label": first.label if first else None, "model": first.model_name if first else "-",
+    labels = list(dict.fromkeys(r.label for r in results))
+    # A sweep over synthetic and pretrained models gets a section of its own, each model with its label.
+    label = labels[0] if len(labels) == 1 else (MIXED if labels else None)
+    models = list(dict.fromkeys((r.label, r.model_name) for r in results))
+    named = models[0][1] if len(models) == 1 else "; ".join(f"{name} ({kind})" for kind, name in models)
+    return {**row, "label": label, "model": named if first else "-",
             "machine": first.machine if first else "-", "date": first.metadata.get("time_start", "-") if first else "-",
             "graph": "-" if first is None else ("CUDA graph" if first.cuda_graph else "no CUDA graph (CPU run)"),
             "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
@@ -89,7 +101,7 @@ def _table(rows: list[dict]) -> str:
 def page(rows: list[dict]) -> str:
     # One table per label: the index never lists synthetic and pretrained runs together either.
     sections = [f"<h2>{TITLES[label]}</h2>{_table(group)}"
-                for label in (*LABELS, None) if (group := [r for r in rows if r["label"] == label])]
+                for label in (*LABELS, MIXED, None) if (group := [r for r in rows if r["label"] == label])]
     content = "".join(sections) or "<p>No reports yet.</p>"
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Rollout study reports</title>"
             f"<style>{STYLE}</style></head><body><h1>Rollout study reports</h1>{content}</body></html>\n")

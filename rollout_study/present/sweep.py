@@ -1,0 +1,212 @@
+"""The sweep report: curves over batch size and new tokens per model, failed points, points repeated
+alone and the sweep's wall time, as tables, notebook blocks and summary.md.
+
+Each model (label and shape) gets its own section, headed by its label; the numbers and their
+definitions are in sweep_curves.py, the repeat rule in repeats.py, the figures in sweep_figures.py.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import repeats
+from .. import sweep_curves as curves
+from ..result import Result
+from .markdown import table
+from .notebook import Block
+from .sweep_figures import FIGURES, model_title, path
+from .text import MIB, NO_GRAPH_NOTE
+
+DEFINITIONS = [
+    "steady: the cycle-0 steady phase (before any update); speed-up: eager generate()'s steady median over "
+    "the variant's, with its 95% bootstrap interval",
+    "ms per token: steady median / (requests x new tokens); ms per decode step: steady median / (batches per "
+    "call x new tokens), one step of one batch with the prefill spread over the steps",
+    "capture: the capture part of the variant's first call; peak: peak allocated during it minus allocated at "
+    "its start; kept: allocated after it minus at its start (static cache, buffers, graph pools); reserved "
+    "growth: reserved after it minus after the call before it",
+    "first after update: median over real updates of the first call after one; break-even: rollouts per update "
+    "U from which (or up to which) first + (U-1) x steady is no dearer than the baseline's",
+    "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
+    "R^2 of the fit)",
+    f"crossover: per variant and new tokens, the smallest swept batch whose speed-up is under {curves.CROSSOVER}x",
+    "only valid points are plotted or tabulated; failed and invalid points are listed apart",
+]
+
+
+def _mib(value):
+    return None if value is None else value / MIB
+
+
+def speedup_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch,
+                          "speed-up": r.ratio.point, "95% low": r.ratio.low, "95% high": r.ratio.high}
+                         for r in curves.speedups(points)])
+
+
+def latency_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch, "requests": r.requests,
+                          "steady ms": r.steady_ms, "ms per token": r.ms_per_token, "ms per decode step": r.ms_per_step}
+                         for r in curves.latencies(points)])
+
+
+def capture_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch,
+                          "capture ms": r.capture_ms, "captures": r.captures, "peak MiB": _mib(r.peak_delta_bytes),
+                          "kept MiB": _mib(r.kept_bytes), "reserved growth MiB": _mib(r.reserved_delta_bytes)}
+                         for r in curves.captures(points)])
+
+
+def after_update_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch, "first ms": r.first_ms,
+                          "steady after ms": r.steady_ms, "first / steady": r.first_ms / r.steady_ms}
+                         for r in curves.after_update(points)])
+
+
+def break_even_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"candidate": r.candidate, "baseline": r.baseline, "new tokens": r.new_tokens,
+                          "batch": r.batch, "from U": r.break_even.first_u, "up to U": r.break_even.last_u,
+                          "verdict": r.break_even.verdict} for r in curves.break_evens(points)])
+
+
+def growth_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": r.variant, "batch": r.batch, "new tokens": ", ".join(map(str, r.new_tokens)),
+                          "slope ms per token": r.fit and r.fit.slope, "intercept ms": r.fit and r.fit.intercept,
+                          "R^2": r.fit and r.fit.r2, "points": len(r.new_tokens)} for r in curves.growth(points)])
+
+
+def crossover_table(points) -> pd.DataFrame:
+    return pd.DataFrame([{"variant": c.variant, "new tokens": c.new_tokens,
+                          f"speed-up under {curves.CROSSOVER}x from": c.text} for c in curves.crossovers(points)])
+
+
+def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
+    return pd.DataFrame([{"point": r.slug, "status": r.status, "why": r.reason[-500:]} for r in rejected],
+                        columns=["point", "status", "why"])
+
+
+def _wall_row(what: str, wall: dict) -> dict:
+    return {"what": what, "executor": wall.get("executor"), "GPUs": wall.get("gpus"), "workers": wall.get("workers"),
+            "start": wall.get("start"), "end": wall.get("end"), "seconds": wall.get("seconds"),
+            "points run": wall.get("points_run"), "points kept": wall.get("points_kept")}
+
+
+def wall_table(record: dict) -> pd.DataFrame:
+    """Each invocation of the sweep (a resumed one has several), their sum, then the repeats alone."""
+    wall = record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
+    earlier = wall.get("earlier", [])
+    rows = [_wall_row(f"sweep points, invocation {i + 1}", w) for i, w in enumerate(earlier)]
+    rows.append(_wall_row("sweep points" + (f", invocation {len(earlier) + 1}" if earlier else ""), wall))
+    if earlier:
+        rows.append({"what": "sweep points, all invocations", "seconds": wall.get("total_seconds")})
+    block = record.get("repeats")
+    if block:
+        rows.append({"what": "repeats alone", "executor": "local, one at a time", "workers": 1,
+                     "start": block.get("start"), "end": block.get("end"), "seconds": block.get("seconds"),
+                     "points run": len(block.get("points", []))})
+    return pd.DataFrame(rows)
+
+
+def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
+    rows = []
+    for v in verdicts:
+        worst = max(v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
+        rows.append({"point": v.slug, "verdict": v.verdict,
+                     "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
+                     "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",
+                     "side / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
+                     "95% high": worst and worst.ratio.high, "why": v.why})
+    return pd.DataFrame(rows)
+
+
+def shifts_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
+    return pd.DataFrame([{"point": v.slug, "variant": s.variant, "cycle": s.cycle, "phase": s.phase,
+                          "side by side ms": s.side.median, "alone ms": s.alone.median, "side / alone": s.ratio.point,
+                          "95% low": s.ratio.low, "95% high": s.ratio.high, "verdict": s.verdict}
+                         for v in verdicts for s in v.shifts])
+
+
+MODEL_TABLES = (
+    ("Steady speed-up over eager generate()", speedup_table),
+    (f"Crossover: where the speed-up falls under {curves.CROSSOVER}x", crossover_table),
+    ("Per-token latency (steady)", latency_table),
+    ("Capture time and memory of the first call", capture_table),
+    ("First call after a real update", after_update_table),
+    ("Break-even rollouts per update", break_even_table),
+    ("Steady time vs new tokens: least-squares fit", growth_table),
+)
+
+
+def _parts(folder, record: dict, loaded):
+    usable, rejected = curves.split(loaded)
+    verdicts = repeats.verdicts(loaded, repeats.load(folder, record)) if record.get("repeats") else []
+    return usable, rejected, verdicts
+
+
+def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
+    usable, rejected, verdicts = _parts(folder, record, loaded)
+    wall = record.get("wall") or {}
+    seconds = wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
+    lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
+             f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
+             f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
+    for points in curves.by_model(usable).values():
+        rows = curves.speedups(points)
+        for variant in dict.fromkeys(r.variant for r in rows):
+            mine = [r.ratio.point for r in rows if r.variant == variant]
+            crossings = [f"{c.new_tokens} tokens: {c.text}" for c in curves.crossovers(points) if c.variant == variant]
+            lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
+                         f"under {curves.CROSSOVER}x from: " + "; ".join(crossings))
+    if verdicts:
+        moved = [v.slug for v in verdicts if v.verdict == "moved"]
+        lines.append(f"repeated alone: {len(verdicts)} point(s), {len(moved)} moved by running side by side"
+                     + (f" ({', '.join(moved)})" if moved else "")
+                     + f", {sum(v.verdict == 'not moved' for v in verdicts)} not moved")
+    return lines
+
+
+def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str = "figures",
+           folder=".") -> list[Block]:
+    usable, rejected, verdicts = _parts(folder, record, loaded)
+    out = [Block("heading", f"Sweep {record['spec'].get('name')}", 2),
+           Block("answer", "Answer", answer_lines(record, loaded, folder))]
+    if usable and not usable[0].result.cuda_graph:
+        out.append(Block("warning", NO_GRAPH_NOTE))
+    if rejected:
+        out.append(Block("warning", f"{len(rejected)} point(s) failed or are invalid: listed below, never plotted"))
+    out += [Block("answer", "Definitions", DEFINITIONS),
+            Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)", wall_table(record)),
+            Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected))]
+    for points in curves.by_model(usable).values():
+        out.append(Block("heading", model_title(points), 2))
+        for kind, caption, make in FIGURES:
+            make(points, figures_dir)
+            out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
+        out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
+    if record.get("repeats"):
+        out += [Block("heading", "Points repeated alone", 2), Block("note", "Rule: " + repeats.RULE),
+                Block("table", "Per repeated point (ran side by side under executor "
+                               f"{record.get('executor')})", repeats_table(verdicts)),
+                Block("table", "Every steady phase compared", shifts_table(verdicts))]
+    for index, block in enumerate(out):
+        block.key = f"sweep-{index}"
+    return out
+
+
+def _markdown(frame: pd.DataFrame) -> list[str]:
+    return table(list(frame.columns), frame.values.tolist()) if not frame.empty else ["none"]
+
+
+def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> str:
+    usable, rejected, verdicts = _parts(folder, record, loaded)
+    lines = [f"# Sweep: {record['spec'].get('name')}", ""]
+    lines += [f"- {line}" for line in answer_lines(record, loaded, folder)] + [""]
+    lines += ["## Definitions", ""] + [f"- {line}" for line in DEFINITIONS] + [""]
+    lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
+    lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
+    for points in curves.by_model(usable).values():
+        lines += [f"## {model_title(points)}", ""]
+        for caption, make in MODEL_TABLES:
+            lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
+    if record.get("repeats"):
+        lines += ["## Points repeated alone", "", "Rule: " + repeats.RULE, ""] + _markdown(repeats_table(verdicts))
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,213 @@
+"""The sweep report's figures: one set per model (label and shape), never two models in one plot.
+
+Each function takes one model's valid points and returns a bare matplotlib Figure, saved as PNG when
+given a folder. Columns are variants (whatever engines the points ran), one line per new-token count
+(or per batch, against new tokens); batch sizes are powers of two, so the batch axis is log 2. The
+numbers come from sweep_curves.py; failed or invalid points never reach a figure.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from .. import sweep_curves as curves
+from ..sweep_curves import Point
+from .figures import log_axis
+from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
+
+
+def model_title(points: list[Point]) -> str:
+    """Label first, so a synthetic shape is never read as the pretrained model."""
+    label, name = points[0].model
+    return f"{LABEL_TITLES[label]}: {name} on {points[0].result.machine}"
+
+
+def model_stem(points: list[Point]) -> str:
+    label, name = points[0].model
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}").strip("-")
+
+
+def _colors(keys) -> dict:
+    keys = sorted(set(keys))
+    cmap = colormaps["viridis"]
+    return {k: cmap(0.85 * i / max(len(keys) - 1, 1)) for i, k in enumerate(keys)}
+
+
+def _batch_axis(ax, batches) -> None:
+    ticks = sorted(set(batches))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("batch size")
+
+
+def _panels(n: int, rows: int = 1, height: float = 3.6):
+    fig = Figure(figsize=(max(4.2 * n, 6), height * rows), layout="constrained")
+    return fig, fig.subplots(rows, max(n, 1), squeeze=False)
+
+
+def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str) -> Figure:
+    note = "" if points[0].result.cuda_graph else "\n" + NO_GRAPH_NOTE
+    fig.suptitle(f"{model_title(points)}: {what}{note}", fontsize=10)
+    if figures_dir is not None:
+        os.makedirs(figures_dir, exist_ok=True)
+        fig.savefig(path(figures_dir, points, kind), dpi=100)
+    return fig
+
+
+def path(figures_dir: str, points: list[Point], kind: str) -> str:
+    return os.path.join(figures_dir, f"sweep-{model_stem(points)}-{kind}.png")
+
+
+def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True) -> list[float]:
+    """One line per new-token count of `variant`'s rows against batch; returns the plotted values."""
+    values = []
+    for tokens, color in colors.items():
+        line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
+        ys = [y(r) for r in line]
+        kept = [(r.batch, v) for r, v in zip(line, ys) if v is not None]
+        if kept:
+            ax.plot(*zip(*kept), marker="o", color=color, label=f"{tokens} new tokens")
+            values += [v for _, v in kept]
+    if log and values and max(values) > min(values):  # one value has no decade to span: left linear
+        log_axis(ax, values)
+    ax.grid(alpha=0.3)
+    return values
+
+
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.speedups(points)
+    names = [v for v in curves.variants(points) if v != curves.BASELINE]
+    fig, axes = _panels(len(names))
+    colors = _colors(p.new_tokens for p in points)
+    for ax, variant in zip(axes[0], names):
+        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False)
+        ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
+        ax.axhline(1.0, color="black", linewidth=0.6)
+        ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
+        ax.set_title(variant, fontsize=9)
+        ax.set_ylabel("speed-up over eager generate() (steady)")
+        _batch_axis(ax, [p.batch for p in points])
+        _legend(ax)
+    return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup")
+
+
+def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.latencies(points)
+    names = curves.variants(points)
+    fig, axes = _panels(len(names))
+    colors = _colors(p.new_tokens for p in points)
+    for ax, variant in zip(axes[0], names):
+        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
+        ax.set_title(variant, fontsize=9)
+        ax.set_ylabel("ms per generated token (steady / (requests x new tokens), log)", fontsize=7)
+        _batch_axis(ax, [p.batch for p in points])
+        _legend(ax)
+    return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
+
+
+MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms, False),
+               ("peak allocated - start (MiB)", lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB, False),
+               ("reserved growth (MiB)", lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB, False))
+
+
+def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.captures(points)
+    names = [v for v in curves.variants(points) if v != curves.BASELINE]
+    fig, axes = _panels(len(names), rows=len(MEMORY_ROWS), height=2.8)
+    colors = _colors(p.new_tokens for p in points)
+    for column, variant in enumerate(names):
+        for row, (label, value, log) in enumerate(MEMORY_ROWS):
+            ax = axes[row][column]
+            if not _by_tokens(ax, rows, variant, value, colors, log=log):
+                ax.text(0.5, 0.5, "not recorded (no CUDA allocator on the CPU)", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=8)
+            ax.set_ylabel(label, fontsize=8)
+            _batch_axis(ax, [p.batch for p in points])
+        axes[0][column].set_title(variant, fontsize=9)
+        _legend(axes[0][column])
+    return _finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture")
+
+
+def after_update_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.after_update(points)
+    names = sorted({r.variant for r in rows}, key=curves.variant_rank)
+    fig, axes = _panels(len(names))
+    colors = _colors(p.new_tokens for p in points)
+    for ax, variant in zip(axes[0], names):
+        _by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
+        ax.set_title(variant, fontsize=9)
+        ax.set_ylabel("first call after a real update (ms, log)")
+        _batch_axis(ax, [p.batch for p in points])
+        _legend(ax)
+    return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update")
+
+
+def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.break_evens(points)
+    pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
+    fig, axes = _panels(len(pairs))
+    colors = _colors(p.new_tokens for p in points)
+    for ax, (candidate, baseline) in zip(axes[0], pairs):
+        mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
+        # Only "pays off from U" is a number on this axis; "never" and "only up to" are in the table.
+        plotted = _by_tokens(ax, [_Renamed(r, candidate) for r in mine], candidate,
+                             lambda r: r.first_u if r.last_u is None else None, colors)
+        if not plotted:
+            ax.text(0.5, 0.5, "no point pays off from some U\n(see the table)", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=8)
+        ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
+        ax.set_ylabel("pays off from U rollouts per update (log)", fontsize=8)
+        _batch_axis(ax, [p.batch for p in points])
+        _legend(ax)
+    return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even")
+
+
+class _Renamed:
+    """A break-even row as `_by_tokens` reads rows: a variant, a batch, a new-token count."""
+
+    def __init__(self, row, variant):
+        self.variant, self.batch, self.new_tokens = variant, row.batch, row.new_tokens
+        self.first_u, self.last_u = row.break_even.first_u, row.break_even.last_u
+
+
+def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+    rows = curves.growth(points)
+    names = curves.variants(points)
+    fig, axes = _panels(len(names))
+    colors = _colors(p.batch for p in points)
+    for ax, variant in zip(axes[0], names):
+        for row in [r for r in rows if r.variant == variant]:
+            ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14)
+            if row.fit is not None:
+                xs = [min(row.new_tokens), max(row.new_tokens)]
+                ax.plot(xs, [row.fit.intercept + row.fit.slope * x for x in xs], color=colors[row.batch],
+                        label=f"batch {row.batch}: {row.fit.slope:.3g} ms/token")
+        ax.set_title(variant, fontsize=9)
+        ax.set_xlabel("new tokens")
+        ax.set_ylabel("steady median (ms); lines: least squares a + b n")
+        ax.grid(alpha=0.3)
+        _legend(ax)
+    return _finish(fig, points, "steady time vs new tokens, fitted", figures_dir, "growth")
+
+
+# (file kind, caption, function)
+FIGURES = (
+    ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count "
+                "(dashed: the crossover threshold)", speedup_figure),
+    ("latency", "Per-token latency vs batch", latency_figure),
+    ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
+    ("after-update", "First call after a real update vs batch, per policy", after_update_figure),
+    ("break-even", "Break-even: rollouts per update from which each variant pays off, vs batch", break_even_figure),
+    ("growth", "Steady time vs new tokens with the fitted line a + b n, per batch", growth_figure),
+)

@@ -1,0 +1,287 @@
+"""The numbers of a sweep report: curves over batch size and new tokens, per model, with no formatting.
+
+A model is its label (synthetic or pretrained) and its name (the shape): curves never mix two.
+Only valid points enter a curve; failed and invalid ones are returned apart (`split`), to be shown
+as such. Variants are whatever engines each point ran; "steady" is the cycle-0 steady phase (before
+any update), and every speed-up is over the `eager` variant (Hugging Face generate()).
+
+    speed-up            eager's steady median / the variant's, with its 95% bootstrap interval
+    ms per token        steady median / (requests x new tokens): the wall time per generated token
+    ms per decode step  steady median / (batches per call x new tokens): one step of one batch
+                        (the prefill is spread over the steps)
+    capture             the capture part of the variant's first call (cycle 0), and its captures
+    memory              of that first call: peak allocated and allocated after it, each minus the
+                        allocated at its start; reserved after it minus reserved after the call
+                        before it in run order (None on the CPU, or for the run's first call)
+    first after update  median first call after a real update, and the steady median after it
+    break-even          rollouts per update U from (or up to) which the variant pays off (breakeven.py)
+    growth              least squares ms = a + b x new tokens per variant and batch: slope b
+                        (ms per new token), intercept a, R^2 (None where every ms is equal)
+    crossover           per variant and new tokens: the smallest swept batch whose speed-up is under
+                        `CROSSOVER`, or none in the swept range
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
+from .engines import variant_rank
+from .result import Result
+from .stats import Ratio, Samples, ratio_interval
+
+CROSSOVER = 1.5  # speed-up under which a graph no longer clearly pays for its complexity
+
+
+@dataclass(frozen=True)
+class Point:
+    slug: str
+    result: Result
+
+    @property
+    def model(self) -> tuple[str, str]:
+        return self.result.label, self.result.model_name
+
+    @property
+    def batch(self) -> int:
+        return int(self.result.metadata["workload"]["batch_size"])
+
+    @property
+    def requests(self) -> int:
+        return int(self.result.metadata["workload"]["requests"])
+
+    @property
+    def new_tokens(self) -> int:
+        return int(self.result.metadata["workload"]["max_new_tokens"])
+
+    @property
+    def batches(self) -> int:
+        return math.ceil(self.requests / self.batch)
+
+    def steady(self, variant: str) -> Samples | None:
+        return self.result.samples(variant, 0, "steady")
+
+    def variants(self) -> list[str]:
+        return [v for v in self.result.variants() if not any(c.diagnostic for c in self.result.calls_of(v))]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    slug: str
+    status: str  # failed, invalid
+    reason: str
+
+
+def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
+    """Valid points (curves) and the rest (the failures table)."""
+    usable, rejected = [], []
+    for entry, result in loaded:
+        if result is None:
+            rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
+        elif result.validity_problems():
+            rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
+        else:
+            usable.append(Point(entry["slug"], result))
+    return usable, rejected
+
+
+def by_model(points: list[Point]) -> dict[tuple[str, str], list[Point]]:
+    """Points per (label, model name), synthetic before pretrained, each in batch then new-token order."""
+    groups: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        groups.setdefault(point.model, []).append(point)
+    order = sorted(groups, key=lambda key: (key[0] != "synthetic", list(groups).index(key)))
+    return {key: sorted(groups[key], key=lambda p: (p.batch, p.new_tokens)) for key in order}
+
+
+def variants(points: list[Point]) -> list[str]:
+    return sorted({v for p in points for v in p.variants()}, key=variant_rank)
+
+
+def _ordered(rows: list) -> list:
+    """Tables read per variant (registry order), then new tokens, then batch."""
+    return sorted(rows, key=lambda r: (variant_rank(r.variant), r.new_tokens, r.batch))
+
+
+# -- steady state -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeedUp:
+    variant: str
+    new_tokens: int
+    batch: int
+    ratio: Ratio
+
+
+def speedups(points: list[Point]) -> list[SpeedUp]:
+    rows = []
+    for p in points:
+        base = p.steady(BASELINE)
+        for variant in p.variants():
+            steady = p.steady(variant)
+            if variant != BASELINE and base and steady:
+                rows.append(SpeedUp(variant, p.new_tokens, p.batch, ratio_interval(base, steady)))
+    return _ordered(rows)
+
+
+@dataclass(frozen=True)
+class Latency:
+    variant: str
+    new_tokens: int
+    batch: int
+    requests: int
+    steady_ms: float
+    ms_per_token: float
+    ms_per_step: float
+
+
+def latencies(points: list[Point]) -> list[Latency]:
+    rows = []
+    for p in points:
+        for variant in p.variants():
+            steady = p.steady(variant)
+            if steady:
+                rows.append(Latency(variant, p.new_tokens, p.batch, p.requests, steady.median,
+                                    steady.median / (p.requests * p.new_tokens),
+                                    steady.median / (p.batches * p.new_tokens)))
+    return _ordered(rows)
+
+
+# -- first calls and memory -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Capture:
+    variant: str
+    new_tokens: int
+    batch: int
+    capture_ms: float
+    captures: int
+    peak_delta_bytes: int | None
+    kept_bytes: int | None
+    reserved_delta_bytes: int | None
+
+
+def _minus(a, b):
+    return None if a is None or b is None else a - b
+
+
+def captures(points: list[Point]) -> list[Capture]:
+    """Every non-eager variant's first call: capture time, captures, memory deltas."""
+    rows = []
+    for p in points:
+        previous = None
+        for call in p.result.calls:  # run order
+            if (call.cycle, call.phase) == (0, "first") and call.engine != BASELINE and not call.diagnostic:
+                memory, start = call.memory_bytes, call.memory_bytes.get("phase_start_allocated")
+                rows.append(Capture(call.variant, p.new_tokens, p.batch, call.breakdown_ms["capture"], call.captures,
+                                    _minus(memory.get("peak_allocated"), start), _minus(memory.get("allocated"), start),
+                                    _minus(memory.get("reserved"), previous and previous.memory_bytes.get("reserved"))))
+            previous = call
+    return _ordered(rows)
+
+
+@dataclass(frozen=True)
+class AfterUpdate:
+    variant: str
+    new_tokens: int
+    batch: int
+    first_ms: float
+    steady_ms: float
+
+
+def after_update(points: list[Point]) -> list[AfterUpdate]:
+    return _ordered([AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
+                     for p in points for variant, (first, steady) in costs_after_update(p.result).items()])
+
+
+@dataclass(frozen=True)
+class BreakEvenPoint:
+    candidate: str
+    baseline: str
+    new_tokens: int
+    batch: int
+    break_even: BreakEven
+
+
+def break_evens(points: list[Point]) -> list[BreakEvenPoint]:
+    return [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even)
+            for p in points for row in break_even_rows(p.result)]
+
+
+# -- growth with new tokens -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fit:
+    intercept: float
+    slope: float
+    r2: float | None  # None: every y equal, nothing to explain
+    n: int
+
+
+def fit_line(xs: list[float], ys: list[float]) -> Fit | None:
+    """Ordinary least squares y = intercept + slope * x; None with fewer than two distinct x."""
+    n = len(xs)
+    if n < 2 or len(set(xs)) < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    intercept = my - slope * mx
+    total = sum((y - my) ** 2 for y in ys)
+    residual = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    return Fit(intercept, slope, None if total == 0 else 1 - residual / total, n)
+
+
+@dataclass(frozen=True)
+class Growth:
+    variant: str
+    batch: int
+    new_tokens: tuple[int, ...]
+    steady_ms: tuple[float, ...]
+    fit: Fit | None
+
+
+def growth(points: list[Point]) -> list[Growth]:
+    """Steady median against new tokens, per variant and batch, with its fitted line."""
+    series: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for row in latencies(points):
+        series.setdefault((row.variant, row.batch), []).append((row.new_tokens, row.steady_ms))
+    rows = []
+    for (variant, batch), pairs in sorted(series.items(), key=lambda item: (variant_rank(item[0][0]), item[0][1])):
+        pairs.sort()
+        xs, ys = [float(x) for x, _ in pairs], [y for _, y in pairs]
+        rows.append(Growth(variant, batch, tuple(x for x, _ in pairs), tuple(ys), fit_line(xs, ys)))
+    return rows
+
+
+# -- crossover --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Crossover:
+    variant: str
+    new_tokens: int
+    batch: int | None  # the smallest swept batch under CROSSOVER; None: none in the swept range
+    speedup: float | None  # the speed-up there
+    before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
+    swept: tuple[int, ...]
+
+    @property
+    def text(self) -> str:
+        if self.batch is None:
+            return f"none in the swept range (batch {self.swept[0]} to {self.swept[-1]})"
+        if self.before is None:
+            return f"batch {self.batch} ({self.speedup:.2f}x): already under {CROSSOVER}x at the smallest batch swept"
+        return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})")
+
+
+def crossovers(points: list[Point]) -> list[Crossover]:
+    by_line: dict[tuple[str, int], list[SpeedUp]] = {}
+    for row in speedups(points):
+        by_line.setdefault((row.variant, row.new_tokens), []).append(row)
+    out = []
+    for (variant, tokens), rows in sorted(by_line.items(), key=lambda item: (variant_rank(item[0][0]), item[0][1])):
+        rows.sort(key=lambda r: r.batch)
+        under = next((i for i, r in enumerate(rows) if r.ratio.point < CROSSOVER), None)
+        swept = tuple(r.batch for r in rows)
+        if under is None:
+            out.append(Crossover(variant, tokens, None, None, None, swept))
+        else:
+            before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
+            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept))
+    return out

@@ -1,0 +1,288 @@
+"""The sweep report: curve numbers from hand-made results, the repeat rule, failed points, bad sweep
+files, and a two-point CPU sweep through the sweep notebook to HTML."""
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from result_fixture import make_call, make_result_dict
+from rollout_study import cli, repeats, sweep
+from rollout_study import sweep_curves as curves
+from rollout_study.present import sweep as report
+from rollout_study.present import sweep_figures
+from rollout_study.result import Result
+from rollout_study.stats import Samples, ratio_interval
+
+REPO = Path(__file__).resolve().parent.parent
+PHASES = ("first", "steady", "first_after_update", "steady_after_update")
+
+
+def point(batch: int, tokens: int, times: dict, label: str = "synthetic", requests: int | None = None,
+          steady_samples: dict | None = None) -> Result:
+    """A GPU result of one sweep point; `times`: variant -> (first, steady, first after update, steady after)."""
+    data = make_result_dict(label=label, cuda_graph=True)
+    data["calls"], data["cold_starts"], data["profile"] = [], [], {}
+    reserved = 0
+    for cycle, phase in ((0, "first"), (0, "steady"), (0, "first_after_update"), (0, "steady_after_update")):
+        for variant, ms in times.items():
+            values = (steady_samples or {}).get((variant, phase)) or (
+                [ms[PHASES.index(phase)]] * (3 if phase.startswith("steady") else 1))
+            for index, value in enumerate(values):
+                call = make_call(variant, cycle, phase, index, value, True)
+                if phase == "first":
+                    reserved += 10 * 2 ** 20 * batch
+                    call["memory_bytes"] = {"allocated": (50 + batch) * 2 ** 20, "reserved": reserved,
+                                            "peak_allocated": (60 + 2 * batch) * 2 ** 20,
+                                            "phase_start_allocated": 50 * 2 ** 20}
+                data["calls"].append(call)
+    data["updates"] = [{"cycle": 0, "optimizer": "sgd", "lr": 0.01, "loss": 1.0, "ms": 20.0}]
+    data["metadata"]["workload"].update(batch_size=batch, requests=requests or batch, max_new_tokens=tokens)
+    return Result.from_dict(data)
+
+
+def loaded(results: dict) -> list:
+    return [({"order": i, "slug": slug, "status": "valid"}, r) for i, (slug, r) in enumerate(results.items())]
+
+
+def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
+    samples = {("eager", "steady"): [100.0, 104.0, 98.0], ("graph[reuse]", "steady"): [20.0, 21.0, 19.5]}
+    result = point(4, 16, {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 20, 130, 10)}, requests=8,
+                   steady_samples=samples)
+    p = curves.Point("b4", result)
+    (speedup,) = curves.speedups([p])
+    assert speedup.ratio.point == pytest.approx(np.median([100, 104, 98]) / np.median([20, 21, 19.5]))
+    assert speedup.ratio.low < speedup.ratio.point < speedup.ratio.high
+    latency = {r.variant: r for r in curves.latencies([p])}
+    assert latency["eager"].ms_per_token == pytest.approx(100.0 / (8 * 16))  # requests x new tokens
+    assert latency["graph[reuse]"].ms_per_step == pytest.approx(20.0 / (2 * 16))  # two batches of 4 per call
+    (capture,) = curves.captures([p])
+    assert capture.capture_ms == pytest.approx(0.1 * 400)  # the fixture charges 10% of a first graph call
+    assert capture.peak_delta_bytes == (60 + 8 - 50) * 2 ** 20 and capture.kept_bytes == 4 * 2 ** 20
+    assert capture.reserved_delta_bytes == 10 * 2 ** 20 * 4  # reserved after it minus after eager's first call
+    # cost(U): graph 130 + 10(U-1) vs eager 100 + 50(U-1): cheaper from U = 2 (U = 1: 130 > 100)
+    (break_even,) = curves.break_evens([p])
+    assert (break_even.break_even.first_u, break_even.break_even.last_u) == (2, None)
+    (after,) = [r for r in curves.after_update([p]) if r.variant == "graph[reuse]"]
+    assert (after.first_ms, after.steady_ms) == (130, 10)
+
+
+def test_growth_fit_matches_numpy_least_squares():
+    steady = {16: 31.0, 64: 70.0, 256: 260.0, 512: 490.0}
+    points = [curves.Point(f"n{n}", point(2, n, {"eager": (1, ms, 1, 1)})) for n, ms in steady.items()]
+    (row,) = curves.growth(points)
+    slope, intercept = np.polyfit(list(steady), list(steady.values()), 1)
+    r2 = np.corrcoef(list(steady), list(steady.values()))[0, 1] ** 2
+    assert row.fit.slope == pytest.approx(slope) and row.fit.intercept == pytest.approx(intercept)
+    assert row.fit.r2 == pytest.approx(r2) and 0.99 < row.fit.r2 < 1
+    assert curves.fit_line([16.0, 16.0], [1.0, 2.0]) is None  # one distinct x: no line
+    assert curves.fit_line([1.0, 2.0], [5.0, 5.0]).r2 is None  # nothing to explain
+
+
+def _by_batch(graph_ms: dict) -> list:
+    return [curves.Point(f"b{b}", point(b, 64, {"eager": (1, 100.0, 1, 1), "graph[recapture]": (1, ms, 1, 1)}))
+            for b, ms in graph_ms.items()]
+
+
+def test_crossover_is_the_first_batch_under_the_threshold_or_none():
+    (found,) = curves.crossovers(_by_batch({1: 20.0, 2: 40.0, 4: 80.0, 8: 90.0}))  # 5x, 2.5x, 1.25x, 1.11x
+    assert (found.batch, found.before) == (4, (2, 2.5)) and found.speedup == pytest.approx(1.25)
+    assert found.text.startswith("batch 4 (1.25x")
+    (absent,) = curves.crossovers(_by_batch({1: 20.0, 8: 60.0}))  # 5x, 1.67x
+    assert absent.batch is None and absent.text == "none in the swept range (batch 1 to 8)"
+    (at_once,) = curves.crossovers(_by_batch({2: 90.0, 4: 20.0}))
+    assert at_once.batch == 2 and "already under" in at_once.text
+
+
+def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():
+    good = {f"b{b}": point(b, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0 * b, 1, 1)}) for b in (1, 2)}
+    pretrained = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}, label="pretrained")
+    invalid = copy.deepcopy(good["b2"].to_dict())
+    invalid["metadata"]["workload"]["batch_size"] = 8
+    invalid["calls"][0]["parity"]["ok"] = False
+    invalid["valid"] = False
+    points = loaded({**good, "pretrained": pretrained, "b8-invalid": Result.from_dict(invalid)})
+    points.append(({"order": 9, "slug": "b4", "status": "failed", "error": "OutOfMemoryError: CUDA"}, None))
+    usable, rejected = curves.split(points)
+    assert [(r.slug, r.status) for r in rejected] == [("b8-invalid", "invalid"), ("b4", "failed")]
+    groups = curves.by_model(usable)
+    assert list(groups) == [("synthetic", "tiny-llama-fixture"),
+                            ("pretrained", "SmolLM2-135M-Instruct (Q4_1 dequantized)")]
+    frame = report.failures_table(rejected)
+    assert list(frame["point"]) == ["b8-invalid", "b4"] and "OutOfMemoryError" in frame["why"].iloc[1]
+    synthetic = groups[("synthetic", "tiny-llama-fixture")]
+    assert set(report.speedup_table(synthetic)["batch"]) == {1, 2}
+    figure = sweep_figures.speedup_figure(synthetic)
+    plotted = {x for line in figure.axes[0].lines for x in line.get_xdata() if line.get_label().endswith("tokens")}
+    assert plotted == {1, 2}  # neither the failed batch 4 nor the invalid batch 8
+    assert figure.get_suptitle().startswith("Synthetic model: tiny-llama-fixture")
+
+
+def test_repeat_sample_is_deterministic_and_independent_of_the_name(tmp_path):
+    values = {"device": "cpu", "sweep": {"batch_size": [1, 2, 3, 4, 5, 6], "max_new_tokens": [4, 8]},
+              "repeat_alone": 3}
+    spec = sweep.SweepSpec.from_dict({"name": "a", **values})
+    chosen = repeats.sample(spec, 3)
+    assert len(chosen) == 3 and [o for o, _, _ in chosen] == sorted({o for o, _, _ in chosen})
+    renamed = sweep.SweepSpec.from_dict({"name": "b", **values})
+    assert [s for _, s, _ in repeats.sample(renamed, 3)] == [s for _, s, _ in chosen]
+    code = ("from rollout_study import sweep, repeats; import json, sys; "
+            "s = sweep.SweepSpec.from_dict(json.loads(sys.argv[1])); print([o for o, _, _ in repeats.sample(s, 3)])")
+    other = subprocess.run([sys.executable, "-c", code, json.dumps({"name": "c", **values})], capture_output=True,
+                           text=True, env={"PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
+    assert other.stdout.strip() == str([o for o, _, _ in chosen]), other.stderr[-2000:]
+    others = {tuple(o for o, _, _ in repeats.sample(sweep.SweepSpec.from_dict(
+        {**values, "name": "x", "seed": seed}), 3)) for seed in range(6)}
+    assert len(others) > 1  # the choice follows the points, so other points give other samples
+
+
+def test_the_repeat_rule_moves_only_beyond_the_spread():
+    base = [10.0, 10.2, 9.9, 10.1, 9.8]
+    side = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (1, 1, 1, 1)}, steady_samples={
+        ("graph[reuse]", "steady"): [v * 1.2 for v in base], ("eager", "steady"): base,
+        ("graph[reuse]", "steady_after_update"): [10.0, 10.0], ("eager", "steady_after_update"): base})
+    alone = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (1, 1, 1, 1)}, steady_samples={
+        ("graph[reuse]", "steady"): base, ("eager", "steady"): [10.05, 9.95, 10.1, 9.9, 10.0],
+        ("graph[reuse]", "steady_after_update"): [10.0, 10.1], ("eager", "steady_after_update"): base})
+    found = {(s.variant, s.phase): s for s in repeats.shifts(side, alone)}
+    moved = found[("graph[reuse]", "steady")]
+    expected = ratio_interval(Samples([v * 1.2 for v in base]), Samples(base))
+    assert moved.verdict == "moved" and moved.ratio == expected and expected.low > 1
+    assert found[("eager", "steady")].verdict == "within the spread"
+    assert found[("graph[reuse]", "steady_after_update")].verdict == "too few samples"
+    points = [({"order": 0, "slug": "p0"}, side), ({"order": 1, "slug": "p1"}, alone),
+              ({"order": 2, "slug": "p2", "error": "boom"}, None)]
+    repeated = [({"order": 0, "slug": "p0"}, alone), ({"order": 1, "slug": "p1"}, alone),
+                ({"order": 2, "slug": "p2"}, alone)]
+    verdicts = {v.slug: v for v in repeats.verdicts(points, repeated)}
+    assert verdicts["p0"].verdict == "moved" and [s.variant for s in verdicts["p0"].moved] == ["graph[reuse]"]
+    assert verdicts["p1"].verdict == "not moved"
+    assert verdicts["p2"].verdict == "not compared" and "boom" in verdicts["p2"].why
+    assert list(report.repeats_table(list(verdicts.values()))["verdict"]) == ["moved", "not moved", "not compared"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("repeat_alone: -1\n", "repeat_alone must be an integer >= 0"),
+    ("repeat_alone: 3\n", "repeat_alone must be at most the sweep's 2 point(s)"),
+    ("report: curves\n", "report must be one of hazards, sweep; got 'curves'"),
+])
+def test_bad_sweep_files_are_refused_before_any_work(tmp_path, capsys, text, fragment):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sweep:\n  batch_size: [1, 2]\ndevice: cpu\n" + text, encoding="utf-8")
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert fragment in capsys.readouterr().err and not runs.exists()
+
+
+def test_sweep_help_names_the_report_and_repeat_alone(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["sweep", "--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the description
+    assert "repeat_alone" in out and "curves over batch size and new tokens" in out
+
+
+def test_instrument_false_skips_only_the_instrumented_calls():
+    from rollout_study.params import StudyParams
+    from rollout_study.protocol import run_in_process
+
+    small = {"device": "cpu", "engines": ["eager"], "requests": 1, "batch_size": 1, "prompt_len": 4,
+             "max_new_tokens": 2, "iterations": 1, "profile": False}
+    on, off = (run_in_process(StudyParams.from_dict({**small, "instrument": flag})) for flag in (True, False))
+    assert on.extra["instrumented_calls"] and "instrumented_calls" not in off.extra
+    assert [(c.variant, c.cycle, c.phase, c.index) for c in on.calls] == \
+        [(c.variant, c.cycle, c.phase, c.index) for c in off.calls]
+    assert off.metadata["params"]["instrument"] is False
+
+
+def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_package():
+    import nbformat
+
+    notebook = nbformat.read(str(REPO / "notebooks" / "sweep.ipynb"), as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    (parameters,) = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(parameters.source, namespace)
+    assert namespace["sweep_dir"] == "." and namespace["figures_dir"] == "figures"
+    assert "report.blocks(" in code[-1].source and "def " not in "".join(c.source for c in code)
+
+
+def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+
+    def out_of_memory(params):
+        raise RuntimeError("out of memory (simulated)")
+
+    first = sweep.run_local(spec, tmp_path, progress=False, launcher=out_of_memory)["wall"]
+    assert (first["points_run"], first["earlier"], first["total_seconds"]) == (2, [], first["seconds"])
+    second = sweep.run_local(spec, tmp_path, progress=False, launcher=out_of_memory)["wall"]
+    assert [w["start"] for w in second["earlier"]] == [first["start"]]
+    assert second["total_seconds"] == pytest.approx(first["seconds"] + second["seconds"])
+    frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
+    assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
+                                   "sweep points, all invocations"]
+
+
+@pytest.fixture(scope="module")
+def cpu_sweep(tmp_path_factory):
+    """params/sweep-cpu.yaml (two points, one repeated alone) run in this process, then its report."""
+    from rollout_study import environment, pipeline
+    from rollout_study.protocol import run_in_process
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(environment, "git_commit", lambda: {"commit": "e" * 40, "dirty": False})
+    folder = tmp_path_factory.mktemp("sweep-cpu")
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    sweep.run_local(spec, folder, progress=False, launcher=run_in_process)
+    repeats.run(spec, folder, progress=False, launcher=run_in_process)
+    with pipeline.kernel_environment():
+        problems = pipeline.sweep_report_step(folder, spec.report, progress=False)
+    yield folder, problems
+    patch.undo()
+
+
+def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):
+    folder, problems = cpu_sweep
+    assert problems == []
+    record, points = sweep.load(folder)
+    assert [e["status"] for e, _ in points] == ["valid", "valid"]
+    assert all("instrumented_calls" not in r.extra for _, r in points)  # instrument: false trims the point
+    wall = record["wall"]
+    assert (wall["executor"], wall["gpus"], wall["workers"], wall["points_run"]) == ("local", 0, 1, 2)
+    assert wall["seconds"] > 0 and wall["start"] <= wall["end"]
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    assert [e["slug"] for e in record["repeats"]["points"]] == [slug for _, slug, _ in repeats.sample(spec, 1)]
+    assert sweep.validity_problems(folder) == []
+    html = (folder / "report.html").read_text(encoding="utf-8")
+    assert "Synthetic model: tiny-llama" in html and "Points repeated alone" in html
+    assert "from rollout_study" not in html  # rendered without the code
+    assert len(list((folder / "figures").glob("sweep-synthetic-*.png"))) == len(sweep_figures.FIGURES)
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    assert "2 point(s): 2 valid, 0 failed or invalid; local executor" in summary
+    assert "repeated alone: 1 point(s)" in summary
+    from rollout_study import publish
+    from rollout_study.present import index
+
+    target = publish.publish(folder, tmp_path / "reports", name="sweep-cpu")
+    (row,) = index.entries(tmp_path / "reports")
+    assert row["validity"] == "valid" and "sweep of 2 points (sweep)" in row["answer"]
+    assert (target / "repeats").is_dir() and (target / "report.html").is_file()
+
+
+def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
+    folder, _ = cpu_sweep
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    record = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))
+    half = record["wall"]["total_seconds"] / 2
+    record["wall"].update(executor="ray", gpus=2, workers=2, seconds=half, total_seconds=half)
+    (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "wall time A / B: 2.00x" in out and "same points: yes (2 and 2)" in out
+    record["points"] = record["points"][:1]
+    (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_FAILED

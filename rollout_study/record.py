@@ -105,7 +105,8 @@ class Call:
         if known["phase"] not in PHASES:
             raise ResultError(f"{source}: unknown phase {known['phase']!r}; phases: {', '.join(PHASES)}")
         parts = known["breakdown_ms"]
-        if isinstance(parts, dict) and set(PARTS) - set(parts) <= set(PARTS_ADDED_LATER):
+        filled = tuple(set(PARTS) - set(parts)) if isinstance(parts, dict) else ()
+        if filled and set(filled) <= set(PARTS_ADDED_LATER):
             parts = known["breakdown_ms"] = {part: parts.get(part, 0.0) for part in PARTS}
         if not isinstance(parts, dict) or set(parts) != set(PARTS):
             raise ResultError(f"{source}: breakdown has {sorted(parts) if isinstance(parts, dict) else parts!r}, "
@@ -114,11 +115,17 @@ class Call:
             raise ResultError(f"{source}: breakdown sums to {sum(parts.values())}, total is {known['total_ms']}")
         parity = known.get("parity")
         known["parity"] = None if parity is None else Parity.from_dict(parity, f"{source} parity")
-        return cls(**known, extra=extra)
+        call = cls(**known, extra=extra)
+        call._filled_parts = filled if set(filled) <= set(PARTS_ADDED_LATER) else ()
+        return call
 
     def to_dict(self) -> dict:
         out = _plain(self)
         out["parity"] = None if self.parity is None else self.parity.to_dict()
+        # An old file is written back as it was read: a part it never had stays out while still zero.
+        for part in getattr(self, "_filled_parts", ()):
+            if out["breakdown_ms"].get(part) == 0.0:
+                out["breakdown_ms"] = {k: v for k, v in out["breakdown_ms"].items() if k != part}
         return out
 
     @property

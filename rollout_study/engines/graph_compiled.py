@@ -10,8 +10,8 @@ refresh policies are exactly the `graph` engine's. What compiling adds:
   in the call notes (`compiles_in_rollout`), where it should stay zero.
 - Every runner step (prefill, and the decode step of each length bucket) is compiled from its own
   copy of the code object, because dynamo keeps its compiled variants, and counts them against its
-  recompile limit, per code object: shared, batch sizes times buckets times engines would reach the
-  limit of 8. `fullgraph=True` makes a graph break or a reached limit raise instead of falling back
+  recompile limit, per code object: shared, batch sizes times buckets times engines could reach
+  the default limit of 8. `fullgraph=True` makes a graph break or a reached limit raise instead of falling back
   to eager code silently.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from ..timing import CallClock
 from .graph import GraphEngine
 from .static_runner import StaticRunner
 
-# Eager FP16 code rounds every intermediate to FP16; inductor's fused kernels keep float32 unless
-# told to emulate those casts, and then differ from generate() in the last bit, which flips
-# near-tied greedy choices.
+# Eager FP16 code rounds every intermediate to FP16; inductor's fused kernels keep float32 between
+# the ops they fuse, which differs from generate() in the last bit and flips near-tied greedy
+# choices. Emulating the casts rounds where eager code does (set per compile, not process-wide).
 INDUCTOR_OPTIONS = {"triton.cudagraphs": False, "emulate_precision_casts": True}
 # Variants one step's code may hold: each code object serves one shape, so variants come only from
 # state a guard reads that an update changes (requires_grad after a reload, adapter state), a few

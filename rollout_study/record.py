@@ -106,7 +106,7 @@ class Call:
             raise ResultError(f"{source}: unknown phase {known['phase']!r}; phases: {', '.join(PHASES)}")
         parts = known["breakdown_ms"]
         filled = tuple(set(PARTS) - set(parts)) if isinstance(parts, dict) else ()
-        if filled and set(filled) <= set(PARTS_ADDED_LATER):
+        if filled and set(filled) <= set(PARTS_ADDED_LATER) and set(parts) <= set(PARTS):
             parts = known["breakdown_ms"] = {part: parts.get(part, 0.0) for part in PARTS}
         if not isinstance(parts, dict) or set(parts) != set(PARTS):
             raise ResultError(f"{source}: breakdown has {sorted(parts) if isinstance(parts, dict) else parts!r}, "
@@ -116,7 +116,7 @@ class Call:
         parity = known.get("parity")
         known["parity"] = None if parity is None else Parity.from_dict(parity, f"{source} parity")
         call = cls(**known, extra=extra)
-        call._filled_parts = filled if set(filled) <= set(PARTS_ADDED_LATER) else ()
+        call._filled_parts = filled
         return call
 
     def to_dict(self) -> dict:

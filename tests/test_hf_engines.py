@@ -7,6 +7,8 @@ tests/test_cuda.py on a GPU.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -59,7 +61,7 @@ def test_compile_time_is_its_own_part_on_the_first_call_only(peers_study):
     assert all(c.breakdown_ms["compile"] == 0 for c in rest)
     (notes,) = _notes(peers_study, "hf-compile", "first")
     assert notes["refresh"] == "compiled" and notes["dynamo_compiles"] >= 1
-    assert notes["since_previous_call"]["frames_compiled"] >= 1 and notes["cumulative"]["unique_graphs"] >= 1
+    assert notes["in_call"]["frames_compiled"] >= 1 and notes["process_total"]["unique_graphs"] >= 1
     assert notes["compile_ms"] == pytest.approx(first.breakdown_ms["compile"])
     assert notes["recompile_limit"] == torch._dynamo.config.recompile_limit and not notes["recompile_limit_hit"]
 
@@ -69,7 +71,7 @@ def test_a_reload_is_read_by_the_same_compiled_code_without_a_recompile(peers_st
     # new model passes the guards and its parameters enter the cached graph as inputs.
     (after,) = _notes(peers_study, "hf-compile", "first_after_update")
     assert after["after_update"] == "new model object"
-    assert after["dynamo_compiles"] == 0 and after["since_previous_call"]["frames_compiled"] == 0
+    assert after["dynamo_compiles"] == 0 and after["in_call"]["frames_compiled"] == 0
     assert after["refresh"] == "kept"
     assert all(n["refresh"] == "kept" and n["after_update"] is None
                for n in _notes(peers_study, "hf-compile", "steady_after_update"))
@@ -116,7 +118,7 @@ def test_hitting_dynamos_recompile_limit_is_recorded_and_tokens_stay_right(small
     engine = HFCompileEngine(model, "cpu", 3, 0, backend="eager")
     out, clock = _call(engine, workload)
     notes = engine.call_notes()
-    assert notes["dynamo_compiles"] == 1 and notes["since_previous_call"]["frames_compiled"] == 2
+    assert notes["dynamo_compiles"] == 1 and notes["in_call"]["frames_compiled"] == 2
     assert notes["recompile_limit"] == 1 and notes["recompile_limit_hit"]
     assert clock.breakdown["compile"] > 0
     ref = reference(model, workload.batches, 3, 0, "cpu")
@@ -173,8 +175,11 @@ def test_a_short_failed_or_missing_request_is_an_error_never_padded_out():
 
 
 def test_engine_names_are_checked_before_anything_runs():
-    with pytest.raises(ParameterError, match=r"engines must be a non-empty list drawn from eager, graph, "
-                                             r"hf-compile, hf-continuous; got \['eager', 'hf-compiled'\]"):
+    from rollout_study.engines import REGISTRY
+
+    assert {"hf-compile", "hf-continuous"} <= set(REGISTRY)
+    with pytest.raises(ParameterError, match=re.escape(f"engines must be a non-empty list drawn from "
+                                                       f"{', '.join(REGISTRY)}; got ['eager', 'hf-compiled']")):
         StudyParams.from_dict({"engines": ["eager", "hf-compiled"]})
     with pytest.raises(ParameterError, match="compile_backend must be one of inductor, aot_eager, eager"):
         StudyParams.from_dict({"engines": ["hf-compile"], "compile_backend": "cudagraphs"})
@@ -224,3 +229,20 @@ def test_peer_verdicts_and_counts_per_sync_from_hand_made_results():
     text = report.summary({"spec": {"name": "h"}}, [recorded])
     assert "recapture and reuse: 0 of 1 cells wrong" in text
     assert "hf-compile after every sync (compiles / CUDA-graph recordings per sync): assign re-recorded (0, 0 / 1, 1)" in text
+
+
+def test_compiles_of_other_code_between_calls_are_not_counted_as_the_engines(small_model):
+    """torch's counters are process-wide: another engine compiling between two calls must not show
+    in this engine's notes (in a study, graph-compiled compiles beside hf-compile)."""
+    params, model = small_model
+    torch._dynamo.reset()
+    workload = random_workload(2, 2, 8, params.vocab, seed=6)
+    engine = HFCompileEngine(model, "cpu", 3, 0, backend="eager")
+    _call(engine, workload)
+    first = engine.call_notes()
+    torch.compile(lambda x: x * 2 + 1, backend="eager")(torch.ones(3))  # someone else's compile
+    _call(engine, workload)
+    second = engine.call_notes()
+    assert second["process_total"]["frames_compiled"] > first["process_total"]["frames_compiled"]
+    assert second["in_call"]["frames_compiled"] == 0 and second["dynamo_compiles"] == 0
+    assert second["engine_total"]["frames_compiled"] == first["in_call"]["frames_compiled"]

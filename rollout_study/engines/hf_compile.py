@@ -2,14 +2,17 @@
 
 `generate(cache_implementation="static", compile_config=...)` compiles the decoding forward on its
 own (`GenerationMixin._valid_auto_compile_criteria`, `get_compiled_call`); the prefill runs
-eagerly. The compiled callable lives on the model object, so a reload (a new object) compiles
-again, while writes into the same parameters reach the compiled code as graph inputs. With the
+eagerly. Parameters reach the compiled code as graph inputs, so writes into them need nothing; a
+reload (a new object of the same shapes) passes dynamo's guards too, and was seen not to recompile
+(tests/test_hf_engines.py records it). With the
 inductor backend the mode is `reduce-overhead`: inductor's CUDA graph trees record the decode
 step and re-record it when a static input (a parameter, the static cache) moves.
 
 The engine does not refresh anything itself: it records what torch did. After every call,
 `call_notes()` gives dynamo's compilations and inductor's CUDA-graph recordings in that call
-(from the compile callbacks), torch's own counters cumulative and since the previous call, and
+(from the compile callbacks), torch's counters moved during the call and their sum over this
+engine's calls (process-wide counters also move when other engines compile, so they are read
+around this engine's own calls only), the process-wide totals, and
 whether dynamo hit its recompile limit (from then on it runs uncompiled code for inputs that
 miss every cached graph, silently unless recorded here).
 """
@@ -73,7 +76,7 @@ class HFCompileEngine(Engine):
         self.backend = backend
         self.config = compile_config(backend, self.device, emulate_precision_casts)
         self.emulate = bool((self.config.options or {}).get("emulate_precision_casts"))
-        self._built = self._previous = compile_watch.counters_now()
+        self._own: dict[str, int] = {}  # counter changes summed over this engine's calls
         self._update: str | None = None  # what the last weight update did, reported with the next call
         self._notes: dict = {}
 
@@ -100,8 +103,8 @@ class HFCompileEngine(Engine):
                              "change what dynamo compiles)"}
 
     def weights_updated(self, model=None) -> None:
-        # A reload hands a new object: its own compiled callable, its own guards. Nothing is dropped
-        # here on purpose: the engine measures what torch's caches do on their own.
+        # Nothing is dropped here on purpose: the engine measures what torch's caches do on their own
+        # (a reload's new object passes dynamo's guards; a recompile, if any, shows in the notes).
         if model is not None and model is not self.model:
             self._update, self.model = "new model object", model
         else:
@@ -113,6 +116,7 @@ class HFCompileEngine(Engine):
     def __call__(self, batches, clock: CallClock) -> RolloutOutput:
         watch = compile_watch.CompileWatch(self.device)
         sequences, masks, offsets = [], [], []
+        at_start = compile_watch.counters_now()
         with watch.watching(), torch.no_grad():
             for batch in batches:
                 out = generate(self.model, batch, self.max_new_tokens, self.pad_token_id, self.device,
@@ -125,24 +129,24 @@ class HFCompileEngine(Engine):
                 masks.append(full_mask(batch, new, self.device))
                 offsets.append([batch.input_ids.shape[1]] * batch.size)
         watch.charge(clock)
-        self._notes = self._notes_of(watch)
+        self._notes = self._notes_of(watch, at_start)
         return RolloutOutput(sequences, masks, offsets, captures=watch.count["capture"])
 
-    def _notes_of(self, watch: compile_watch.CompileWatch) -> dict:
+    def _notes_of(self, watch: compile_watch.CompileWatch, at_start: dict) -> dict:
         now = compile_watch.counters_now()
-        since_built = compile_watch.difference(now, self._built)
+        in_call = compile_watch.difference(now, at_start)
+        self._own = {key: self._own.get(key, 0) + value for key, value in in_call.items()}
         notes = {
             "refresh": _refresh(watch.count["compile"], watch.count["capture"]),
             "dynamo_compiles": watch.count["compile"], "compile_ms": watch.seconds["compile"] * 1e3,
             "cudagraph_recordings": watch.count["capture"], "recording_ms": watch.seconds["capture"] * 1e3,
-            "since_previous_call": compile_watch.difference(now, self._previous),
-            "cumulative": now, "since_engine_built": since_built,
+            "in_call": in_call, "engine_total": dict(self._own), "process_total": now,
             "recompile_limit": compile_watch.recompile_limit(),
             # After a hit dynamo stops compiling that code: inputs no cached graph matches run eagerly.
-            "recompile_limit_hit": since_built["recompile_limit_hits"] > 0,
+            "recompile_limit_hit": self._own["recompile_limit_hits"] > 0,
             # Past its re-record limit (or for an input it cannot graph) inductor runs the step without a graph.
-            "cudagraphs_skipped": since_built["cudagraph_skips"] > 0,
+            "cudagraphs_skipped": self._own["cudagraph_skips"] > 0,
             "after_update": self._update,
         }
-        self._previous, self._update = now, None
+        self._update = None
         return notes

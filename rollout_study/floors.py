@@ -16,10 +16,8 @@ rows whose floor is absent, with the reason, never an error.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from .engines import variant_rank
 from .result import Result
 
 NO_GPU = "no GPU: no kernel profile or bandwidth"
@@ -67,10 +65,8 @@ class FloorRow:
 
 def steps_per_call(result: Result) -> tuple[int | None, int | None, int | None]:
     """(steps, batches, max_new_tokens) of one rollout call of this result's workload."""
-    workload = result.metadata.get("workload") or {}
-    sizes, requests, batch = workload.get("batch_sizes"), workload.get("requests"), workload.get("batch_size")
-    batches = len(sizes) if sizes else (math.ceil(requests / batch) if requests and batch else None)
-    new_tokens = workload.get("max_new_tokens")
+    batches = result.batches_per_call
+    new_tokens = (result.metadata.get("workload") or {}).get("max_new_tokens")
     return (batches * new_tokens if batches and new_tokens else None), batches, new_tokens
 
 
@@ -113,9 +109,8 @@ def floor_rows(result: Result) -> list[FloorRow]:
     """One row per variant with cycle-0 steady calls (diagnostic policies left to the hazard report),
     in registry order; profile and floor columns None where this result has none."""
     floor = floor_of(result)
-    variants = sorted({c.variant for c in result.calls if not c.diagnostic}, key=variant_rank)
     rows = []
-    for variant in variants:
+    for variant in result.checked_variants():
         steady = result.samples(variant, 0, "steady")
         if steady is None:
             continue

@@ -7,6 +7,7 @@ never from the stored flag alone. The records it holds are in record.py.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,19 @@ class Result:
         from .engines import variant_rank
 
         return sorted({c.variant for c in self.calls}, key=variant_rank)
+
+    def checked_variants(self) -> list[str]:
+        """The variants whose calls decide validity (no diagnostic policy), in the registry's order."""
+        from .engines import variant_rank
+
+        return sorted({c.variant for c in self.checked_calls()}, key=variant_rank)
+
+    @property
+    def batches_per_call(self) -> int | None:
+        """Batches one rollout call makes: the workload's batch sizes, else ceil(requests / batch size)."""
+        workload = self.metadata.get("workload") or {}
+        sizes, requests, batch = workload.get("batch_sizes"), workload.get("requests"), workload.get("batch_size")
+        return len(sizes) if sizes else (math.ceil(requests / batch) if requests and batch else None)
 
     def phase_groups(self) -> list[tuple[int, str]]:
         """The (cycle, phase) pairs of the run, in run order."""

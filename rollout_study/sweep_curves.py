@@ -22,7 +22,6 @@ any update), and every speed-up is over the `eager` variant (Hugging Face genera
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
@@ -56,13 +55,13 @@ class Point:
 
     @property
     def batches(self) -> int:
-        return math.ceil(self.requests / self.batch)
+        return self.result.batches_per_call
 
     def steady(self, variant: str) -> Samples | None:
         return self.result.samples(variant, 0, "steady")
 
     def variants(self) -> list[str]:
-        return [v for v in self.result.variants() if not any(c.diagnostic for c in self.result.calls_of(v))]
+        return self.result.checked_variants()
 
 
 @dataclass(frozen=True)

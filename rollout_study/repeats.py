@@ -52,9 +52,9 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     """Run the sampled points one at a time, each alone in a fresh local process; returns sweep.json's
     `repeats` block (also on disk). A repeat whose valid result is already there (resume) is kept."""
     from .environment import now
-    from .launch import STUDY_MODE, LaunchError, fresh_process
+    from .launch import STUDY_MODE, fresh_process
     from .pipeline import say
-    from .sweep import SWEEP_FILE, _existing, point_hash
+    from .sweep import SWEEP_FILE, _existing, point_hash, settle
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
     folder = Path(folder)
@@ -72,13 +72,9 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
             entry["status"] = "kept from an earlier run"
         else:
             try:
-                result = launcher(params)
-                result.write(folder / entry["file"])
-                entry["status"] = "valid" if result.is_valid else "invalid"
+                settle(folder, entry, launcher(params))
             except Exception as err:  # recorded; the other repeats and the report go on
-                (folder / entry["file"]).unlink(missing_ok=True)
-                entry.update(status="failed", error=(str(err) if isinstance(err, LaunchError)
-                                                     else f"{type(err).__name__}: {err}")[-2000:])
+                settle(folder, entry, error=err)
         entry["wall_s"] = time.perf_counter() - start
         block["points"].append(entry)
         block.update(end=now(), seconds=time.perf_counter() - began)

@@ -150,6 +150,19 @@ def _earlier_walls(folder: Path) -> list[dict]:
     return [*wall.get("earlier", []), {k: v for k, v in wall.items() if k not in ("earlier", "total_seconds")}]
 
 
+def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseException | None = None) -> None:
+    """A point's (or a repeat's) outcome: its result written and its status, or why it failed."""
+    from .launch import LaunchError
+
+    if result is not None:
+        result.write(folder / entry["file"])
+        entry["status"] = "valid" if result.is_valid else "invalid"
+    elif error is not None:
+        (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
+        entry.update(status="failed", error=(str(error) if isinstance(error, LaunchError)
+                                             else f"{type(error).__name__}: {error}")[-2000:])
+
+
 class _Record:
     """sweep.json as the points finish: written after each one, so an interrupted sweep keeps them."""
 
@@ -179,17 +192,10 @@ class _Record:
         return todo
 
     def done(self, entry: dict, result: Result | None = None, error: BaseException | None = None, **fields) -> None:
-        from .launch import LaunchError
         from .pipeline import say
 
         entry.update(fields)
-        if result is not None:
-            result.write(self.folder / entry["file"])
-            entry["status"] = "valid" if result.is_valid else "invalid"
-        elif error is not None:
-            (self.folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
-            entry.update(status="failed", error=(str(error) if isinstance(error, LaunchError)
-                                                 else f"{type(error).__name__}: {error}")[-2000:])
+        settle(self.folder, entry, result, error)
         self.data["points"].append(entry)
         self.data["wall_s"] = time.perf_counter() - self.began
         wall = self.data["wall"]

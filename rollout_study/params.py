@@ -183,6 +183,7 @@ class StudyParams:
     instrument: bool = True
     compile_backend: str = "inductor"  # torch.compile backend of the compiled engines
     length_bucket: int = 0  # graph engines: decode graphs per bucket of this many cache positions (0: one graph)
+    steps_per_graph: int = 1  # graph engines: decode steps one replay runs (0: every step of its length bucket)
     # Shape of the synthetic tiny Llama (ignored for other models, the named synthetic shapes included).
     layers: int = 2
     hidden: int = 128
@@ -361,6 +362,7 @@ _CHECKS = {
     "instrument": _bool,
     "compile_backend": _one_of(COMPILE_BACKENDS),
     "length_bucket": _int_at_least(0, 32768),
+    "steps_per_graph": _int_at_least(0, 32768),
     "layers": _int_at_least(1, 256),
     "hidden": _int_at_least(8, 65536),
     "intermediate": _int_at_least(1, 262144),

@@ -4,7 +4,7 @@ import pytest
 from rollout_study import parity
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.engines.graph_compiled import GraphCompiledEngine
-from rollout_study.engines.static_runner import StaticRunner, bucket_layout, decode_limits, step_buckets
+from rollout_study.engines.static_runner import StaticRunner, bucket_layout, decode_limits, replay_plan, step_buckets
 from rollout_study.params import ParameterError, StudyParams
 from rollout_study.reference import reference
 from rollout_study.timing import CallClock
@@ -23,15 +23,35 @@ def test_which_bucket_serves_which_step():
     assert decode_limits(PROMPT, NEW, 64) == decode_limits(PROMPT, NEW, 0) == [40]
     assert step_buckets(PROMPT, NEW, 64) == [0] * 31
     assert decode_limits(PROMPT, 1, 8) == [] and step_buckets(PROMPT, 1, 8) == []
-    assert bucket_layout(PROMPT, NEW, 8)["decode_graphs"][-1] == {"graph": "decode[0:40]", "keys": 40, "steps": [25, 31]}
+    assert bucket_layout(PROMPT, NEW, 8)["decode_graphs"][-1] == {"graph": "decode[0:40]", "keys": 40,
+                                                                  "steps_per_replay": 1, "steps": [25, 31]}
     assert bucket_layout(PROMPT, NEW, 8)["prefill_keys"] == PROMPT
     assert bucket_layout(PROMPT, NEW, 0)["prefill_keys"] == PROMPT + NEW
 
 
-def test_each_step_reads_its_buckets_slices(tiny):
+def test_replays_cover_every_decode_step_once_in_order():
+    # 31 decode steps in buckets of 8, 8, 8, 7 steps.
+    assert replay_plan(PROMPT, NEW, 8, 1) == [(b, 1) for b in step_buckets(PROMPT, NEW, 8)]
+    assert replay_plan(PROMPT, NEW, 8, 0) == [(0, 8), (1, 8), (2, 8), (3, 7)]
+    assert replay_plan(PROMPT, NEW, 8, 3) == [(0, 3), (0, 3), (0, 2), (1, 3), (1, 3), (1, 2), (2, 3), (2, 3), (2, 2),
+                                              (3, 3), (3, 3), (3, 1)]
+    assert replay_plan(PROMPT, NEW, 0, 0) == [(0, 31)] and replay_plan(PROMPT, NEW, 0, 100) == [(0, 31)]
+    assert replay_plan(PROMPT, NEW, 0, 10) == [(0, 10), (0, 10), (0, 10), (0, 1)]
+    assert replay_plan(PROMPT, 1, 0, 0) == []
+    layout = bucket_layout(PROMPT, NEW, 0, 10)
+    assert layout["steps_per_graph"] == 10
+    assert layout["decode_graphs"] == [{"graph": "decode[0:40]x10", "keys": 40, "steps_per_replay": 10, "steps": [1, 30]},
+                                       {"graph": "decode[0:40]", "keys": 40, "steps_per_replay": 1, "steps": [31, 31]}]
+
+
+@pytest.mark.parametrize("steps_per_graph", [1, 0, 3])
+def test_each_step_reads_its_buckets_slices(tiny, steps_per_graph):
     params, loaded = tiny(layers=1)
     w = random_workload(2, 2, PROMPT, params.vocab, seed=3)
-    runner = StaticRunner(loaded.model, 2, PROMPT, NEW, loaded.model.device, "sdpa", length_bucket=8)
+    runner = StaticRunner(loaded.model, 2, PROMPT, NEW, loaded.model.device, "sdpa", length_bucket=8,
+                          steps_per_graph=steps_per_graph)
+    # One graph (one step function entry) per distinct (bucket, steps per replay), and no more.
+    assert len(runner.steps) == 1 + len(set(replay_plan(PROMPT, NEW, 8, steps_per_graph)))
     keys, masks = [], []
     update = runner.cache.update
 
@@ -54,22 +74,23 @@ def test_each_step_reads_its_buckets_slices(tiny):
     assert keys == masks == expected
 
 
-@pytest.mark.parametrize("bucket", [8, 64])
-def test_bucketed_graph_engines_reproduce_generate(tiny, bucket):
+@pytest.mark.parametrize("bucket,steps_per_graph", [(8, 1), (64, 1), (8, 0), (0, 5)])
+def test_bucketed_graph_engines_reproduce_generate(tiny, bucket, steps_per_graph):
     params, loaded = tiny(layers=1)
     w = random_workload(2, 2, PROMPT, params.vocab, seed=4)
     ref = reference(loaded.model, w.batches, NEW, 0, "cpu")
     for policy in ("recapture", "reuse"):
-        for engine in (GraphEngine(loaded.model, "cpu", policy, PROMPT, NEW, length_bucket=bucket),
-                       GraphCompiledEngine(loaded.model, "cpu", policy, PROMPT, NEW, length_bucket=bucket,
-                                           backend="eager")):
+        kwargs = dict(length_bucket=bucket, steps_per_graph=steps_per_graph)
+        for engine in (GraphEngine(loaded.model, "cpu", policy, PROMPT, NEW, **kwargs),
+                       GraphCompiledEngine(loaded.model, "cpu", policy, PROMPT, NEW, backend="eager", **kwargs)):
             clock = CallClock("cpu").start()
             out = engine(w.batches, clock)
             clock.stop()
             assert parity.compare(out, ref, [b.request_ids for b in w.batches])["ok"], (engine.variant, bucket)
             layout = engine.describe()["buckets"]
             assert layout["length_bucket"] == bucket
-            assert [g["keys"] for g in layout["decode_graphs"]] == ([16, 24, 32, 40] if bucket == 8 else [40])
+            assert sorted({g["keys"] for g in layout["decode_graphs"]}) == ([16, 24, 32, 40] if bucket == 8 else [40])
+            assert sum(g["steps"][1] - g["steps"][0] + 1 for g in layout["decode_graphs"]) == NEW - 1
 
 
 @pytest.mark.parametrize("value", [-1, "8", 2.5, True])
@@ -83,3 +104,11 @@ def test_a_bad_length_bucket_is_refused(value):
 def test_any_positive_length_bucket_is_accepted():
     assert StudyParams.from_dict({"length_bucket": 7}).length_bucket == 7  # no multiple of anything needed
     assert StudyParams.from_dict({"length_bucket": 32768}).length_bucket == 32768
+
+
+@pytest.mark.parametrize("value", [-1, "8", 2.5, True])
+def test_a_bad_steps_per_graph_is_refused(value):
+    with pytest.raises(ParameterError, match="steps_per_graph"):
+        StudyParams.from_dict({"steps_per_graph": value})
+    with pytest.raises(ValueError, match="steps_per_graph"):
+        GraphEngine(None, "cpu", "recapture", PROMPT, NEW, steps_per_graph=value)

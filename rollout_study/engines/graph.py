@@ -39,14 +39,26 @@ class GraphRefused(RuntimeError):
 ADAPTER_STATE = ("merged_adapters", "active_adapters", "disable_adapters")
 
 
+def _walk(model) -> tuple[list, tuple]:
+    """Every parameter and buffer, and the forward's Python state, in one pass over the modules.
+
+    One pass because the engine reads this before every call: three walks (parameters, buffers,
+    adapters) cost about as much host time as the rollout's prefill on the tiny model. Tied
+    tensors appear once per module that holds them, the same way every call.
+    """
+    tensors, adapters = [], []
+    for name, module in model.named_modules():
+        tensors.extend(t for t in module._parameters.values() if t is not None)
+        tensors.extend(t for t in module._buffers.values() if t is not None)
+        if hasattr(module, "merged_adapters"):
+            adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
+    return tensors, (id(model), model.training, tuple(adapters))
+
+
 def forward_state(model) -> tuple:
     """The Python-level state a captured forward depends on: which model object, its mode, and
     per adapter layer (PEFT) what is merged and active; the forward branches on these."""
-    adapters = []
-    for name, module in model.named_modules():
-        if hasattr(module, "merged_adapters"):
-            adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
-    return (id(model), model.training, tuple(adapters))
+    return _walk(model)[1]
 
 
 def parameter_signature(model) -> tuple:
@@ -55,9 +67,8 @@ def parameter_signature(model) -> tuple:
     The version alone is not enough (fused optimizers and `.data` writes do not bump it), and the
     address alone is not enough (a new tensor of another shape or layout can reuse freed memory).
     """
-    tensors = list(model.parameters()) + list(model.buffers())
-    return (tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors),
-            forward_state(model))
+    tensors, state = _walk(model)
+    return tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors), state
 
 
 def _layout(signature: tuple) -> tuple:
@@ -70,11 +81,21 @@ def _versions(signature: tuple) -> list[int]:
     return [version for _, version, *_ in signature[0]]
 
 
-def check_replayable(model, device: torch.device) -> None:
-    """Refuse where addresses cannot tell: tensors on the meta device or on another device than the graphs'."""
+def _elsewhere(tensor_device: torch.device, device: torch.device) -> bool:
+    return tensor_device.type == "meta" or tensor_device.type != device.type or \
+        (device.index is not None and tensor_device.index not in (None, device.index))
+
+
+def check_replayable(model, device: torch.device, signature: tuple | None = None) -> None:
+    """Refuse where addresses cannot tell: tensors on the meta device or on another device than the graphs'.
+
+    With the signature just taken, the devices are read from it, and the model is walked again (for
+    the names) only when one is elsewhere.
+    """
+    if signature is not None and not any(_elsewhere(entry[5], device) for entry in signature[0]):
+        return
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-        if tensor.device.type == "meta" or tensor.device.type != device.type or \
-                (device.index is not None and tensor.device.index not in (None, device.index)):
+        if _elsewhere(tensor.device, device):
             raise GraphRefused(f"graph engine: {name} is on {tensor.device}, the graphs on {device}; "
                                "the engine cannot tell whether a replay would read current weights and refuses")
 
@@ -86,7 +107,8 @@ class GraphEngine(Engine):
     colors = {"recapture": "#d62728", "reuse": "#1f77b4", "version-only": "#ff7f0e", "unchecked": "#000000"}
 
     def __init__(self, model, device, policy: str, prompt_len: int, max_new_tokens: int,
-                 attn: str = "sdpa", use_graphs: bool | None = None, length_bucket: int = 0):
+                 attn: str = "sdpa", use_graphs: bool | None = None, length_bucket: int = 0,
+                 steps_per_graph: int = 1):
         if policy not in self.policies:
             raise ValueError(f"policy must be one of {', '.join(self.policies)}, got {policy!r}")
         self.model = model
@@ -97,7 +119,10 @@ class GraphEngine(Engine):
         self.prompt_len, self.max_new_tokens, self.attn = prompt_len, max_new_tokens, attn
         if isinstance(length_bucket, bool) or not isinstance(length_bucket, int) or length_bucket < 0:
             raise ValueError(f"length_bucket must be an integer >= 0 (0: one decode graph), got {length_bucket!r}")
-        self.length_bucket = length_bucket
+        if isinstance(steps_per_graph, bool) or not isinstance(steps_per_graph, int) or steps_per_graph < 0:
+            raise ValueError(f"steps_per_graph must be an integer >= 0 (0: every step of a length bucket), "
+                             f"got {steps_per_graph!r}")
+        self.length_bucket, self.steps_per_graph = length_bucket, steps_per_graph
         self.use_graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         self.runners: dict[tuple, StaticRunner] = {}  # keyed by (batch, dtype, device): the buffers' layout
         self.pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
@@ -105,18 +130,21 @@ class GraphEngine(Engine):
         self.last_check: str | None = None
         self.told_updated = False  # the trainer said the weights changed since the last call
         self._captured: list[dict] = []  # capture time and pool growth per graph captured in this call
+        self._current: tuple | None = None  # the signature decide() took, for check_parameters
 
     @classmethod
     def build(cls, loaded, device, params, policy):
         return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn,
-                   length_bucket=params.length_bucket)
+                   length_bucket=params.length_bucket, steps_per_graph=params.steps_per_graph)
 
     def describe(self) -> dict:
-        decode = "graph per length bucket, one step per replay" if self.length_bucket else "graph, one step per replay"
+        per_replay = {0: "every step of its bucket", 1: "one step"}.get(self.steps_per_graph,
+                                                                          f"up to {self.steps_per_graph} steps")
+        decode = ("graph per length bucket, " if self.length_bucket else "graph, ") + f"{per_replay} per replay"
         return {"engine": self.name, "policy": self.policy, "cache": "static",
                 "cuda_graph": self.use_graphs, "prefill": "graph" if self.use_graphs else "eager (no CUDA graph)",
                 "decode": decode if self.use_graphs else "eager (no CUDA graph)",
-                "buckets": bucket_layout(self.prompt_len, self.max_new_tokens, self.length_bucket)}
+                "buckets": bucket_layout(self.prompt_len, self.max_new_tokens, self.length_bucket, self.steps_per_graph)}
 
     def call_notes(self) -> dict:
         return {"captures": list(self._captured)} if self._captured else {}
@@ -144,10 +172,12 @@ class GraphEngine(Engine):
         counters say; `reuse` keeps them only when every address, layout and forward state is
         unchanged; `version-only` drops them only when a version counter moved; `unchecked` never.
         """
+        self._current = None
         if self.signature is None or self.policy == "unchecked":
             return "none" if self.signature is None else "unchanged"
-        check_replayable(self.model, self.device)
         current = parameter_signature(self.model)
+        check_replayable(self.model, self.device, current)
+        self._current = current
         if self.policy == "version-only":
             return "drop" if _versions(current) != _versions(self.signature) else "unchanged"
         if self.policy == "recapture":
@@ -166,7 +196,8 @@ class GraphEngine(Engine):
         if decision == "drop":
             self.invalidate()
         elif decision == "kept":
-            self.signature = parameter_signature(self.model)  # same layout: the graphs read the new values
+            # Same layout: the graphs read the new values. The signature decide() just took, when it took one.
+            self.signature = self._current if self._current is not None else parameter_signature(self.model)
         self.told_updated = False
         self.last_check = "dropped" if decision == "drop" else decision
         return self.last_check
@@ -177,7 +208,7 @@ class GraphEngine(Engine):
 
     def _new_runner(self, batch_size: int) -> StaticRunner:
         return StaticRunner(self.model, batch_size, self.prompt_len, self.max_new_tokens, self.device, self.attn,
-                            self.length_bucket, wrap=self._wrap_step)
+                            self.length_bucket, wrap=self._wrap_step, steps_per_graph=self.steps_per_graph)
 
     def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
         """Work a runner's steps need before warmup and capture, with or without CUDA (the compiled engine compiles)."""

@@ -4,10 +4,12 @@ torch.compile fuses the ~1,400 kernels of a decode step into fewer; it runs with
 its own (mode None, `triton.cudagraphs` off, static shapes), so the capture, the replay and the
 refresh policies are exactly the `graph` engine's. What compiling adds:
 - Compilation is charged to the `compile` part: before a runner's graphs are captured, each
-  compiled step runs once outside any graph; that run is `compile` when dynamo compiled in it
-  (the first time, or a recompile after an update broke a guard) and `warmup` otherwise. A
-  compile never happens inside a capture, and any compile inside the rollout itself is counted
-  in the call notes (`compiles_in_rollout`), where it should stay zero.
+  compiled step runs outside any graph. Dynamo's own compile callbacks (`CompileWatch`, as
+  hf-compile uses) time each compilation in that run (the first time, or a recompile after an
+  update broke a guard): that is `compile`, and the rest of the run (the compiled kernels
+  running, inductor's first-launch work) is `warmup`, so both compiled engines mean the same by
+  `compile`. A compile never happens inside a capture, and any compile inside the rollout itself
+  is counted in the call notes (`compiles_in_rollout`), where it should stay zero.
 - Every runner step (prefill, and the decode step of each length bucket) is compiled from its own
   copy of the code object, because dynamo keeps its compiled variants, and counts them against its
   recompile limit, per code object: shared, batch sizes times buckets times engines could reach
@@ -23,6 +25,7 @@ import torch
 
 from ..params import COMPILE_BACKENDS
 from ..timing import CallClock
+from .compile_watch import CompileWatch
 from .graph import GraphEngine
 from .static_runner import StaticRunner
 
@@ -89,7 +92,8 @@ class GraphCompiledEngine(GraphEngine):
     @classmethod
     def build(cls, loaded, device, params, policy):
         return cls(loaded.model, device, policy, params.prompt_len, params.max_new_tokens, attn=params.attn,
-                   length_bucket=params.length_bucket, backend=params.compile_backend)
+                   length_bucket=params.length_bucket, steps_per_graph=params.steps_per_graph,
+                   backend=params.compile_backend)
 
     def describe(self) -> dict:
         steps = "compiled (torch.compile), then " if self.use_graphs else "compiled (torch.compile), run eagerly: "
@@ -104,15 +108,18 @@ class GraphCompiledEngine(GraphEngine):
 
     def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
         notes = self._compile_notes
-        for index, (name, step, _) in enumerate(runner.steps):
+        for index, (name, step, _, _) in enumerate(runner.steps):
+            watch = CompileWatch(self.device)
             before, begin = step.compiles, clock.now()
-            with torch.no_grad():
+            with torch.no_grad(), watch.watching():
                 runner.run_uncaptured([index])
             end, new = clock.now(), step.compiles - before
             if step.compiles == 0:
                 raise RuntimeError(f"{self.name}: torch.compile compiled nothing for {name} (dynamo disabled?); "
                                    "refusing to run its steps uncompiled under this engine's name")
-            clock.add("compile" if new else "warmup", end - begin)
+            compiling = min(watch.seconds["compile"], end - begin)
+            clock.add("compile", compiling)
+            clock.add("warmup", end - begin - compiling)
             if new:
                 notes["graphs_compiled"] += new
                 notes["recompiled" if before else "compiled"].append(f"{name} (batch {runner.out.shape[0]})")

@@ -51,15 +51,23 @@ def unpadded(batch) -> list[list[int]]:
     return rows
 
 
-def generated_tokens(results: dict, requests: int, max_new_tokens: int) -> list[list[int]]:
-    """The tokens of each request, in submission order (generate_batch returns them in that order)."""
+def generated_tokens(results: dict, inputs: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """The tokens of each request, in submission order.
+
+    generate_batch returns its results in the order of the inputs; each result also carries the
+    prompt it answered, which is checked against the input at its place, so a result that came
+    back elsewhere is an error rather than another request's tokens.
+    """
     outputs = list(results.values())
-    if len(outputs) != requests:
-        raise RuntimeError(f"hf-continuous: generate_batch returned {len(outputs)} of {requests} requests")
+    if len(outputs) != len(inputs):
+        raise RuntimeError(f"hf-continuous: generate_batch returned {len(outputs)} of {len(inputs)} requests")
     tokens = []
-    for index, output in enumerate(outputs):
+    for index, (output, prompt) in enumerate(zip(outputs, inputs)):
         if output.error is not None:
             raise RuntimeError(f"hf-continuous: request {index} failed: {output.error}")
+        if list(output.prompt_ids) != list(prompt):
+            raise RuntimeError(f"hf-continuous: result {index} ({output.request_id}) answers another prompt than "
+                               f"request {index}: generate_batch did not return the requests in submission order")
         if len(output.generated_tokens) != max_new_tokens:
             raise RuntimeError(f"hf-continuous: request {index} got {len(output.generated_tokens)} tokens, "
                                f"not max_new_tokens {max_new_tokens}")
@@ -215,7 +223,7 @@ class HFContinuousEngine(Engine):
         if owner.__dict__.get(MANAGER_ATTRIBUTE) is not self.manager:
             raise RuntimeError("hf-continuous: generate_batch did not keep the engine's manager; this transformers "
                                f"caches it elsewhere than model.{MANAGER_ATTRIBUTE}")
-        output = rebuild(batches, generated_tokens(results, len(inputs), self.max_new_tokens), self.max_new_tokens)
+        output = rebuild(batches, generated_tokens(results, inputs, self.max_new_tokens), self.max_new_tokens)
         self._notes = {"refresh": "rebuilt" if built else "kept", "manager_built": built,
                        "managers_built": self.builds, "after_update": self._update,
                        "gc_ms": collector.seconds * 1e3}

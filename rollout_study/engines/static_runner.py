@@ -12,6 +12,13 @@ cache, because a graph cannot change its shapes; decode step s needs only the fi
 `prompt_len + s` keys. So the runner captures one decode graph per bucket of cache length, each
 reading keys, values and the key-validity mask up to its limit, and the host, which knows the
 step index, replays the bucket's graph for each step. Prefill then reads the prompt's keys only.
+
+Steps per graph (`steps_per_graph`): a replay has a fixed cost on the device between graphs
+(measured as the gap between decode replays), which matters once compiled steps make each step
+short. A decode graph may hold several consecutive steps of its bucket (0: every step of the
+bucket), so a rollout replays fewer, longer graphs; the steps and their order are unchanged,
+only where the host hands over to the device. A bucket whose step count is not a multiple gets
+one shorter graph for the rest.
 """
 from __future__ import annotations
 
@@ -74,16 +81,38 @@ def step_buckets(prompt_len: int, new_tokens: int, length_bucket: int) -> list[i
     return [(prompt_len + s - 1) // length_bucket - first for s in range(1, new_tokens)]
 
 
-def bucket_layout(prompt_len: int, new_tokens: int, length_bucket: int) -> dict:
-    """Keys the prefill reads, and per decode graph its keys and the decode steps it serves (first, last;
-    the first generated token, from prefill, is step 0)."""
+def replay_plan(prompt_len: int, new_tokens: int, length_bucket: int, steps_per_graph: int = 1) -> list[tuple[int, int]]:
+    """The decode replays of one rollout, in order: (bucket index, steps in that replay).
+
+    Each bucket's steps are cut into runs of `steps_per_graph` (0: the whole bucket), the last run
+    of a bucket holding what is left; every decode step is in exactly one replay.
+    """
+    plan = []
     served = step_buckets(prompt_len, new_tokens, length_bucket)
-    decode = []
-    for index, limit in enumerate(decode_limits(prompt_len, new_tokens, length_bucket)):
-        steps = [s for s, bucket in enumerate(served, start=1) if bucket == index]
-        decode.append({"graph": f"decode[0:{limit}]", "keys": limit, "steps": [steps[0], steps[-1]]})
-    return {"length_bucket": length_bucket, "prefill_keys": prompt_len if length_bucket else prompt_len + new_tokens,
-            "decode_graphs": decode}
+    for bucket in sorted(set(served)):
+        count = served.count(bucket)
+        size = count if steps_per_graph == 0 else steps_per_graph
+        plan += [(bucket, min(size, count - done)) for done in range(0, count, size)]
+    return plan
+
+
+def graph_name(limit: int, steps: int) -> str:
+    return f"decode[0:{limit}]" + (f"x{steps}" if steps > 1 else "")
+
+
+def bucket_layout(prompt_len: int, new_tokens: int, length_bucket: int, steps_per_graph: int = 1) -> dict:
+    """Keys the prefill reads, and per decode graph its keys, the steps one replay runs and the decode
+    steps it serves (first, last; the first generated token, from prefill, is step 0)."""
+    limits = decode_limits(prompt_len, new_tokens, length_bucket)
+    graphs: dict[tuple[int, int], list[int]] = {}
+    step = 1
+    for bucket, count in replay_plan(prompt_len, new_tokens, length_bucket, steps_per_graph):
+        graphs.setdefault((bucket, count), []).extend(range(step, step + count))
+        step += count
+    decode = [{"graph": graph_name(limits[bucket], count), "keys": limits[bucket], "steps_per_replay": count,
+               "steps": [served[0], served[-1]]} for (bucket, count), served in graphs.items()]
+    return {"length_bucket": length_bucket, "steps_per_graph": steps_per_graph,
+            "prefill_keys": prompt_len if length_bucket else prompt_len + new_tokens, "decode_graphs": decode}
 
 
 _SIDE_STREAMS: dict = {}
@@ -104,10 +133,11 @@ def _memory(device) -> tuple[int, int]:
 
 class StaticRunner:
     """The buffers and graphs of one batch shape. `wrap` turns each step method into what is run
-    and captured (the compiled engine compiles it here); `steps` lists (graph name, callable, key limit)."""
+    and captured (the compiled engine compiles it here, once per key limit); `steps` lists
+    (graph name, callable, key limit, steps per replay), one entry per graph."""
 
     def __init__(self, model, batch: int, prompt_len: int, new_tokens: int, device, attn: str,
-                 length_bucket: int = 0, wrap=None):
+                 length_bucket: int = 0, wrap=None, steps_per_graph: int = 1):
         config = model.config
         dtype = next(model.parameters()).dtype
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -128,10 +158,16 @@ class StaticRunner:
         self.out = torch.zeros((batch, new_tokens), **long)
         wrap = wrap or (lambda method: method)
         # Unbucketed, prefill reads the whole cache as it always did (the masked tail included).
-        self.steps = [("prefill", wrap(self.prefill_step), prompt_len if length_bucket else length)]
-        self.steps += [(f"decode[0:{limit}]", wrap(self.decode_step), limit)
-                       for limit in decode_limits(prompt_len, new_tokens, length_bucket)]
-        self.step_graphs = [1 + index for index in step_buckets(prompt_len, new_tokens, length_bucket)]
+        self.steps = [("prefill", wrap(self.prefill_step), prompt_len if length_bucket else length, 1)]
+        limits = decode_limits(prompt_len, new_tokens, length_bucket)
+        decode_fns = [wrap(self.decode_step) for _ in limits]  # one per bucket, shared by its graphs
+        index_of: dict[tuple[int, int], int] = {}
+        self.step_graphs = []  # the index into `steps` of each decode replay, in order
+        for bucket, count in replay_plan(prompt_len, new_tokens, length_bucket, steps_per_graph):
+            if (bucket, count) not in index_of:
+                index_of[bucket, count] = len(self.steps)
+                self.steps.append((graph_name(limits[bucket], count), decode_fns[bucket], limits[bucket], count))
+            self.step_graphs.append(index_of[bucket, count])
         self.graphs: tuple | None = None  # (prefill, decode graph of each bucket), in `steps` order
         self.capture_notes: list[dict] = []  # per graph of the latest capture: time and pool growth
         self.warmed = False
@@ -184,16 +220,20 @@ class StaticRunner:
         indices = range(len(self.steps)) if indices is None else indices
         if self.input_ids.device.type != "cuda":
             for index in indices:
-                _, fn, limit = self.steps[index]
-                fn(limit)
+                self._run(index)
             return
         stream = side_stream(self.input_ids.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for index in indices:
-                _, fn, limit = self.steps[index]
-                fn(limit)
+                self._run(index)
         torch.cuda.current_stream().wait_stream(stream)
+
+    def _run(self, index: int) -> None:
+        """What graph `index` holds, run eagerly: its step function, once per step it covers."""
+        _, fn, limit, repeats = self.steps[index]
+        for _ in range(repeats):
+            fn(limit)
 
     def warmup(self) -> None:
         # Run each step once on a side stream before capture, as PyTorch asks, so lazy
@@ -207,7 +247,7 @@ class StaticRunner:
         device = self.input_ids.device
         stream = side_stream(device)
         graphs, self.capture_notes = [], []
-        for name, fn, limit in self.steps:
+        for index, (name, _, limit, repeats) in enumerate(self.steps):
             # The capture empties the allocator's cache as it begins; emptied here first, the
             # reserved-memory difference is what the graph pool grew by.
             torch.cuda.empty_cache()
@@ -215,12 +255,12 @@ class StaticRunner:
             begin = time.perf_counter()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=stream):
-                fn(limit)
+                self._run(index)
             torch.cuda.synchronize(device)
             seconds = time.perf_counter() - begin
             now_reserved, now_allocated = _memory(device)
             graphs.append(graph)
-            self.capture_notes.append({"graph": name, "keys": limit, "capture_ms": seconds * 1e3,
+            self.capture_notes.append({"graph": name, "keys": limit, "steps": repeats, "capture_ms": seconds * 1e3,
                                        "pool_bytes": now_reserved - reserved,
                                        "allocated_bytes": now_allocated - allocated})
         self.graphs = tuple(graphs)
@@ -240,8 +280,7 @@ class StaticRunner:
         if self.graphs is not None:
             self.graphs[0].replay()
         else:
-            _, fn, limit = self.steps[0]
-            fn(limit)
+            self._run(0)
 
     def decode(self) -> None:
         if self.graphs is not None:
@@ -249,7 +288,5 @@ class StaticRunner:
             for index in self.step_graphs:
                 graphs[index].replay()
         else:
-            steps = self.steps
             for index in self.step_graphs:
-                _, fn, limit = steps[index]
-                fn(limit)
+                self._run(index)

@@ -81,6 +81,17 @@ case $step in
       --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
+  engines2)  # the rest of `engines` on a machine that already has the wheels, in the background (log /tmp/i11b.log)
+    export PACK=/tmp/out
+    setsid nohup bash -c "source tools/h200-reports.sh inner-engines2" > /tmp/i11b.log 2>&1 &
+    sleep 2; tail -3 /tmp/i11b.log ;;
+  inner-engines2)
+    mkdir -p /tmp/out
+    run reference-tiny-all; echo TINY-DONE
+    run smollm2-divergence; RUN_NAME=smollm2-divergence-bf16 run smollm2-divergence run --set dtype=bfloat16 \
+      --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
+    run smollm2-buckets; echo BUCKETS-DONE
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

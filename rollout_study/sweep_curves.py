@@ -1,6 +1,6 @@
 """The numbers of a sweep report: curves over batch size and new tokens, per model, with no formatting.
 
-A model is its label (synthetic or pretrained) and its name (the shape): curves never mix two.
+A model is its label (synthetic or pretrained), its name (the shape) and its dtype: curves never mix two.
 Only valid points enter a curve; failed and invalid ones are returned apart (`split`), to be shown
 as such. Variants are whatever engines each point ran; "steady" is the cycle-0 steady phase (before
 any update), and every speed-up is over the `eager` variant (Hugging Face generate()).
@@ -38,8 +38,8 @@ class Point:
     result: Result
 
     @property
-    def model(self) -> tuple[str, str]:
-        return self.result.label, self.result.model_name
+    def model(self) -> tuple[str, str, str]:
+        return self.result.label, self.result.model_name, self.result.metadata.get("dtype") or "-"
 
     @property
     def batch(self) -> int:
@@ -84,8 +84,8 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
     return usable, rejected
 
 
-def by_model(points: list[Point]) -> dict[tuple[str, str], list[Point]]:
-    """Points per (label, model name), synthetic before pretrained, each in batch then new-token order."""
+def by_model(points: list[Point]) -> dict[tuple[str, str, str], list[Point]]:
+    """Points per (label, model name, dtype), synthetic before pretrained, each in batch then new-token order."""
     groups: dict[tuple[str, str], list[Point]] = {}
     for point in points:
         groups.setdefault(point.model, []).append(point)

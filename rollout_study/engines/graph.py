@@ -138,8 +138,8 @@ class GraphEngine(Engine):
                    length_bucket=params.length_bucket, steps_per_graph=params.steps_per_graph)
 
     def describe(self) -> dict:
-        per_replay = {0: "every step of its bucket", 1: "one step"}.get(self.steps_per_graph,
-                                                                          f"up to {self.steps_per_graph} steps")
+        every = "every step of its bucket" if self.length_bucket else "every decode step"
+        per_replay = {0: every, 1: "one step"}.get(self.steps_per_graph, f"up to {self.steps_per_graph} steps")
         decode = ("graph per length bucket, " if self.length_bucket else "graph, ") + f"{per_replay} per replay"
         return {"engine": self.name, "policy": self.policy, "cache": "static",
                 "cuda_graph": self.use_graphs, "prefill": "graph" if self.use_graphs else "eager (no CUDA graph)",
@@ -198,6 +198,7 @@ class GraphEngine(Engine):
         elif decision == "kept":
             # Same layout: the graphs read the new values. The signature decide() just took, when it took one.
             self.signature = self._current if self._current is not None else parameter_signature(self.model)
+        self._current = None  # taken for this decision only
         self.told_updated = False
         self.last_check = "dropped" if decision == "drop" else decision
         return self.last_check

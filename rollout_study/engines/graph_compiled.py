@@ -6,9 +6,9 @@ refresh policies are exactly the `graph` engine's. What compiling adds:
 - Compilation is charged to the `compile` part: before a runner's graphs are captured, each
   compiled step runs outside any graph. Dynamo's own compile callbacks (`CompileWatch`, as
   hf-compile uses) time each compilation in that run (the first time, or a recompile after an
-  update broke a guard): that is `compile`, and the rest of the run (the compiled kernels
-  running, inductor's first-launch work) is `warmup`, so both compiled engines mean the same by
-  `compile`. A compile never happens inside a capture, and any compile inside the rollout itself
+  update broke a guard): that is `compile`, with the torch.compile call that wraps the step (on
+  its first use in a process it imports dynamo and inductor, seconds); the rest of the run (the
+  compiled kernels running, inductor's first-launch work) is `warmup`. A compile never happens inside a capture, and any compile inside the rollout itself
   is counted in the call notes (`compiles_in_rollout`), where it should stay zero.
 - Every runner step (prefill, and the decode step of each length bucket) is compiled from its own
   copy of the code object, because dynamo keeps its compiled variants, and counts them against its
@@ -19,6 +19,7 @@ refresh policies are exactly the `graph` engine's. What compiling adds:
 from __future__ import annotations
 
 import sys
+import time
 import types
 
 import torch
@@ -62,14 +63,17 @@ class CompiledStep:
         self.method, self.backend = method, backend
         self.fn = None
         self.compiles = 0
+        self.setup_s = 0.0  # the torch.compile call itself (its first use in a process imports dynamo)
 
     def __call__(self, *args):
         if self.fn is None:
             # Here, not at construction: the first torch.compile imports dynamo and inductor (seconds),
             # and that belongs to the compile part, not to the runner's allocation.
             options = dict(INDUCTOR_OPTIONS) if self.backend == "inductor" else None
+            begin = time.perf_counter()
             self.fn = torch.compile(own_code(self.method), backend=self.backend, mode=None, options=options,
                                     fullgraph=True, dynamic=False)
+            self.setup_s = time.perf_counter() - begin
         before = compiled_graphs()
         try:
             with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
@@ -108,16 +112,17 @@ class GraphCompiledEngine(GraphEngine):
 
     def _before_capture(self, runner: StaticRunner, clock: CallClock) -> None:
         notes = self._compile_notes
-        for index, (name, step, _, _) in enumerate(runner.steps):
+        for index in runner.distinct_steps():  # graphs of one bucket share its compiled step
+            name, step, _, _ = runner.steps[index]
             watch = CompileWatch(self.device)
-            before, begin = step.compiles, clock.now()
+            before, set_up, begin = step.compiles, step.setup_s, clock.now()
             with torch.no_grad(), watch.watching():
                 runner.run_uncaptured([index])
             end, new = clock.now(), step.compiles - before
             if step.compiles == 0:
                 raise RuntimeError(f"{self.name}: torch.compile compiled nothing for {name} (dynamo disabled?); "
                                    "refusing to run its steps uncompiled under this engine's name")
-            compiling = min(watch.seconds["compile"], end - begin)
+            compiling = min(watch.seconds["compile"] + step.setup_s - set_up, end - begin)
             clock.add("compile", compiling)
             clock.add("warmup", end - begin - compiling)
             if new:

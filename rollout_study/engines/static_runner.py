@@ -168,7 +168,7 @@ class StaticRunner:
                 index_of[bucket, count] = len(self.steps)
                 self.steps.append((graph_name(limits[bucket], count), decode_fns[bucket], limits[bucket], count))
             self.step_graphs.append(index_of[bucket, count])
-        self.graphs: tuple | None = None  # (prefill, decode graph of each bucket), in `steps` order
+        self.graphs: tuple | None = None  # (prefill, decode graph of each (bucket, steps per replay)), in `steps` order
         self.capture_notes: list[dict] = []  # per graph of the latest capture: time and pool growth
         self.warmed = False
         self.ready = False  # steps prepared (compiled, captured) for the weights now; dropped with the graphs
@@ -211,28 +211,38 @@ class StaticRunner:
         self.write_position.add_(1)
         self.step.add_(1)
 
+    def distinct_steps(self) -> list[int]:
+        """The first index in `steps` of each step function: graphs of one bucket share theirs."""
+        seen, first = set(), []
+        for index, (_, fn, _, _) in enumerate(self.steps):
+            if id(fn) not in seen:
+                seen.add(id(fn))
+                first.append(index)
+        return first
+
     def run_uncaptured(self, indices=None) -> None:
-        """Run steps once outside any graph, on the warmup stream where there is CUDA.
+        """Run the step function of each of `steps[indices]` once, outside any graph, on the warmup
+        stream where there is CUDA (default: every distinct step function).
 
         The steps advance the buffers past their valid range only harmlessly: the next prefill
         resets every buffer a rollout reads.
         """
-        indices = range(len(self.steps)) if indices is None else indices
+        indices = self.distinct_steps() if indices is None else indices
         if self.input_ids.device.type != "cuda":
             for index in indices:
-                self._run(index)
+                self._run(index, once=True)
             return
         stream = side_stream(self.input_ids.device)
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for index in indices:
-                self._run(index)
+                self._run(index, once=True)
         torch.cuda.current_stream().wait_stream(stream)
 
-    def _run(self, index: int) -> None:
-        """What graph `index` holds, run eagerly: its step function, once per step it covers."""
+    def _run(self, index: int, once: bool = False) -> None:
+        """What graph `index` holds, run eagerly: its step function, once per step it covers (or once)."""
         _, fn, limit, repeats = self.steps[index]
-        for _ in range(repeats):
+        for _ in range(1 if once else repeats):
             fn(limit)
 
     def warmup(self) -> None:

@@ -59,6 +59,29 @@ def threads() -> dict:
             **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")}}
 
 
+def code_fingerprint(root: str | None = None) -> str:
+    """sha256 over what a run executes: the package's Python files and the notebooks, by relative path.
+
+    A commit names the whole tree, so a change to a test, a README or a parameter file makes a
+    new one; the fingerprint moves only with the code that measures, which lets a sweep that spans
+    several sessions keep the points measured by the same code under a later commit.
+    """
+    import hashlib
+
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    files = []
+    for folder, suffix in (("rollout_study", ".py"), ("notebooks", ".ipynb")):
+        for base, dirs, names in os.walk(os.path.join(root, folder)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            files += [os.path.join(base, n) for n in names if n.endswith(suffix)]
+    for path in sorted(files):
+        digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as handle:
+            digest.update(handle.read() + b"\0")
+    return digest.hexdigest()
+
+
 def git_commit() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     def git(*args):
@@ -70,10 +93,12 @@ def git_commit() -> dict:
     # A copy of the tree on another machine can carry a stale .git: the commit named by whoever
     # copied it wins over what that .git says (seen on the lent H200: it reported an older HEAD).
     named = os.environ.get("ROLLOUT_STUDY_COMMIT")
+    code = code_fingerprint(root)
     if named:
-        return {"commit": named, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT"}
+        return {"commit": named, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT", "code_sha256": code}
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None, "source": "git"}
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None, "source": "git",
+            "code_sha256": code}
 
 
 def hardware(device: torch.device) -> dict:

@@ -117,15 +117,19 @@ def point_hash(params: StudyParams) -> str:
 
 
 def _existing(folder: Path, file: str, params: StudyParams) -> bool:
-    """A valid result of this point from the same code on the same kind of device: safe to keep on resume."""
+    """A valid result of this point from the same code on the same kind of device: safe to keep on resume.
+
+    The same code: the same clean commit, or the same fingerprint of the package and notebooks
+    (environment.code_fingerprint), so edits elsewhere between the sessions of a long sweep keep it."""
     from .environment import git_commit
 
     try:
         result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
         return False
-    current = git_commit()
-    same_code = (result.metadata.get("git") or {}).get("commit") == current.get("commit") and not current.get("dirty")
+    current, recorded = git_commit(), result.metadata.get("git") or {}
+    same_code = (recorded.get("commit") == current.get("commit") and not current.get("dirty")) or \
+        (recorded.get("code_sha256") is not None and recorded.get("code_sha256") == current.get("code_sha256"))
     try:
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again

@@ -170,6 +170,18 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
         assert not any(sweep._existing(folder, e["file"], spec.points()[0][1]) for e in record["points"])
     finally:
         edited.undo()
+    # A later commit whose package and notebooks are unchanged (a README edit, say) keeps the points;
+    # a change to the code that measures does not.
+    kept = record["points"][0]
+    stored = json.loads((folder / kept["file"]).read_text(encoding="utf-8"))
+    stored["metadata"]["git"]["code_sha256"] = environment.code_fingerprint()
+    (folder / kept["file"]).write_text(json.dumps(stored), encoding="utf-8")
+    for fingerprint, keeps in ((environment.code_fingerprint(), True), ("0" * 64, False)):
+        edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True, "code_sha256": fingerprint})
+        try:
+            assert sweep._existing(folder, kept["file"], spec.points()[0][1]) is keeps
+        finally:
+            edited.undo()
     other = sweep.SweepSpec.from_dict({**spec.to_dict(), "device": "cuda" if False else "cpu", "lr": 0.06})
     assert not any(sweep._existing(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p)
                    for slug, p in other.points())  # other parameters: another hash, nothing kept

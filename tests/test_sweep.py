@@ -289,3 +289,23 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     record["points"] = record["points"][:1]
     (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
     assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_FAILED
+
+
+def test_the_code_fingerprint_moves_with_the_package_and_notebooks_only(tmp_path):
+    from rollout_study.environment import code_fingerprint
+
+    (tmp_path / "rollout_study" / "engines").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "rollout_study" / "engines" / "graph.py").write_text("A = 1\n")
+    (tmp_path / "notebooks" / "study.ipynb").write_text("{}")
+    (tmp_path / "README.md").write_text("figures")
+    first = code_fingerprint(str(tmp_path))
+    (tmp_path / "README.md").write_text("other figures")
+    (tmp_path / "rollout_study" / "__pycache__").mkdir()
+    (tmp_path / "rollout_study" / "__pycache__" / "x.py").write_text("B = 2\n")
+    assert code_fingerprint(str(tmp_path)) == first
+    (tmp_path / "rollout_study" / "engines" / "graph.py").write_text("A = 2\n")
+    assert code_fingerprint(str(tmp_path)) != first
+    (tmp_path / "rollout_study" / "engines" / "graph.py").write_text("A = 1\n")
+    (tmp_path / "notebooks" / "study.ipynb").write_text('{"cells": []}')
+    assert code_fingerprint(str(tmp_path)) != first

@@ -43,8 +43,11 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP
   local work=/tmp/work-$2
+  if [ -f "$work.pid" ] && kill -0 "$(cat "$work.pid")" 2>/dev/null; then
+    echo "error: $2 is still running from $work (log $1); not started again"; return 1
+  fi
   rm -rf "$work" && mkdir -p "$work" && tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
-  (cd "$work" && setsid nohup bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 &)
+  (cd "$work" && setsid nohup bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 & echo $! > "$work.pid")
   sleep 5; tail -5 "$1"
 }
 case $step in

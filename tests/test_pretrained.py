@@ -35,6 +35,34 @@ def test_loads_offline_with_plain_trainable_parameters(smol):
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
 
 
+def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(smol, monkeypatch):
+    """Loading the copy (as the fixture did) gives what loading the GGUF file itself gives, in FP16 too."""
+    from rollout_study import model_cache
+
+    _, loaded = smol
+    assert loaded.info["loaded_from"].startswith("dequantized copy ")
+    copy = model_cache.local_copy(models.smollm2_gguf_path())
+    assert (copy / model_cache.COMPLETE).is_file() and str(copy) in loaded.info["loaded_from"]
+    params = StudyParams.from_dict({"model": "smollm2-135m-instruct", "device": "cpu"})
+    from_copy = models.load(params, "cpu", "float16")
+    monkeypatch.setenv(model_cache.CACHE_ENV, "off")
+    direct = models.load(params, "cpu", "float16")
+    assert direct.info["loaded_from"] == "the GGUF file"
+    copied, original = from_copy.model.state_dict(), direct.model.state_dict()
+    assert copied.keys() == original.keys()
+    assert all(torch.equal(copied[k], original[k]) and copied[k].dtype == torch.float16 for k in original)
+    # The copy's config is the GGUF model's without the GGUF quantizer (its weights are dequantized
+    # tensors either way: plain nn.Linear, as check_trainable requires) and without the file's path.
+    def config(loaded):
+        return {k: v for k, v in loaded.model.config.to_dict().items() if k not in ("_name_or_path", "quantization_config")}
+    assert config(from_copy) == config(direct) and "quantization_config" not in from_copy.model.config.to_dict()
+    messages = [[{"role": "user", "content": p}] for p in CHAT_PROMPTS]
+    for tokenizer in (from_copy.tokenizer, direct.tokenizer):
+        assert tokenizer.pad_token_id == from_copy.pad_token_id == direct.pad_token_id
+    assert [from_copy.tokenizer.apply_chat_template(m, tokenize=True, add_generation_prompt=True) for m in messages] \
+        == [direct.tokenizer.apply_chat_template(m, tokenize=True, add_generation_prompt=True) for m in messages]
+
+
 def test_gguf_is_found_without_importing_the_wheel():
     path = models.smollm2_gguf_path()
     assert path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and os.path.getsize(path) > 90e6

@@ -1,0 +1,90 @@
+"""A dequantized copy of the pretrained GGUF model on local disk, made once and read by every process.
+
+Transformers parses the GGUF file and dequantizes it on every load, about 20 s of CPU per process
+on the development machine, and a study starts many processes (a sweep point, each cold start,
+the profiling process). So the first load writes what Transformers built, the float32 model and
+the tokenizer, with `save_pretrained` into a folder named after the GGUF file's sha256 and the
+Transformers version that dequantized it; later loads read that folder in about a second. Loading
+the copy in a dtype casts the same float32 values that loading the GGUF file in that dtype does
+(tests check the weights bit for bit and the tokenizer's output).
+
+The folder is written under a temporary name and renamed into place, so a process never reads a
+half-written copy, and two processes that make it at once both end with a whole one. Set
+`ROLLOUT_STUDY_CACHE` to a folder to put the copies there, or to `off` to load the GGUF file every
+time.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+CACHE_ENV = "ROLLOUT_STUDY_CACHE"
+COMPLETE = "copy-complete"  # written last: a folder without it is not a copy
+
+
+def cache_root() -> Path | None:
+    """Where copies live; None when caching is off."""
+    value = os.environ.get(CACHE_ENV, "")
+    if value.lower() == "off":
+        return None
+    return Path(value) if value else Path.home() / ".cache" / "rollout-study"
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def copy_folder(gguf_path: str, root: Path) -> Path:
+    import transformers
+
+    return root / f"{Path(gguf_path).stem}-{_sha256(gguf_path)[:16]}-transformers-{transformers.__version__}"
+
+
+def _write_copy(gguf_path: str, target: Path) -> None:
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, filename = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32,
+                                                     local_files_only=True)
+        # save_pretrained refuses a model loaded from GGUF (its quantizer is not serializable), but the
+        # parameters are plain dequantized tensors: the config without the quantizer, and the weights.
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        type(model.config).from_dict(config).save_pretrained(partial)
+        save_model(model, str(partial / "model.safetensors"))  # a tied embedding is stored once
+        tokenizer.save_pretrained(partial)
+        (partial / COMPLETE).write_text(f"{filename}\n", encoding="utf-8")
+        try:
+            os.replace(partial, target)
+        except OSError:
+            if not (target / COMPLETE).is_file():  # not another process's finished copy: a real failure
+                raise
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def local_copy(gguf_path: str) -> Path | None:
+    """The folder of the dequantized copy of `gguf_path`, made if missing; None when caching is off."""
+    root = cache_root()
+    if root is None:
+        return None
+    target = copy_folder(gguf_path, root)
+    if not (target / COMPLETE).is_file():
+        if target.exists():  # an earlier copy that never completed
+            shutil.rmtree(target, ignore_errors=True)
+        _write_copy(gguf_path, target)
+    return target

@@ -11,7 +11,7 @@ the copy in a dtype casts the same float32 values that loading the GGUF file in 
 The folder is written under a temporary name and renamed into place, so a process never reads a
 half-written copy, and two processes that make it at once both end with a whole one. Set
 `ROLLOUT_STUDY_CACHE` to a folder to put the copies there, or to `off` to load the GGUF file every
-time.
+time; where the copy cannot be written (a read-only or full disk), the GGUF file is loaded.
 """
 from __future__ import annotations
 
@@ -86,5 +86,11 @@ def local_copy(gguf_path: str) -> Path | None:
     if not (target / COMPLETE).is_file():
         if target.exists():  # an earlier copy that never completed
             shutil.rmtree(target, ignore_errors=True)
-        _write_copy(gguf_path, target)
+        try:
+            _write_copy(gguf_path, target)
+        except OSError as err:  # a read-only or full disk: the GGUF file itself still loads
+            import warnings
+
+            warnings.warn(f"no dequantized copy at {target} ({err}); loading the GGUF file", stacklevel=2)
+            return None
     return target

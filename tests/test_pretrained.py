@@ -63,6 +63,16 @@ def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(s
         == [direct.tokenizer.apply_chat_template(m, tokenize=True, add_generation_prompt=True) for m in messages]
 
 
+def test_a_cache_that_cannot_be_written_falls_back_to_the_gguf_file(tmp_path, monkeypatch):
+    from rollout_study import model_cache
+
+    blocked = tmp_path / "a-file-not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv(model_cache.CACHE_ENV, str(blocked / "cache"))
+    with pytest.warns(UserWarning, match="no dequantized copy"):
+        assert model_cache.local_copy(models.smollm2_gguf_path()) is None
+
+
 def test_gguf_is_found_without_importing_the_wheel():
     path = models.smollm2_gguf_path()
     assert path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and os.path.getsize(path) > 90e6

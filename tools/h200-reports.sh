@@ -9,7 +9,9 @@
 #   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` x3); log /tmp/smol.log
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
 #               (every GPU of the host, then the repeats alone); resumes the newest unfinished folder of it
-#               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log
+#               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log. Order on a
+#               fresh machine: a call carrying .whl, `part` x3, then the call carrying runs/ starts the sweep
+#               (the 64 MiB carry limit keeps them apart; the background copy takes runs/ as it is then)
 #   sweep-pack  pack runs/sweep-h200-* and any unfinished runs/.sweep-h200.partial-* into $OUT (to resume
 #               in a later session, or to publish)
 #   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then

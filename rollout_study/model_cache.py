@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 CACHE_ENV = "ROLLOUT_STUDY_CACHE"
-COMPLETE = "copy-complete"  # written last: a folder without it is not a copy
+COMPLETE = "copy-complete"  # written last, before the rename: a folder without it is not a copy
+CACHE_FORMAT = 1  # raised when _write_copy changes what a copy holds, so older copies are not read
 
 
 def cache_root() -> Path | None:
@@ -30,7 +31,16 @@ def cache_root() -> Path | None:
     value = os.environ.get(CACHE_ENV, "")
     if value.lower() == "off":
         return None
-    return Path(value) if value else Path.home() / ".cache" / "rollout-study"
+    default = Path.home() / ".cache" / "rollout-study"
+    root = Path(value).expanduser() if value else default
+    if not root.is_absolute():
+        # Read in a notebook kernel whose working folder is the run's: a relative folder would put a
+        # 500 MB copy into every run folder.
+        import warnings
+
+        warnings.warn(f"{CACHE_ENV}={value!r} is not an absolute folder; using {default}", stacklevel=2)
+        return default
+    return root
 
 
 def _sha256(path: str) -> str:
@@ -42,9 +52,11 @@ def _sha256(path: str) -> str:
 
 
 def copy_folder(gguf_path: str, root: Path) -> Path:
-    import transformers
+    """Named after what made the copy: the file, the code that dequantizes it (gguf, Transformers) and this module."""
+    from importlib.metadata import version
 
-    return root / f"{Path(gguf_path).stem}-{_sha256(gguf_path)[:16]}-transformers-{transformers.__version__}"
+    versions = f"gguf-{version('gguf')}-transformers-{version('transformers')}"
+    return root / f"{Path(gguf_path).stem}-{_sha256(gguf_path)[:16]}-{versions}-format{CACHE_FORMAT}"
 
 
 def _write_copy(gguf_path: str, target: Path) -> None:
@@ -83,12 +95,10 @@ def local_copy(gguf_path: str) -> Path | None:
     if root is None:
         return None
     target = copy_folder(gguf_path, root)
-    if not (target / COMPLETE).is_file():
-        if target.exists():  # an earlier copy that never completed
-            shutil.rmtree(target, ignore_errors=True)
+    if not (target / COMPLETE).is_file():  # only whole copies are ever renamed into place
         try:
             _write_copy(gguf_path, target)
-        except OSError as err:  # a read-only or full disk: the GGUF file itself still loads
+        except Exception as err:  # a read-only or full disk (safetensors, tokenizers raise their own)
             import warnings
 
             warnings.warn(f"no dequantized copy at {target} ({err}); loading the GGUF file", stacklevel=2)

@@ -119,17 +119,23 @@ def point_hash(params: StudyParams) -> str:
 def _existing(folder: Path, file: str, params: StudyParams) -> bool:
     """A valid result of this point from the same code on the same kind of device: safe to keep on resume.
 
-    The same code: the same clean commit, or the same fingerprint of the package and notebooks
-    (environment.code_fingerprint), so edits elsewhere between the sessions of a long sweep keep it."""
-    from .environment import git_commit
+    The same code: the same fingerprint of the package and notebooks (environment.code_fingerprint),
+    so edits elsewhere between the sessions of a long sweep keep it; for a result that predates the
+    fingerprint, the same commit, clean then and now. And the same torch and Transformers."""
+    from .environment import git_commit, package_version
 
     try:
         result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
         return False
     current, recorded = git_commit(), result.metadata.get("git") or {}
-    same_code = (recorded.get("commit") == current.get("commit") and not current.get("dirty")) or \
-        (recorded.get("code_sha256") is not None and recorded.get("code_sha256") == current.get("code_sha256"))
+    if recorded.get("code_sha256") and current.get("code_sha256"):
+        same_code = recorded["code_sha256"] == current["code_sha256"]
+    else:
+        same_code = recorded.get("commit") == current.get("commit") and recorded.get("dirty") is False \
+            and current.get("dirty") is False
+    versions = result.metadata.get("software") or {}
+    same_code = same_code and all(versions.get(name) == package_version(name) for name in ("torch", "transformers"))
     try:
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again

@@ -6,8 +6,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# The dequantized SmolLM2 copy (model_cache.py) goes to a folder of this test session, not the home folder.
-os.environ.setdefault("ROLLOUT_STUDY_CACHE", tempfile.mkdtemp(prefix="rollout-study-cache-"))
+# The dequantized SmolLM2 copy (model_cache.py) goes to the temporary folder, not the home folder,
+# and one copy serves every test session of this machine.
+os.environ.setdefault("ROLLOUT_STUDY_CACHE", os.path.join(tempfile.gettempdir(), "rollout-study-test-cache"))
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 

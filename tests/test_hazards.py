@@ -182,6 +182,15 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
             assert sweep._existing(folder, kept["file"], spec.points()[0][1]) is keeps
         finally:
             edited.undo()
+    # The same code under another torch measures something else.
+    stored["metadata"]["software"]["torch"] = "0.0.1"
+    (folder / kept["file"]).write_text(json.dumps(stored), encoding="utf-8")
+    edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True,
+                                                       "code_sha256": environment.code_fingerprint()})
+    try:
+        assert not sweep._existing(folder, kept["file"], spec.points()[0][1])
+    finally:
+        edited.undo()
     other = sweep.SweepSpec.from_dict({**spec.to_dict(), "device": "cuda" if False else "cpu", "lr": 0.06})
     assert not any(sweep._existing(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p)
                    for slug, p in other.points())  # other parameters: another hash, nothing kept

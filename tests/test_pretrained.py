@@ -56,6 +56,7 @@ def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(s
     def config(loaded):
         return {k: v for k, v in loaded.model.config.to_dict().items() if k not in ("_name_or_path", "quantization_config")}
     assert config(from_copy) == config(direct) and "quantization_config" not in from_copy.model.config.to_dict()
+    assert from_copy.model.generation_config.to_dict() == direct.model.generation_config.to_dict()
     messages = [[{"role": "user", "content": p}] for p in CHAT_PROMPTS]
     for tokenizer in (from_copy.tokenizer, direct.tokenizer):
         assert tokenizer.pad_token_id == from_copy.pad_token_id == direct.pad_token_id
@@ -71,6 +72,9 @@ def test_a_cache_that_cannot_be_written_falls_back_to_the_gguf_file(tmp_path, mo
     monkeypatch.setenv(model_cache.CACHE_ENV, str(blocked / "cache"))
     with pytest.warns(UserWarning, match="no dequantized copy"):
         assert model_cache.local_copy(models.smollm2_gguf_path()) is None
+    monkeypatch.setenv(model_cache.CACHE_ENV, "relative/folder")  # would land in each run folder
+    with pytest.warns(UserWarning, match="not an absolute folder"):
+        assert model_cache.cache_root() == model_cache.Path.home() / ".cache" / "rollout-study"
 
 
 def test_gguf_is_found_without_importing_the_wheel():

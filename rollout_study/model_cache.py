@@ -2,9 +2,10 @@
 
 Transformers parses the GGUF file and dequantizes it on every load, about 20 s of CPU per process
 on the development machine, and a study starts many processes (a sweep point, each cold start,
-the profiling process). So the first load writes what Transformers built, the float32 model and
-the tokenizer, with `save_pretrained` into a folder named after the GGUF file's sha256 and the
-Transformers version that dequantized it; later loads read that folder in about a second. Loading
+the profiling process). So the first load writes what Transformers built, the float32 weights
+(safetensors), the config without the GGUF quantizer and the tokenizer, into a folder named after
+the GGUF file's sha256, the gguf and Transformers versions that dequantized it and this module's
+format; later loads read that folder in about a second. Loading
 the copy in a dtype casts the same float32 values that loading the GGUF file in that dtype does
 (tests check the weights bit for bit and the tokenizer's output).
 
@@ -15,11 +16,14 @@ time; where the copy cannot be written (a read-only or full disk), the GGUF file
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from .environment import package_version
 
 CACHE_ENV = "ROLLOUT_STUDY_CACHE"
 COMPLETE = "copy-complete"  # written last, before the rename: a folder without it is not a copy
@@ -43,7 +47,10 @@ def cache_root() -> Path | None:
     return root
 
 
-def _sha256(path: str) -> str:
+@functools.lru_cache(maxsize=4)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    # Keyed by size and time too: a process that loads the tokenizer, then the model, reads the
+    # 98 MB file once, and a replaced file is read again.
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
@@ -53,10 +60,10 @@ def _sha256(path: str) -> str:
 
 def copy_folder(gguf_path: str, root: Path) -> Path:
     """Named after what made the copy: the file, the code that dequantizes it (gguf, Transformers) and this module."""
-    from importlib.metadata import version
-
-    versions = f"gguf-{version('gguf')}-transformers-{version('transformers')}"
-    return root / f"{Path(gguf_path).stem}-{_sha256(gguf_path)[:16]}-{versions}-format{CACHE_FORMAT}"
+    stat = os.stat(gguf_path)
+    versions = f"gguf-{package_version('gguf')}-transformers-{package_version('transformers')}"
+    digest = _sha256(gguf_path, stat.st_size, stat.st_mtime_ns)
+    return root / f"{Path(gguf_path).stem}-{digest[:16]}-{versions}-format{CACHE_FORMAT}"
 
 
 def _write_copy(gguf_path: str, target: Path) -> None:

@@ -8,8 +8,9 @@ refresh policies are exactly the `graph` engine's. What compiling adds:
   hf-compile uses) time each compilation in that run (the first time, or a recompile after an
   update broke a guard): that is `compile`, with the torch.compile call that wraps the step (on
   its first use in a process it imports dynamo and inductor, seconds); the rest of the run (the
-  compiled kernels running, inductor's first-launch work) is `warmup`. A compile never happens inside a capture, and any compile inside the rollout itself
-  is counted in the call notes (`compiles_in_rollout`), where it should stay zero.
+  compiled kernels running, inductor's first-launch work) is `warmup`. A compile never happens
+  inside a capture, and any compile inside the rollout itself is counted in the call notes
+  (`compiles_in_rollout`), where it should stay zero.
 - Every runner step (prefill, and the decode step of each length bucket) is compiled from its own
   copy of the code object, because dynamo keeps its compiled variants, and counts them against its
   recompile limit, per code object: shared, batch sizes times buckets times engines could reach

@@ -45,3 +45,59 @@ def test_parts_beyond_the_total_are_flagged_not_clamped():
     with honest.part("prefill"):
         time.sleep(0.005)
     assert not honest.overlap_check(honest.stop()[1])["flagged"]
+
+
+class _Event:
+    """The part of torch's raw profiler event (`_KinetoEvent`) that `device_totals` reads."""
+
+    def __init__(self, name, device, start_ns, end_ns, annotation=False):
+        from torch.autograd import DeviceType
+
+        self._name, self._annotation = name, annotation
+        self._device = DeviceType.CUDA if device == "cuda" else DeviceType.CPU
+        self._start, self._end = start_ns, end_ns
+
+    def name(self):
+        return self._name
+
+    def device_type(self):
+        return self._device
+
+    def is_user_annotation(self):
+        return self._annotation
+
+    def start_ns(self):
+        return self._start
+
+    def end_ns(self):
+        return self._end
+
+
+def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_spans():
+    from rollout_study.timing import device_totals
+
+    events = [
+        _Event("aten::mm", "cpu", 0, 90_000),  # a CPU op: no device time
+        # inductor's range around a compiled call, mirrored on the GPU over the two kernels inside it
+        _Event("## Call CompiledFxGraph fxabc ##", "cuda", 10_000, 60_000, annotation=True),
+        _Event("triton_poi_fused_add_0", "cuda", 10_000, 30_000),
+        _Event("ampere_sgemm_128x64_tn", "cuda", 35_000, 60_000),
+        _Event("Memcpy HtoD (Pageable -> Device)", "cuda", 70_000, 72_000),
+        _Event("Memset (Device)", "cuda", 73_000, 74_000),
+    ]
+    assert device_totals(events) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
+
+
+def test_profile_call_reads_the_raw_events_of_this_torch():
+    """On the CPU there are no device events; this checks the profiler API the sums read is there."""
+    import torch
+
+    from rollout_study.timing import profile_call
+
+    measured = profile_call(lambda: torch.ones(256, 256) @ torch.ones(256, 256), torch.device("cpu"))
+    assert measured["wall_ms"] > 0 and (measured["kernels"], measured["kernel_ms"], measured["copy_ms"]) == (0, 0, 0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ones(4).sum()
+    event = prof.profiler.kineto_results.events()[0]
+    assert all(callable(getattr(event, name, None))
+               for name in ("device_type", "is_user_annotation", "name", "start_ns", "end_ns"))

@@ -128,25 +128,37 @@ def profile_call(fn, device: torch.device) -> dict:
 
 
 def device_totals(events) -> dict:
-    """Summed kernel time, kernel count and copy time of a profile's raw (kineto) events.
-
-    Device events that are user annotations are not kernels: kineto mirrors a `record_function`
-    range onto the GPU as one span over the kernels launched inside it, and inductor wraps every
-    call of a compiled graph in one ("## Call CompiledFxGraph ... ##"), so counting those spans
-    would add each compiled step's GPU time a second time (torch's own tables leave them out too).
-    Memcpy and Memset are copies, apart from kernels."""
-    from torch.autograd import DeviceType
-
+    """Summed kernel time, kernel count and copy time of a profile's raw (kineto) events."""
     kernel_ns, kernels, copy_ns = 0, 0, 0
     for event in events:
-        if event.device_type() != DeviceType.CUDA or event.is_user_annotation():
-            continue
-        if getattr(event, "is_hidden_event", lambda: False)():
+        kind = _device_work(event)
+        if kind is None:
             continue
         duration = event.end_ns() - event.start_ns()
-        if event.name().startswith(("Memcpy", "Memset")):
+        if kind == "copy":
             copy_ns += duration
         else:
             kernel_ns += duration
             kernels += 1
     return {"kernel_ms": kernel_ns / 1e6, "kernels": kernels, "copy_ms": copy_ns / 1e6}
+
+
+def _device_work(event) -> str | None:
+    """What device work an event is: "kernel", "copy" (memcpy, memset) or None (none of its own).
+
+    Kineto files more than work under the device: a user annotation is a `record_function` range
+    mirrored onto the GPU as one span over the kernels launched inside it (inductor wraps every call
+    of a compiled graph in one, "## Call CompiledFxGraph ... ##", so counting it would add each
+    compiled step's GPU time a second time; torch's own tables leave them out too), and with some
+    settings synchronization waits and profiler ranges come as device events as well."""
+    from torch.autograd import DeviceType
+
+    if event.device_type() != DeviceType.CUDA or event.is_user_annotation():
+        return None
+    if getattr(event, "is_hidden_event", lambda: False)():
+        return None
+    activity = getattr(event, "activity_type", None)  # kineto's name of the activity, where torch gives it
+    activity = activity() if activity is not None else None
+    if isinstance(activity, str):
+        return {"kernel": "kernel", "gpu_memcpy": "copy", "gpu_memset": "copy"}.get(activity)
+    return "copy" if event.name().startswith(("Memcpy", "Memset")) else "kernel"

@@ -48,14 +48,17 @@ def test_parts_beyond_the_total_are_flagged_not_clamped():
 
 
 class _Event:
-    """The part of torch's raw profiler event (`_KinetoEvent`) that `device_totals` reads."""
+    """The part of torch's raw profiler event (`_KinetoEvent`) that `device_totals` reads; `activity`
+    (kineto's name of the activity) only where given, as older torch has no `activity_type`."""
 
-    def __init__(self, name, device, start_ns, end_ns, annotation=False):
+    def __init__(self, name, device, start_ns, end_ns, annotation=False, activity=None):
         from torch.autograd import DeviceType
 
         self._name, self._annotation = name, annotation
         self._device = DeviceType.CUDA if device == "cuda" else DeviceType.CPU
         self._start, self._end = start_ns, end_ns
+        if activity is not None:
+            self.activity_type = lambda: activity
 
     def name(self):
         return self._name
@@ -73,18 +76,36 @@ class _Event:
         return self._end
 
 
-def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_spans():
+def _events(with_activity: bool) -> list[_Event]:
+    def kind(name):
+        return name if with_activity else None
+
+    return [
+        _Event("aten::mm", "cpu", 0, 90_000, activity=kind("cpu_op")),  # a CPU op: no device time
+        # inductor's range around a compiled call, mirrored on the GPU over the two kernels inside it
+        _Event("## Call CompiledFxGraph fxabc ##", "cuda", 10_000, 60_000, annotation=True,
+               activity=kind("gpu_user_annotation")),
+        _Event("triton_poi_fused_add_0", "cuda", 10_000, 30_000, activity=kind("kernel")),
+        _Event("ampere_sgemm_128x64_tn", "cuda", 35_000, 60_000, activity=kind("kernel")),
+        _Event("Memcpy HtoD (Pageable -> Device)", "cuda", 70_000, 72_000, activity=kind("gpu_memcpy")),
+        _Event("Memset (Device)", "cuda", 73_000, 74_000, activity=kind("gpu_memset")),
+    ]
+
+
+@pytest.mark.parametrize("with_activity", [True, False])
+def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_spans(with_activity):
     from rollout_study.timing import device_totals
 
-    events = [
-        _Event("aten::mm", "cpu", 0, 90_000),  # a CPU op: no device time
-        # inductor's range around a compiled call, mirrored on the GPU over the two kernels inside it
-        _Event("## Call CompiledFxGraph fxabc ##", "cuda", 10_000, 60_000, annotation=True),
-        _Event("triton_poi_fused_add_0", "cuda", 10_000, 30_000),
-        _Event("ampere_sgemm_128x64_tn", "cuda", 35_000, 60_000),
-        _Event("Memcpy HtoD (Pageable -> Device)", "cuda", 70_000, 72_000),
-        _Event("Memset (Device)", "cuda", 73_000, 74_000),
-    ]
+    assert device_totals(_events(with_activity)) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
+
+
+def test_device_totals_leave_out_device_events_that_are_no_work_of_their_own():
+    """Where torch names the activity, a synchronization wait or a profiler range filed under the
+    device is neither a kernel nor a copy."""
+    from rollout_study.timing import device_totals
+
+    events = _events(True) + [_Event("Stream Sync", "cuda", 80_000, 95_000, activity="cuda_sync"),
+                              _Event("range", "cuda", 0, 99_000, activity="cuda_profiler_range")]
     assert device_totals(events) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
 
 

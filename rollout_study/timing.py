@@ -159,6 +159,12 @@ def _device_work(event) -> str | None:
         return None
     activity = getattr(event, "activity_type", None)  # kineto's name of the activity, where torch gives it
     activity = activity() if activity is not None else None
-    if isinstance(activity, str):
-        return {"kernel": "kernel", "gpu_memcpy": "copy", "gpu_memset": "copy"}.get(activity)
+    # Only the kinds known to be no work are left out by name: a build that names kernels otherwise
+    # keeps them (dropping every unknown kind would make kernel time silently 0).
+    if isinstance(activity, str) and activity in NOT_DEVICE_WORK:
+        return None
     return "copy" if event.name().startswith(("Memcpy", "Memset")) else "kernel"
+
+
+# kineto's names of the device activities that are no work of their own (see `_device_work`)
+NOT_DEVICE_WORK = ("gpu_user_annotation", "cuda_sync", "cuda_profiler_range")

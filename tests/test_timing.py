@@ -109,6 +109,15 @@ def test_device_totals_leave_out_device_events_that_are_no_work_of_their_own():
     assert device_totals(events) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
 
 
+def test_device_totals_keep_a_kernel_whose_activity_has_another_name():
+    """A build that names kernels otherwise ("Kernel") still counts them: only known non-work is left out."""
+    from rollout_study.timing import device_totals
+
+    events = [_Event("gemv_kernel", "cuda", 0, 5_000, activity="Kernel"),
+              _Event("Memcpy DtoD (Device -> Device)", "cuda", 6_000, 7_000, activity="Memcpy")]
+    assert device_totals(events) == {"kernel_ms": 0.005, "kernels": 1, "copy_ms": 0.001}
+
+
 def test_profile_call_reads_the_raw_events_of_this_torch():
     """On the CPU there are no device events; this checks the profiler API the sums read is there."""
     import torch

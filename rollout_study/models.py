@@ -96,17 +96,23 @@ def synthetic(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedMod
     from transformers import LlamaForCausalLM
 
     config = synthetic_config(params)
-    # The seed fixes the weights as well as the prompts, so a run is repeatable end to end.
-    with torch.random.fork_rng(devices=[]):
+    shape = params.shape()
+    # A named real shape initializes on the device it runs on: the 1B shape's random init takes half a
+    # minute on two host cores, once per sweep point. The seed fixes the weights as well as the prompts,
+    # so a run is repeatable end to end, on the same kind of device (the device's generator draws
+    # them). The tiny model keeps the host's generator: its weights stay those of the published runs.
+    init_device = device if shape["display"] and torch.device(device).type == "cuda" else "cpu"
+    with torch.random.fork_rng(devices=[torch.device(init_device)] if init_device != "cpu" else []), \
+            torch.device(init_device):
         torch.manual_seed(params.seed)
         model = LlamaForCausalLM(config)
     model.to(device=device, dtype=dtype).eval()
     _neutral_generation(model, 0)
-    shape = params.shape()
     name = (f"{shape['display']} (random weights)" if shape["display"] else
             f"tiny-llama-{params.layers}L-{params.hidden}h-{params.heads}/{params.kv_heads}-v{params.vocab}")
-    return LoadedModel(model, None, 0, describe(model, "synthetic", name, {"source": "random init", "init_seed": params.seed,
-                                                                           "shape": params.model}))
+    origin = {"source": "random init", "init_seed": params.seed, "init_device": torch.device(init_device).type,
+              "shape": params.model}
+    return LoadedModel(model, None, 0, describe(model, "synthetic", name, origin))
 
 
 def synthetic_config(params: StudyParams):

@@ -357,3 +357,20 @@ def test_hf_continuous_captures_its_graphs_and_matches_generate(setup):
         assert engine.call_notes()["refresh"] == "rebuilt" and after["ok"], after["mismatch"]
     finally:
         engine.close()
+
+
+def test_a_named_shape_initializes_on_the_gpu_repeatably_and_the_tiny_model_as_on_the_host():
+    """Named real shapes draw their random weights on the GPU (the 1B shape's host init took half a
+    minute a sweep point); the same seed gives the same weights there. The tiny model still draws on
+    the host, so its weights are those of the published runs, whatever device it runs on."""
+    from rollout_study import models
+
+    named = StudyParams.from_dict({"device": "cuda", "model": "synthetic-smollm2-135m"})
+    first, second = (models.load(named, "cuda", "float32") for _ in range(2))
+    assert first.info["init_device"] == "cuda" and next(first.model.parameters()).device.type == "cuda"
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
+    tiny = StudyParams.from_dict({"device": "cuda"})
+    on_gpu = models.load(tiny, "cuda", "float32")
+    on_host = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "float32")
+    assert on_gpu.info["init_device"] == "cpu"
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(on_gpu.model.state_dict().values(), on_host.model.state_dict().values()))

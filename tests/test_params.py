@@ -159,4 +159,4 @@ def test_a_named_synthetic_shape_loads_labelled_with_its_shape():
     info = loaded.info
     assert info["label"] == "synthetic" and info["name"] == "SmolLM2-135M shape (random weights)"
     assert (info["layers"], info["hidden_size"], info["kv_heads"], info["tied_embeddings"]) == (30, 576, 3, True)
-    assert loaded.tokenizer is None
+    assert loaded.tokenizer is None and (info["init_seed"], info["init_device"]) == (0, "cpu")

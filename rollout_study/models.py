@@ -99,7 +99,7 @@ def synthetic(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedMod
     shape = params.shape()
     # A named real shape initializes on the device it runs on: the 1B shape's random init takes half a
     # minute on two host cores, once per sweep point. The seed fixes the weights as well as the prompts,
-    # so a run is repeatable end to end, on the same kind of device (the device's generator draws
+    # so a run is repeatable end to end, on the same GPU model and torch (the device's generator draws
     # them). The tiny model keeps the host's generator: its weights stay those of the published runs.
     init_device = device if shape["display"] and torch.device(device).type == "cuda" else "cpu"
     with torch.random.fork_rng(devices=[torch.device(init_device)] if init_device != "cpu" else []), \
@@ -107,11 +107,16 @@ def synthetic(params: StudyParams, device: str, dtype: torch.dtype) -> LoadedMod
         torch.manual_seed(params.seed)
         model = LlamaForCausalLM(config)
     model.to(device=device, dtype=dtype).eval()
+    origin = {"source": "random init", "init_seed": params.seed, "init_device": torch.device(init_device).type,
+              "shape": params.model}
+    if init_device != "cpu":
+        # The draws depend on the GPU (its SM count sizes the kernels' grids), so it is named; the FP32
+        # weights drawn there would otherwise stay reserved after the cast and inflate "reserved" memory.
+        origin["init_gpu"] = torch.cuda.get_device_name(torch.device(init_device))
+        torch.cuda.empty_cache()
     _neutral_generation(model, 0)
     name = (f"{shape['display']} (random weights)" if shape["display"] else
             f"tiny-llama-{params.layers}L-{params.hidden}h-{params.heads}/{params.kv_heads}-v{params.vocab}")
-    origin = {"source": "random init", "init_seed": params.seed, "init_device": torch.device(init_device).type,
-              "shape": params.model}
     return LoadedModel(model, None, 0, describe(model, "synthetic", name, origin))
 
 

@@ -361,16 +361,25 @@ def test_hf_continuous_captures_its_graphs_and_matches_generate(setup):
 
 def test_a_named_shape_initializes_on_the_gpu_repeatably_and_the_tiny_model_as_on_the_host():
     """Named real shapes draw their random weights on the GPU (the 1B shape's host init took half a
-    minute a sweep point); the same seed gives the same weights there. The tiny model still draws on
-    the host, so its weights are those of the published runs, whatever device it runs on."""
+    minute a sweep point); the same seed gives the same weights there, whatever the generators held
+    before, and the load leaves the generators as it found them. The tiny model still draws on the
+    host, so its weights are those of the published runs, whatever device it runs on."""
     from rollout_study import models
 
     named = StudyParams.from_dict({"device": "cuda", "model": "synthetic-smollm2-135m"})
-    first, second = (models.load(named, "cuda", "float32") for _ in range(2))
-    assert first.info["init_device"] == "cuda" and next(first.model.parameters()).device.type == "cuda"
+    torch.manual_seed(99)
+    states = torch.get_rng_state(), torch.cuda.get_rng_state()
+    first = models.load(named, "cuda", "float32")
+    assert torch.equal(torch.get_rng_state(), states[0]) and torch.equal(torch.cuda.get_rng_state(), states[1])
+    torch.manual_seed(7)  # other generator states: the seed alone must fix the weights
+    second = models.load(named, "cuda", "float32")
+    assert first.info["init_device"] == "cuda" and first.info["init_gpu"] == torch.cuda.get_device_name()
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
+    on_host = models.load(StudyParams.from_dict({"device": "cpu", "model": "synthetic-smollm2-135m"}), "cpu", "float32")
+    embedding = "model.embed_tokens.weight"
+    assert not torch.equal(first.model.state_dict()[embedding].cpu(), on_host.model.state_dict()[embedding])  # drawn on the GPU
     tiny = StudyParams.from_dict({"device": "cuda"})
     on_gpu = models.load(tiny, "cuda", "float32")
     on_host = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "float32")
-    assert on_gpu.info["init_device"] == "cpu"
+    assert on_gpu.info["init_device"] == "cpu" and "init_gpu" not in on_gpu.info
     assert all(torch.equal(a.cpu(), b) for a, b in zip(on_gpu.model.state_dict().values(), on_host.model.state_dict().values()))

@@ -158,7 +158,9 @@ def test_prefill_and_decode_are_charged_to_their_own_parts(tiny, call_parts):
     many = GraphEngine(loaded.model, "cpu", "recapture", 32, 24)
     call_parts(many, w)
     parts = call_parts(many, w)
-    assert parts["decode"] > 5 * parts["prefill"]
+    # 23 decode steps against one prefill: about 4.5x on an idle CPU here; 2x leaves room for a busy host
+    # while still failing if decode were charged to prefill (or to nothing).
+    assert parts["decode"] > 2 * parts["prefill"]
     assert parts["allocation"] == 0 and parts["capture"] == 0  # a steady call allocates and captures nothing
 
 

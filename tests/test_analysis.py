@@ -157,6 +157,20 @@ def test_goals_apply_to_any_graph_engine_not_only_one_named_graph():
     assert "graph-compiled[reuse] captures after an update" in goals
 
 
+def test_with_length_buckets_each_graph_variant_is_held_to_generates_kernel_time():
+    data = make_result_dict(cuda_graph=True)
+    assert not any("at most generate()'s" in g.name for g in analysis.goals(Result.from_dict(data)))  # no buckets
+    data["metadata"]["params"] = {"length_bucket": 64}
+    data["profile"]["eager"]["kernel_ms"] = 6.0
+    data["profile"]["graph[reuse]"]["kernel_ms"] = 6.5
+    goals = by_name(analysis.goals(Result.from_dict(data)))
+    name = "graph[{}] summed kernel time at most generate()'s (decode graphs per 64 positions)"
+    assert goals[name.format("recapture")].met is True and goals[name.format("recapture")].measured == pytest.approx(5 / 6)
+    assert goals[name.format("reuse")].met is False and goals[name.format("reuse")].measured == pytest.approx(6.5 / 6)
+    del data["profile"]["eager"]
+    assert by_name(analysis.goals(Result.from_dict(data)))[name.format("reuse")].met is None  # not a pass
+
+
 def test_missing_profile_is_not_a_pass():
     data = {**make_result_dict(cuda_graph=True), "profile": {}}
     goal = by_name(analysis.goals(Result.from_dict(data)))["graph[reuse] steady over summed kernel time"]

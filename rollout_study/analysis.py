@@ -191,7 +191,8 @@ def _bucket_goals(result: Result, add) -> None:
             add(name, None, "<= 1.0x", None, note="no profile of both in this run (CPU, or profiling off)")
             continue
         ratio = profile.kernel_ms / eager.kernel_ms
-        add(name, ratio, "<= 1.0x", ratio <= 1.0, (("kernels", profile.kernel_ms, "ms"), ("generate() kernels", eager.kernel_ms, "ms")))
+        add(name, ratio, "<= 1.0x", ratio <= 1.0,
+            (("kernels", profile.kernel_ms, "ms"), ("generate() kernels", eager.kernel_ms, "ms")))
 
 
 def _after_update_goal(result: Result, variant: str, real: list[int], add) -> None:

@@ -116,19 +116,20 @@ def point_hash(params: StudyParams) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _existing(folder: Path, file: str, params: StudyParams) -> bool:
+def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
     """A valid result of this point from the same code on the same kind of device: safe to keep on resume.
 
     The same code: the same fingerprint of the package and notebooks (environment.code_fingerprint),
     so edits elsewhere between the sessions of a long sweep keep it; for a result that predates the
-    fingerprint, the same commit, clean then and now. And the same torch and Transformers."""
+    fingerprint, the same commit, clean then and now. And the same torch and Transformers.
+    `current`: this process's `git_commit()`, when the caller took it once for many points."""
     from .environment import git_commit, package_version
 
     try:
         result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
         return False
-    current, recorded = git_commit(), result.metadata.get("git") or {}
+    current, recorded = current or git_commit(), result.metadata.get("git") or {}
     if recorded.get("code_sha256") and current.get("code_sha256"):
         same_code = recorded["code_sha256"] == current["code_sha256"]
     else:
@@ -190,12 +191,14 @@ class _Record:
 
     def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
         """Entries of the points to run; those with a result to keep are recorded at once."""
-        todo = []
+        from .environment import git_commit
+
+        todo, current = [], git_commit()  # once: two git processes and a hash of the package each time
         for order, (slug, params) in enumerate(spec.points()):
-            file = f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json"
-            entry = {"order": order, "slug": slug, "hash": point_hash(params), "file": file,
-                     "params": params.to_dict()}
-            if _existing(self.folder, file, params):
+            digest = point_hash(params)
+            file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
+            entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
+            if _existing(self.folder, file, params, current):
                 self.done(entry, status="kept from an earlier run", wall_s=None)
             else:
                 todo.append((entry, params))

@@ -19,6 +19,7 @@ import time
 from contextlib import contextmanager
 
 import torch
+from torch.autograd import DeviceType
 
 from .record import PARTS
 
@@ -152,8 +153,6 @@ def _device_work(event) -> str | None:
     a profiled call would; inductor's "## Call CompiledFxGraph ... ##" around each compiled call
     becomes one only when input shapes are recorded, which `profile_call` does not do. With some
     settings synchronization waits and profiler ranges come as device events as well."""
-    from torch.autograd import DeviceType
-
     if event.device_type() != DeviceType.CUDA or event.is_user_annotation():
         return None
     if getattr(event, "is_hidden_event", lambda: False)():

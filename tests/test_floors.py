@@ -206,23 +206,26 @@ def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monk
 
 
 # -- where the kernel time goes (present/kernels.py) ----------------------------------------------
-def test_the_longest_kernels_per_variant_with_launches_per_step_and_share(tmp_path):
+def test_the_kernels_with_the_most_time_per_variant_with_launches_per_step_share_and_the_rest(tmp_path):
     from rollout_study.present import kernels, notebook
 
     data = make_result_dict(cuda_graph=True)
     data["profile"]["graph[reuse]"]["top_kernels"] = [
         {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>(int, float)",
          "ms": 3.0, "count": 600}, {"name": "sm90_xmma_gemm_f16f16", "ms": 1.0, "count": 160}]
+    data["profile"]["eager"]["top_kernels"] = [{"name": "gemv", "ms": 5.0, "count": 1000}]  # all of its kernels
     result = Result.from_dict(copy.deepcopy(data))
-    assert Result.from_dict(result.to_dict()).profile["graph[reuse]"].top_kernels == \
-        data["profile"]["graph[reuse]"]["top_kernels"]
+    assert Result.from_dict(result.to_dict()).to_dict() == result.to_dict() == data
     summary = markdown.summary(result)
-    # 600 launches over 16 steps; 3 ms of the call's 5 ms of kernels; the name without its arguments
-    assert ("| graph[reuse] | `void at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>` "
+    # 600 launches over 16 steps; 3 ms of the call's 5 ms of kernels; the name without `void ` and arguments
+    assert ("| graph[reuse] | `at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>` "
             "| 600 | 37.5 | 3.000 | 5.00 | 60.0 |") in summary
     assert "| graph[reuse] | `sm90_xmma_gemm_f16f16` | 160 | 10.0 | 1.000 | 6.25 | 20.0 |" in summary
+    # the rest of the call: 1,000 - 760 launches, 5 - 4 ms
+    assert "| graph[reuse] | other kernels | 240 | 15.0 | 1.000 | 4.17 | 20.0 |" in summary
     frame = kernels.kernels_table([result])
-    assert list(frame["variant"]) == ["graph[reuse]"] * 2 and list(frame["launches"]) == [600, 160]
+    assert list(frame["variant"]) == ["eager"] + ["graph[reuse]"] * 3  # registry order; eager has no rest
+    assert list(frame["launches"]) == [1000, 600, 160, 240]
     assert kernels.TITLE in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
     # no profile kept its kernels: no section, no notebook table
     plain = Result.from_dict(make_result_dict(cuda_graph=True))
@@ -230,8 +233,38 @@ def test_the_longest_kernels_per_variant_with_launches_per_step_and_share(tmp_pa
     assert kernels.TITLE not in [b.text for b in notebook.run_blocks(plain, str(tmp_path))]
 
 
-def test_a_long_kernel_name_is_cut():
+@pytest.mark.parametrize("bad", [None, "gemv", [{"name": "gemv", "ms": 1.0}]])
+def test_top_kernels_that_are_not_a_list_of_kernels_are_refused(bad):
+    from rollout_study.record import ResultError
+
+    data = make_result_dict(cuda_graph=True)
+    data["profile"]["eager"]["top_kernels"] = bad
+    with pytest.raises(ResultError, match="top_kernels"):
+        Result.from_dict(data)
+
+
+@pytest.mark.parametrize("name, shown", [
+    # torch's own kernels carry brackets in their names, not only in their argument lists
+    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int)",
+     "(anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<4u>, "
+     "unsigned int, 4, 64, 64>(at::native::(anonymous namespace)::OpaqueType<4u>*, int)",
+     "at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<4u>, "
+     "unsigned int, 4, 64, 64>"),
+    ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
+    ("Memcpy (x)", "Memcpy"),
+])
+def test_a_kernel_name_loses_its_argument_list_only(name, shown):
     from rollout_study.present import kernels
 
-    assert kernels.short_name("k" * 200).endswith("...") and len(kernels.short_name("k" * 200)) == kernels.NAME_CHARS
-    assert kernels.short_name("(anonymous)::kernel") == "(anonymous)::kernel"  # a leading bracket is no argument list
+    assert kernels._without_arguments(name.removeprefix("void ")) == shown
+
+
+def test_a_long_kernel_name_keeps_its_head_and_its_tail():
+    """Two elementwise kernels that share a long head stay apart by their functors at the end."""
+    from rollout_study.present import kernels
+
+    head = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<" + "x" * 150
+    add, mul = (kernels.short_name(head + f"<{op}>>(int, {op})") for op in ("AddFunctor", "MulFunctor"))
+    assert len(add) == len(mul) == kernels.NAME_CHARS and add != mul
+    assert add.startswith("at::native::elementwise_kernel<128") and add.endswith("<AddFunctor>>") and "..." in add

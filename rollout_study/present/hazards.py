@@ -87,17 +87,27 @@ def peer_lines(cells: list[hazards.HazardCell]) -> list[str]:
         for c in cells if c.engine == engine) for engine in engines]
 
 
-def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
+def real_policies_line(cells: list[hazards.HazardCell]) -> str:
+    """The real policies' cells: how many wrong, how many proven right, and every other cell's verdict."""
     real = [c for c in cells if not c.diagnostic and not c.peer]
     bad = hazards.problems(cells)
-    stale = hazards.demonstrated_stale(cells)
     proven = hazards.proven_right(cells)
     others = [f"{c.path} x {c.policy}: {c.verdict}" for c in real if c not in proven and c.kind not in hazards.WRONG]
-    lines = [f"recapture and reuse: {len(bad)} of {len(real)} cells wrong (STALE, WRONG or failed); "
-             f"{len(proven)} proven right" + (f"; not proven: {'; '.join(others)}" if others else "")
-             + (f"; WRONG: {'; '.join(bad)}" if bad else "")]
-    lines.append(f"stale replays shown by the diagnostic policies: {len(stale)} cell(s)"
-                 + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
+    return (f"recapture and reuse: {len(bad)} of {len(real)} cells wrong (STALE, WRONG or failed); "
+            f"{len(proven)} proven right" + (f"; not proven: {'; '.join(others)}" if others else "")
+            + (f"; WRONG: {'; '.join(bad)}" if bad else ""))
+
+
+def diagnostics_line(cells: list[hazards.HazardCell]) -> str:
+    stale = hazards.demonstrated_stale(cells)
+    if not any(c.diagnostic for c in cells):
+        return "no diagnostic policy ran"
+    return (f"stale replays shown by the diagnostic policies: {len(stale)} cell(s)"
+            + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
+
+
+def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
+    lines = [real_policies_line(cells), diagnostics_line(cells)]
     lines.append("generate() after every sync (determinism): "
                  + ", ".join(f"{r.metadata['training'].get('update_path')} {hazards.eager_parity(r)}" for r in results))
     return lines + peer_lines(cells) + cheapest(cells)
@@ -149,14 +159,11 @@ def readme_block(record: dict, results: list[Result]) -> str:
     cells = hazards.matrix(results)
     frame = matrix_table(cells)
     lines = table(list(frame.columns), frame.values.tolist())
-    real = [c for c in cells if not c.diagnostic and not c.peer]
     first = results[0]
     lines += ["", f"Sweep `{record['spec'].get('name')}` ({first.label}, {first.model_name}, "
                   f"{first.metadata.get('dtype')}, {first.machine}; "
                   f"commit {str((first.metadata.get('git') or {}).get('commit'))[:10]}): "
-                  f"recapture and reuse: {len(hazards.problems(cells))} of {len(real)} cells wrong, "
-                  f"{len(hazards.proven_right(cells))} proven right (the rest unproven: a sync changed no token); "
-                  f"STALE shown in {len(hazards.demonstrated_stale(cells))} diagnostic cells "
+                  f"{real_policies_line(cells)}; {diagnostics_line(cells)} "
                   f"(see `reports/{record['spec'].get('name')}/summary.md`)."]
     return "\n".join(lines)
 

@@ -1,43 +1,73 @@
-"""Where the kernel time goes: the longest kernels of each variant's profiled steady call.
+"""Where the kernel time goes: the kernels with the most summed time in each variant's profiled call.
 
 Two engines of the same model can run nearly the same number of kernels and still differ in summed
 kernel time (the graph engine's SmolLM2 rollout against generate()'s); the floors table shows that
-they differ, this table shows which kernels make the difference. One DataFrame for the report
-notebook, one markdown section for summary.md; both empty where no profile kept its kernels (CPU
-runs, results written before kernels were kept).
+they differ, this table shows which kernels make the difference. Each variant keeps its own top
+kernels, so a kernel missing from one variant's rows may be smaller there, not absent: the "other
+kernels" row holds the rest of its time and launches. One DataFrame for the report notebook, one
+markdown section for summary.md; both empty where no profile kept its kernels (CPU runs, results
+written before kernels were kept).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from .. import floors
+from ..engines import variant_rank
 from ..result import Result
 from .tables import require_single_label
 from .text import number, table
 
-TITLE = "Where the kernel time goes: the longest kernels of each profiled steady call"
-NOTE = ("The kernels that took the most summed time in each variant's profiled cycle-0 steady call (profiling "
-        "process), longest first; names cut at their argument list. share: of the call's summed kernel time; "
-        "per step: launches over the call's steps (see the floors table).")
+TITLE = "Where the kernel time goes: the kernels with the most summed time in each profiled steady call"
+NOTE = ("Per variant, the kernels (by name) with the most summed time in its profiled cycle-0 steady call "
+        "(profiling process), then all its other kernels in one row. share: of the call's summed kernel time; "
+        "per step: launches over the call's steps (see the floors table). Names lose their argument list, and a "
+        "long one its middle.")
 COLUMNS = ["variant", "kernel", "launches", "per step", "ms", "us per launch", "share %"]
-NAME_CHARS = 90
+OTHER = "other kernels"
+NAME_CHARS = 100
+
+
+def _without_arguments(name: str) -> str:
+    """`name` without a trailing, bracket-balanced argument list; template arguments and names with
+    brackets of their own (`(anonymous namespace)::`, `operator()`) are kept."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for index in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[index], 0)
+        if depth == 0:
+            return name[:index].rstrip() if index > 0 else name
+    return name
 
 
 def short_name(name: str) -> str:
-    """A kernel's name without its argument list, cut to NAME_CHARS (the head says which kernel it is)."""
-    head = name.split("(", 1)[0] if "(" in name[1:] else name
-    return head if len(head) <= NAME_CHARS else head[: NAME_CHARS - 3] + "..."
+    """A kernel's name as a table shows it: no leading `void `, no argument list, and past NAME_CHARS its
+    middle cut out (the head names the kernel, the tail its functor or tile)."""
+    head = _without_arguments(name.removeprefix("void "))
+    if len(head) <= NAME_CHARS:
+        return head
+    keep = (NAME_CHARS - 3) // 2
+    return head[:keep] + "..." + head[-(NAME_CHARS - 3 - keep):]
+
+
+def _row(variant: str, name: str, count: int, ms: float, kernel_ms: float, steps: int | None) -> list:
+    return [variant, name, count, count / steps if steps else None, ms, 1e3 * ms / count if count else None,
+            100 * ms / kernel_ms if kernel_ms else None]
 
 
 def kernel_rows(result: Result) -> list[list]:
+    """Each variant's top kernels and an "other kernels" row for the rest, variants in registry order."""
     steps = floors.floor_of(result).steps
     rows = []
-    for variant, profile in result.profile.items():
-        for kernel in profile.top_kernels:
-            ms, count = kernel["ms"], kernel["count"]
-            rows.append([variant, short_name(kernel["name"]), count, count / steps if steps else None, ms,
-                         1e3 * ms / count if count else None,
-                         100 * ms / profile.kernel_ms if profile.kernel_ms else None])
+    for variant, profile in sorted(result.profile.items(), key=lambda item: variant_rank(item[0])):
+        top = profile.top_kernels or []
+        for kernel in top:
+            rows.append(_row(variant, short_name(kernel["name"]), kernel["count"], kernel["ms"], profile.kernel_ms,
+                             steps))
+        if top and profile.kernels > sum(k["count"] for k in top):
+            rows.append(_row(variant, OTHER, profile.kernels - sum(k["count"] for k in top),
+                             max(profile.kernel_ms - sum(k["ms"] for k in top), 0.0), profile.kernel_ms, steps))
     return rows
 
 
@@ -55,6 +85,7 @@ def kernels_markdown(result: Result) -> list[str]:
     rows = kernel_rows(result)
     if not rows:
         return []
-    cells = [[variant, f"`{name}`", count, number(per_step, 1), ms, number(per_launch, 2), number(share, 1)]
+    cells = [[variant, name if name == OTHER else f"`{name}`", count, number(per_step, 1), ms,
+              number(per_launch, 2), number(share, 1)]
              for variant, name, count, per_step, ms, per_launch, share in rows]
     return [f"## {TITLE}", "", NOTE, "", *table(COLUMNS, cells), ""]

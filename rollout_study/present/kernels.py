@@ -61,13 +61,14 @@ def kernel_rows(result: Result) -> list[list]:
     steps = floors.floor_of(result).steps
     rows = []
     for variant, profile in sorted(result.profile.items(), key=lambda item: variant_rank(item[0])):
-        top = profile.top_kernels or []
+        top = profile.top_kernels
         for kernel in top:
             rows.append(_row(variant, short_name(kernel["name"]), kernel["count"], kernel["ms"], profile.kernel_ms,
                              steps))
-        if top and profile.kernels > sum(k["count"] for k in top):
-            rows.append(_row(variant, OTHER, profile.kernels - sum(k["count"] for k in top),
-                             max(profile.kernel_ms - sum(k["ms"] for k in top), 0.0), profile.kernel_ms, steps))
+        rest = profile.kernels - sum(k["count"] for k in top)
+        if top and rest > 0:
+            rows.append(_row(variant, OTHER, rest, max(profile.kernel_ms - sum(k["ms"] for k in top), 0.0),
+                             profile.kernel_ms, steps))
     return rows
 
 

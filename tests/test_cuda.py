@@ -200,7 +200,7 @@ def test_buckets_capture_one_decode_graph_each_with_its_time_and_pool_growth(set
     captured = engine.call_notes()["captures"]
     assert first.captures == 1 + len(limits)
     assert [n["graph"] for n in captured] == ["prefill"] + [f"decode[0:{k}]" for k in limits]
-    assert all(n["capture_ms"] > 0 and isinstance(n["pool_bytes"], int) for n in captured)
+    assert all(n["capture_ms"] > 0 and isinstance(n["pool_bytes"], int) and n["batch"] == 4 for n in captured)
     assert captured[0]["pool_bytes"] > 0  # a new pool takes its first segment
     print("captures per bucket:", captured)
     out, _ = _call(engine, workload)

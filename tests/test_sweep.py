@@ -309,3 +309,23 @@ def test_the_code_fingerprint_moves_with_the_package_and_notebooks_only(tmp_path
     (tmp_path / "rollout_study" / "engines" / "graph.py").write_text("A = 1\n")
     (tmp_path / "notebooks" / "study.ipynb").write_text('{"cells": []}')
     assert code_fingerprint(str(tmp_path)) != first
+
+
+def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
+    """A report's table may change between the sessions of a sweep; what measures may not."""
+    from rollout_study.environment import code_fingerprint
+
+    for path, text in (("rollout_study/engines/graph.py", "A = 1\n"), ("rollout_study/present/tables.py", "T = 1\n"),
+                       ("rollout_study/presentation.py", "P = 1\n"), ("notebooks/study.ipynb", "{}"),
+                       ("notebooks/report.ipynb", "{}"), ("notebooks/sweep.ipynb", "{}")):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    first = code_fingerprint(str(tmp_path))
+    (tmp_path / "rollout_study/present/tables.py").write_text("T = 2\n")
+    (tmp_path / "rollout_study/present/captures.py").write_text("C = 1\n")
+    (tmp_path / "notebooks/report.ipynb").write_text('{"cells": []}')
+    (tmp_path / "notebooks/sweep.ipynb").write_text('{"cells": []}')
+    assert code_fingerprint(str(tmp_path)) == first
+    # Only the present/ folder: a module whose name merely begins with "present" still measures.
+    (tmp_path / "rollout_study/presentation.py").write_text("P = 2\n")
+    assert code_fingerprint(str(tmp_path)) != first

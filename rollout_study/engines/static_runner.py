@@ -270,7 +270,8 @@ class StaticRunner:
             seconds = time.perf_counter() - begin
             now_reserved, now_allocated = _memory(device)
             graphs.append(graph)
-            self.capture_notes.append({"graph": name, "keys": limit, "steps": repeats, "capture_ms": seconds * 1e3,
+            self.capture_notes.append({"batch": self.batch_size, "graph": name, "keys": limit, "steps": repeats,
+                                       "capture_ms": seconds * 1e3,
                                        "pool_bytes": now_reserved - reserved,
                                        "allocated_bytes": now_allocated - allocated})
         self.graphs = tuple(graphs)

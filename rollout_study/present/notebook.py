@@ -19,7 +19,7 @@ import pandas as pd
 from .. import analysis
 from ..record import LABELS
 from ..result import Result
-from . import figures, floors, kernels, tables
+from . import captures, figures, floors, kernels, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number, timing_line
 
 
@@ -91,6 +91,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
     longest = kernels.kernels_table(one)
     if not longest.empty:
         blocks += [Block("table", kernels.TITLE, longest), Block("note", kernels.NOTE)]
+    graphs = captures.captures_table(one)
+    if not graphs.empty:
+        blocks += [Block("table", captures.TITLE, graphs), Block("note", captures.NOTE)]
     if untouched:
         blocks.append(Block("table", "Instrumented calls: prefill/decode split, beside untouched calls taken in turns",
                             tables.instrumented_table(one)))

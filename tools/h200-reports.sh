@@ -25,6 +25,8 @@
 #               `sweep local`; log /tmp/i11c.log
 #   engines4    what `engines3` left: the CUDA-marked tests, smollm2-buckets in FP32, then `sweep local`; log
 #               /tmp/i11d.log
+#   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json), then
+#               (after `part` x3) `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 source tools/device-env.sh
@@ -57,7 +59,7 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any
-  local busy; for busy in inner-sweep inner-engines3 inner-engines4; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  local busy; for busy in inner-sweep inner-engines3 inner-engines4 inner-engines5; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -103,7 +105,7 @@ case $step in
     python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log 2>/dev/null
+    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log 2>/dev/null
     # the private copy the sweep runs in (`sweep`, `engines3` or `engines4`), the newest that holds sweep folders
     runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
@@ -163,7 +165,17 @@ case $step in
     wait_for_model
     run smollm2-buckets; echo BUCKETS-DONE
     source tools/h200-reports.sh inner-sweep local ;;
+  engines5)  # the CUDA-marked tests, whether the profiler lengthens kernels in a replay, then the sweep
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines5 not started"; exit 1; fi
+    export PACK=/tmp/out
+    background /tmp/i11e.log inner-engines5 ;;
+  inner-engines5)
+    mkdir -p /tmp/out
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+    python3 tools/probe_profiler.py /tmp/out/probe-profiler.json 2>&1 | tail -5; echo PROBE-DONE
+    wait_for_model
+    source tools/h200-reports.sh inner-sweep local ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -88,8 +88,9 @@ def run_study(params: StudyParams, progress: bool = False, command: str | None =
             profiled = fresh_process(params, mode="profile")
             result.profile = profiled.profile
             result.extra["profiles"] = profiled.extra.get("profiles", [])
-            if "bandwidth" in profiled.extra:
-                result.extra["bandwidth"] = profiled.extra["bandwidth"]
+            for measured in ("bandwidth", "tracing"):  # the profiling process's own measurements
+                if measured in profiled.extra:
+                    result.extra[measured] = profiled.extra[measured]
             result.failures += [f for f in profiled.failures if f.phase.startswith("profile")]
         except LaunchError as err:
             result.failures.append(Failure(None, None, None, "profile", str(err)))

@@ -14,7 +14,8 @@ Engines take turns call by call, so drift of the host over time lands on every e
 cannot pass for the effect of an update; control cycles measure that drift. Peak memory is reset
 before every call. Profiling (`mode="profile"`) runs in a process of its own (launch.py), so no
 measured call shares a process with the profiler; that process also measures the device's memory
-bandwidth (bandwidth.py) before it loads the model. Fresh-process cold starts are launch.py's job.
+bandwidth (bandwidth.py) and what tracing adds to kernels in a graph replay (tracing.py) before it
+loads the model. Fresh-process cold starts are launch.py's job.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import traceback
 
 import torch
 
-from . import bandwidth, environment, memory, models, parity, training
+from . import bandwidth, environment, memory, models, parity, tracing, training
 from .engines import expand
 from .engines.base import RolloutOutput
 from .params import StudyParams
@@ -93,6 +94,7 @@ class Study:
         self._reference_before_update = None
         self.latest: RolloutOutput | None = None
         self.bandwidth: dict | None = None  # the device's measured bandwidth (profiling process only)
+        self.tracing: list | None = None  # what tracing adds to kernels in a replay (profiling process only)
 
     # -- measurement -------------------------------------------------------------------------
     def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
@@ -251,6 +253,7 @@ class Study:
         # Before the model loads, while the device is free; only the profiling process, whose profiles
         # are its only output, so no measured call ever follows gigabytes of copies in its process.
         self.bandwidth = bandwidth.measure(self.device) if self.mode == "profile" else None
+        self.tracing = tracing.measure(self.device) if self.mode == "profile" else None
         import_done = time.perf_counter()
         self.loaded = models.load(params, self.device.type, dtype)
         self.model = self.loaded.model
@@ -345,6 +348,8 @@ class Study:
             extra["instrumented_calls"] = self.instrumented
         if self.bandwidth is not None:
             extra["bandwidth"] = self.bandwidth
+        if self.tracing is not None:
+            extra["tracing"] = self.tracing
         profile = {p.variant: p for p in self.profiles if (p.cycle, p.phase) == (0, "steady")}
         return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, profile,
                       self.failures, extra=extra)

@@ -119,8 +119,9 @@ def point_hash(params: StudyParams) -> str:
 def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
     """A valid result of this point from the same code on the same kind of device: safe to keep on resume.
 
-    The same code: the same fingerprint of the package and notebooks (environment.code_fingerprint),
-    so edits elsewhere between the sessions of a long sweep keep it; for a result that predates the
+    The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
+    package and the study notebook, less what only presents), so edits elsewhere between the sessions
+    of a long sweep keep it; for a result that predates the
     fingerprint, the same commit, clean then and now. And the same torch and Transformers.
     `current`: this process's `git_commit()`, when the caller took it once for many points."""
     from .environment import git_commit, package_version

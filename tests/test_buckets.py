@@ -52,6 +52,11 @@ def test_each_step_reads_its_buckets_slices(tiny, steps_per_graph):
                           steps_per_graph=steps_per_graph)
     # One graph (one step function entry) per distinct (bucket, steps per replay), and no more.
     assert len(runner.steps) == 1 + len(set(replay_plan(PROMPT, NEW, 8, steps_per_graph)))
+    # What a capture of each would note (captures run on CUDA only; the note is built the same way here)
+    notes = [runner.capture_note(i, 0.002, 2 ** 20 * i, 0) for i in range(len(runner.steps))]
+    assert notes[0] == {"batch": 2, "graph": "prefill", "keys": PROMPT, "steps": 1, "capture_ms": 2.0,
+                        "pool_bytes": 0, "allocated_bytes": 0}
+    assert [n["keys"] for n in notes[1:]] == sorted(n["keys"] for n in notes[1:]) and notes[-1]["keys"] == PROMPT + NEW
     keys, masks = [], []
     update = runner.cache.update
 
@@ -117,6 +122,7 @@ def test_a_bad_steps_per_graph_is_refused(value):
 def test_each_captured_graph_is_reported_with_its_keys_capture_time_and_pool_growth(tmp_path):
     """Issue 11: capture cost and memory per bucket, in summary.md and in the report notebook."""
     import copy
+    import random
 
     from result_fixture import make_result_dict
     from rollout_study.present import captures, markdown, notebook
@@ -129,14 +135,15 @@ def test_each_captured_graph_is_reported_with_its_keys_capture_time_and_pool_gro
               "allocated_bytes": 0},
              {"graph": "decode[0:128]", "keys": 128, "steps": 1, "capture_ms": 39.0, "pool_bytes": 20 * 2 ** 20,
               "allocated_bytes": 0}]  # written before the notes named the runner's batch
-    for call in data["calls"]:
-        if call["captures"]:
-            call["engine_notes"] = {"captures": copy.deepcopy(notes)}
+    for number, call in enumerate(c for c in data["calls"] if c["captures"]):
+        call["engine_notes"] = {"captures": copy.deepcopy(notes)}
+        call["engine_notes"]["captures"][0]["capture_ms"] = 100.0 + number  # tells the calls apart, in run order
+    random.Random(5).shuffle(data["calls"])  # the table orders the calls itself
     result = Result.from_dict(copy.deepcopy(data))
     assert Result.from_dict(result.to_dict()).to_dict() == data
     summary = markdown.summary(result)
     assert "## " + captures.TITLE in summary
-    assert "| graph[recapture] | 0 | first | 0 | 4 | `prefill` | 41 | 1 | 38.900 | 8.0 | 0.000977 |" in summary
+    assert "| graph[recapture] | 0 | first | 0 | 4 | `prefill` | 41 | 1 | 100.000 | 8.0 | 0.000977 |" in summary
     assert "| graph[recapture] | 0 | first | 0 | - | `decode[0:128]` | 128 | 1 | 39.000 | 20.0 | 0.0 |" in summary
     frame = captures.captures_table([result])
     capturing = [c for c in result.calls if c.captures]
@@ -146,6 +153,8 @@ def test_each_captured_graph_is_reported_with_its_keys_capture_time_and_pool_gro
         "graph[reuse]"] * 3
     assert set(frame["phase"][6:]) == {"first_after_update"} and set(frame["variant"][6:]) == {"graph[recapture]"}
     assert list(frame["pool MiB"][:3]) == [8.0, 0.0, 20.0] and frame["batch"].isna().sum() == len(capturing)
+    # each call's prefill row, in the order the fixture wrote the calls (its run order): 100, 101, ...
+    assert list(frame["capture ms"][::3]) == [100.0 + n for n in range(len(capturing))]
     assert captures.TITLE in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
     # no notes (eager-only runs, CPU runs, results written before the notes): no section, no table
     plain = Result.from_dict(make_result_dict(cuda_graph=True))

@@ -152,14 +152,30 @@ def test_copy_bandwidth_on_the_device_agrees_with_a_synchronized_host_clock():
     assert torch.cuda.memory_allocated() < 2 ** 30  # both buffers released before anything else runs
 
 
+def test_the_profiler_records_every_kernel_of_a_replay_and_the_replay_bounds_them():
+    from rollout_study import tracing
+
+    records = tracing.measure("cuda")
+    assert [r["kind"] for r in records] == list(tracing.KINDS)
+    for record in records:
+        assert "error" not in record, record
+        # every step's kernels seen by the profiler inside the graph (one each, two for a split-K product)
+        assert record["steps"] == tracing.STEPS and record["kernels"] == tracing.STEPS * record["kernels_per_step"]
+        assert record["kernels_per_step"] == 1 or record["kind"] == "gemv"
+        assert len(record["replay_us_per_kernel_samples"]) == tracing.REPLAYS
+        assert 0 < record["replay_us_per_kernel"] < 100 and 0 < record["recorded_us_per_kernel"] < 100
+        print("tracing:", {k: v for k, v in record.items() if k != "replay_us_per_kernel_samples"})
+
+
 def test_the_profiling_process_records_bandwidth_parameter_bytes_and_a_floor_below_the_kernels():
-    from rollout_study import floors
+    from rollout_study import floors, tracing
     from rollout_study.protocol import run_in_process
 
     params = StudyParams.from_dict({"device": "cuda", "requests": 4, "batch_size": 2, "max_new_tokens": 8,
                                     "iterations": 2, "cycles": 1})
     result = run_in_process(params, mode="profile")
     assert result.extra["bandwidth"]["gb_per_s"] > 0 and result.metadata["model"]["parameter_bytes"] > 0
+    assert [r["kind"] for r in result.extra["tracing"]] == list(tracing.KINDS)
     rows = floors.floor_rows(result)
     assert {row.variant for row in rows} == {"eager", "graph[recapture]"} and not floors.floor_of(result).absent
     for row in rows:

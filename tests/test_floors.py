@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from result_fixture import make_result, make_result_dict
-from rollout_study import bandwidth, floors, models
+from rollout_study import bandwidth, floors, models, tracing
 from rollout_study.present import floors as present_floors
 from rollout_study.present import markdown
 from rollout_study.result import Result
@@ -178,17 +178,20 @@ def test_the_profiling_process_measures_bandwidth_before_the_model_loads(monkeyp
 
     order = []
     monkeypatch.setattr(bandwidth, "measure", lambda device: order.append("bandwidth") or {"gb_per_s": 1.0})
+    monkeypatch.setattr(tracing, "measure", lambda device: order.append("tracing") or [{"kind": "add"}])
     load = models.load
     monkeypatch.setattr(models, "load", lambda *a, **k: order.append("model") or load(*a, **k))
     for step in ("_phase", "_settle_reference", "_profile", "_update"):  # no rollouts: only where it is measured
         monkeypatch.setattr(protocol.Study, step, lambda *a, **k: None)
     params = StudyParams.from_dict({"device": "cpu", "engines": ["graph"], "requests": 2, "batch_size": 2,
                                     "prompt_len": 4, "max_new_tokens": 2, "cycles": 1, "iterations": 1})
-    assert "bandwidth" not in protocol.Study(params, mode="first_only").run().extra
+    plain = protocol.Study(params, mode="first_only").run().extra
+    assert "bandwidth" not in plain and "tracing" not in plain
     assert order == ["model"]
     order.clear()
     result = protocol.Study(params, mode="profile").run()
-    assert order == ["bandwidth", "model"] and result.extra["bandwidth"] == {"gb_per_s": 1.0}
+    assert order == ["bandwidth", "tracing", "model"] and result.extra["bandwidth"] == {"gb_per_s": 1.0}
+    assert result.extra["tracing"] == [{"kind": "add"}]
 
 
 def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monkeypatch):
@@ -198,11 +201,13 @@ def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monk
     measured = Result.from_dict(make_result_dict(cuda_graph=True))
     profiled = copy.deepcopy(measured)
     profiled.extra["bandwidth"] = {"gb_per_s": 3.0}
+    profiled.extra["tracing"] = [{"kind": "add", "excess_us_per_kernel": 0.1}]
     measured.profile = {}
     monkeypatch.setattr(protocol, "run_in_process", lambda *a, **k: measured)
     monkeypatch.setattr(launch, "fresh_process", lambda params, mode: profiled)
     result = launch.run_study(StudyParams.from_dict({"device": "cpu", "profile": True}))
     assert result.extra["bandwidth"] == {"gb_per_s": 3.0} and set(result.profile) == set(profiled.profile)
+    assert result.extra["tracing"] == profiled.extra["tracing"]
 
 
 # -- where the kernel time goes (present/kernels.py) ----------------------------------------------
@@ -268,3 +273,56 @@ def test_a_long_kernel_name_keeps_its_head_and_its_tail():
     add, mul = (kernels.short_name(head + f"<{op}>>(int, {op})") for op in ("AddFunctor", "MulFunctor"))
     assert len(add) == len(mul) == kernels.NAME_CHARS and add != mul
     assert add.startswith("at::native::elementwise_kernel<128") and add.endswith("<AddFunctor>>") and "..." in add
+
+
+# -- what tracing does to kernels in a replay (tracing.py, present/kernels.tracing_note) ---------------
+def _traced(kind, recorded, replays, error=None):
+    if error:
+        return {"kind": kind, "error": error}
+    median = sorted(replays)[len(replays) // 2]
+    return {"kind": kind, "steps": 2000, "kernels": 2000, "kernels_per_step": 1, "names": [kind],
+            "replays": len(replays), "replay_us_per_kernel": median, "replay_us_per_kernel_samples": replays,
+            "recorded_us_per_kernel": recorded, "excess_us_per_kernel": recorded - median, "method": "m"}
+
+
+def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
+    assert tracing.measure("cpu") is None
+    with pytest.raises(ValueError, match="kind"):
+        tracing.step_function("matmul", torch.device("cpu"))
+    for kind in tracing.KINDS:  # each runs one kernel's worth of work on fixed buffers
+        step = tracing.step_function(kind, torch.device("cpu"))
+        step()
+
+
+def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_is_no_record():
+    seen = {"kernel_ms": 4.0, "kernels": 4000, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
+                                                               {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
+    # 2,000 steps of a matrix product that launches two kernels each; replays of 5.0 to 5.2 ms
+    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": seen}, steps=2000)
+    assert record["kernels"] == 4000 and record["kernels_per_step"] == 2 and record["names"] == ["gemm", "splitKreduce"]
+    assert record["replay_us_per_kernel_samples"] == [1.25, 1.3, 1.275] and record["replay_us_per_kernel"] == 1.275
+    assert record["recorded_us_per_kernel"] == 1.0 and record["excess_us_per_kernel"] == pytest.approx(-0.275)
+    for kernels in (0, 3999):  # none recorded, or some steps' kernels missing: no per-kernel figure to give
+        missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": {**seen, "kernels": kernels}}, steps=2000)
+        assert set(missing) == {"kind", "error"} and f"recorded {kernels} kernels" in missing["error"]
+    assert tracing.record_of("add", {"error": "RuntimeError: x"}) == {"kind": "add", "error": "RuntimeError: x"}
+
+
+def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_replay(tmp_path):
+    from rollout_study.present import kernels, notebook
+
+    data = make_result_dict(cuda_graph=True)
+    data["profile"]["graph[reuse]"]["top_kernels"] = [{"name": "add", "ms": 5.0, "count": 1000}]
+    result = Result.from_dict(copy.deepcopy(data))
+    assert kernels.tracing_note(result) is None  # not measured: nothing said
+    # recorded 1.10 us per kernel where the slowest unprofiled replay took 1.02 us per kernel, gaps included
+    result.extra["tracing"] = [_traced("add", 1.10, [1.00, 1.01, 1.02]), _traced("gemv", 5.0, [5.1, 5.2, 5.3]),
+                               _traced("softmax", None, [], error="RuntimeError: no graphs")]
+    note = kernels.tracing_note(result)
+    assert "add: 1.100 us recorded per kernel, 1.010 us per kernel for the whole unprofiled replay" in note
+    assert "the median by up to 0.090 us each" in note and "softmax: not measured (RuntimeError: no graphs)" in note
+    assert note in markdown.summary(result) and note in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
+    # above the median but within the replays' own spread: no verdict of lengthening
+    result.extra["tracing"] = [_traced("add", 1.015, [1.00, 1.01, 1.02])]
+    assert "no sign that tracing lengthens" in kernels.tracing_note(result)
+    assert Result.from_dict(result.to_dict()).extra["tracing"] == result.extra["tracing"]

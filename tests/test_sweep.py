@@ -317,7 +317,8 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
 
     for path, text in (("rollout_study/engines/graph.py", "A = 1\n"), ("rollout_study/present/tables.py", "T = 1\n"),
                        ("rollout_study/presentation.py", "P = 1\n"), ("notebooks/study.ipynb", "{}"),
-                       ("notebooks/report.ipynb", "{}"), ("notebooks/sweep.ipynb", "{}")):
+                       ("notebooks/report.ipynb", "{}"), ("notebooks/sweep.ipynb", "{}"),
+                       ("notebooks/hazards.ipynb", "{}")):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     first = code_fingerprint(str(tmp_path))
@@ -325,6 +326,7 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     (tmp_path / "rollout_study/present/captures.py").write_text("C = 1\n")
     (tmp_path / "notebooks/report.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/sweep.ipynb").write_text('{"cells": []}')
+    (tmp_path / "notebooks/hazards.ipynb").write_text('{"cells": []}')
     assert code_fingerprint(str(tmp_path)) == first
     # Only the present/ folder: a module whose name merely begins with "present" still measures.
     (tmp_path / "rollout_study/presentation.py").write_text("P = 2\n")

@@ -106,7 +106,7 @@ case $step in
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log 2>/dev/null
-    # the private copy the sweep runs in (`sweep`, `engines3` or `engines4`), the newest that holds sweep folders
+    # the private copy the sweep runs in (`sweep`, `engines3`, `engines4` or `engines5`), the newest with sweep folders
     runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
     tar czf "$OUT/sweep-h200-runs.tgz" -C "$runs" $(cd "$runs" && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
@@ -172,7 +172,8 @@ case $step in
   inner-engines5)
     mkdir -p /tmp/out
     cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    python3 tools/probe_profiler.py /tmp/out/probe-profiler.json 2>&1 | tail -5; echo PROBE-DONE
+    python3 tools/probe_profiler.py /tmp/out/probe-profiler.json > /tmp/out/probe-profiler.log 2>&1
+    echo "PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-profiler.log
     wait_for_model
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)

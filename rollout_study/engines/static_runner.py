@@ -143,7 +143,7 @@ class StaticRunner:
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         length = prompt_len + new_tokens
-        self.model, self.prompt_len, self.new_tokens = model, prompt_len, new_tokens
+        self.model, self.batch_size, self.prompt_len, self.new_tokens = model, batch, prompt_len, new_tokens
         self.attn, self.dtype = attn, dtype
         self.cache = StaticKVCache(config.num_hidden_layers, batch, kv_heads, length, head_dim, dtype, device)
         long = dict(dtype=torch.long, device=device)
@@ -270,12 +270,16 @@ class StaticRunner:
             seconds = time.perf_counter() - begin
             now_reserved, now_allocated = _memory(device)
             graphs.append(graph)
-            self.capture_notes.append({"batch": self.batch_size, "graph": name, "keys": limit, "steps": repeats,
-                                       "capture_ms": seconds * 1e3,
-                                       "pool_bytes": now_reserved - reserved,
-                                       "allocated_bytes": now_allocated - allocated})
+            self.capture_notes.append(self.capture_note(index, seconds, now_reserved - reserved,
+                                                        now_allocated - allocated))
         self.graphs = tuple(graphs)
         return len(graphs)
+
+    def capture_note(self, index: int, seconds: float, pool_bytes: int, allocated_bytes: int) -> dict:
+        """What the call's notes keep of capturing step function `index` (the report's graphs-captured rows)."""
+        name, _, limit, repeats = self.steps[index]
+        return {"batch": self.batch_size, "graph": name, "keys": limit, "steps": repeats, "capture_ms": seconds * 1e3,
+                "pool_bytes": pool_bytes, "allocated_bytes": allocated_bytes}
 
     def drop_graphs(self) -> None:
         for graph in self.graphs or ():

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import analysis
 from ..engines import variant_rank
 from ..record import run_order
 from ..result import Result
 from .tables import require_single_label
-from .text import number, table
+from .text import number, phase_name, table
 
 TITLE = "Graphs captured: cache length, capture time and graph-pool growth per graph"
 NOTE = ("One row per CUDA graph a call captured (first calls, and first calls after an update that recaptures). "
@@ -30,15 +31,19 @@ COLUMNS = ["variant", "cycle", "phase", "call", "batch", "graph", "keys", "steps
 
 
 def capture_rows(result: Result) -> list[list]:
-    """Every captured graph of every measured call, in run order, then variant, call and capture order."""
+    """Every captured graph of every measured call, in the order the protocol ran them (phase, then call
+    index, then variant in registry order), each call's graphs in capture order. The phase as tables name
+    it: a control cycle's first call after its update recaptures too, and says it was a control."""
+    controls = analysis.control_cycles(result)
     calls = sorted((c for c in result.calls if (c.extra.get("engine_notes") or {}).get("captures")),
-                   key=lambda c: (run_order(c.cycle, c.phase), variant_rank(c.variant), c.index))
+                   key=lambda c: (run_order(c.cycle, c.phase), c.index, variant_rank(c.variant)))
     rows = []
     for call in calls:
         for note in call.extra["engine_notes"]["captures"]:
-            rows.append([call.variant, call.cycle, call.phase, call.index, note.get("batch"), note["graph"],
-                         note["keys"], note["steps"], note["capture_ms"], note["pool_bytes"] / 2 ** 20,
-                         note["allocated_bytes"] / 2 ** 20])
+            # Notes written before several steps per graph existed have no "steps": one step then.
+            rows.append([call.variant, call.cycle, phase_name(controls, call.cycle, call.phase), call.index,
+                         note.get("batch"), note["graph"], note["keys"], note.get("steps", 1), note["capture_ms"],
+                         note["pool_bytes"] / 2 ** 20, note["allocated_bytes"] / 2 ** 20])
     return rows
 
 
@@ -57,7 +62,7 @@ def captures_markdown(result: Result) -> list[str]:
     rows = capture_rows(result)
     if not rows:
         return []
-    cells = [[variant, cycle, phase.replace("_", " "), index, "-" if batch is None else batch, f"`{graph}`", keys,
-              steps, ms, number(pool, 1), number(allocated, 1)]
+    cells = [[variant, cycle, phase, index, "-" if batch is None else batch, f"`{graph}`", keys, steps, ms,
+              number(pool, 1), number(allocated, 1)]
              for variant, cycle, phase, index, batch, graph, keys, steps, ms, pool, allocated in rows]
     return [f"## {TITLE}", "", NOTE, "", *table(COLUMNS, cells), ""]

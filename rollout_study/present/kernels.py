@@ -82,6 +82,32 @@ def kernels_table(results: list[Result]) -> pd.DataFrame:
     return frame
 
 
+def tracing_note(result: Result) -> str | None:
+    """What the profiler's tracing did to kernels inside a graph replay in this run's profiling process
+    (tracing.py), or None where it was not measured (CPU runs, results written before)."""
+    records = result.extra.get("tracing")
+    if not records:
+        return None
+    parts, excess = [], []
+    for record in records:
+        if record.get("error"):
+            parts.append(f"{record.get('kind')}: not measured ({record['error']})")
+            continue
+        parts.append(f"{record['kind']}: {number(record['recorded_us_per_kernel'], 3)} us recorded per kernel, "
+                     f"{number(record['replay_us_per_kernel'], 3)} us per kernel for the whole unprofiled replay "
+                     f"({record['kernels']:,} kernels recorded in a replay of {record['steps']:,} steps)")
+        # Beyond the slowest unprofiled replay, not just its median: replays differ a little among themselves.
+        if record["recorded_us_per_kernel"] > max(record["replay_us_per_kernel_samples"]):
+            excess.append(record["excess_us_per_kernel"])
+    verdict = (f"the recorded kernels outlast every unprofiled replay, the median by up to {number(max(excess), 3)} "
+               "us each: the profiler's own cost is in the kernel sums of engines whose kernels run back to back in "
+               "replays (generate()'s kernels run with host gaps between them, which this check does not time)"
+               if excess else "the recorded kernels fit within the unprofiled replays: no sign that tracing lengthens "
+               "the kernels it records in a replay")
+    return (f"Tracing check (profiling process, before the model loads; a graph of small kernels replayed without and "
+            f"with the profiler): {'; '.join(parts)}. So {verdict}.")
+
+
 def kernels_markdown(result: Result) -> list[str]:
     rows = kernel_rows(result)
     if not rows:
@@ -89,4 +115,5 @@ def kernels_markdown(result: Result) -> list[str]:
     cells = [[variant, name if name == OTHER else f"`{name}`", count, number(per_step, 1), ms,
               number(per_launch, 2), number(share, 1)]
              for variant, name, count, per_step, ms, per_launch, share in rows]
-    return [f"## {TITLE}", "", NOTE, "", *table(COLUMNS, cells), ""]
+    tracing = tracing_note(result)
+    return [f"## {TITLE}", "", NOTE, "", *([tracing, ""] if tracing else []), *table(COLUMNS, cells), ""]

@@ -91,6 +91,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
     longest = kernels.kernels_table(one)
     if not longest.empty:
         blocks += [Block("table", kernels.TITLE, longest), Block("note", kernels.NOTE)]
+        tracing = kernels.tracing_note(result)
+        if tracing:
+            blocks.append(Block("note", tracing))
     graphs = captures.captures_table(one)
     if not graphs.empty:
         blocks += [Block("table", captures.TITLE, graphs), Block("note", captures.NOTE)]

@@ -1,0 +1,106 @@
+"""What the profiler's kernel tracing does to the kernels it records inside a CUDA graph replay.
+
+Summed kernel time compares engines whose kernels run differently: the graph engines' back to back
+inside replays, generate()'s one by one with host gaps between them. On the H200 the same kernels
+recorded about 0.1 us more per launch in the graph engine's replays than in generate() (SmolLM2,
+256 new tokens), and profiled graph calls took 0.15-0.36 us more wall per kernel than unprofiled
+ones. If tracing lengthens what it records when kernels run back to back, the graph engines' kernel
+sums carry the instrument's cost. So the profiling process measures it, as it measures the
+bandwidth (before the model loads, never in the process whose calls are timed): one graph of
+`STEPS` steps of one small operation, replayed without the profiler (CUDA events: replay time over
+the kernels bounds a kernel's true time in a replay from above, the gaps between kernels included)
+and once under it (the recorded durations, summed as every profile is, over the kernels recorded).
+`excess_us_per_kernel` > 0 means the recorded kernels lasted longer than the whole unprofiled replay
+allows: the tracing's own cost, in the graph engines' kernel sums.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from .bandwidth import event_timer
+from .timing import profile_call
+
+STEPS = 2000  # steps of one operation per graph
+REPLAYS = 20
+KINDS = ("add", "gemv", "softmax")
+
+
+def step_function(kind: str, device: torch.device):
+    """One operation of `kind` per call, on fixed buffers (so a graph can replay it)."""
+    if kind == "add":  # a small elementwise kernel, about a microsecond on an H200
+        x = torch.zeros(16384, device=device)
+        return lambda: x.add_(1.0)
+    if kind == "gemv":  # SmolLM2's q projection at batch 4, FP32, laid out as F.linear lays it out
+        a, w = torch.randn(4, 576, device=device), torch.randn(576, 576, device=device)
+        out = torch.empty(4, 576, device=device)
+        return lambda: torch.mm(a, w.t(), out=out)
+    if kind == "softmax":  # one decode step's attention weights: batch 4 x 9 heads over 297 keys
+        x, out = torch.randn(36, 297, device=device), torch.empty(36, 297, device=device)
+        return lambda: torch.softmax(x, dim=-1, out=out)
+    raise ValueError(f"kind: {kind!r}; one of {', '.join(KINDS)}")
+
+
+def captured(step, device: torch.device, steps: int = STEPS) -> torch.cuda.CUDAGraph:
+    """A graph of `steps` calls of `step`, warmed up and captured on one side stream (as the engines capture)."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(steps):
+            step()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize(device)
+    return graph
+
+
+def measure(device: str | torch.device, kinds: tuple[str, ...] = KINDS) -> list[dict] | None:
+    """The profiling process's record, one entry per kind of kernel (None without CUDA).
+
+    Every kind's unprofiled replays come before any profiler session, so none of them follows one.
+    A failure is recorded, not raised: the profiles this qualifies are still worth having."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    graphs, records = {}, {}
+    for kind in kinds:
+        try:
+            graphs[kind] = captured(step_function(kind, device), device)
+            records[kind] = {"replay_us": [event_timer(graphs[kind].replay) * 1e6 for _ in range(REPLAYS)]}
+        except Exception as error:  # noqa: BLE001
+            records[kind] = {"error": f"{type(error).__name__}: {error}"}
+    for kind in graphs:
+        try:
+            records[kind]["seen"] = profile_call(graphs[kind].replay, device)
+        except Exception as error:  # noqa: BLE001
+            records[kind] = {"error": f"{type(error).__name__}: {error}"}
+    graphs.clear()
+    torch.cuda.empty_cache()  # the graphs' pools go back before the model loads, as the bandwidth's buffers do
+    return [record_of(kind, records[kind]) for kind in kinds]
+
+
+def record_of(kind: str, measured: dict, steps: int = STEPS) -> dict:
+    """Per kernel, both ways: a step may launch more than one kernel (a matrix product with a split-K
+    reduction), so both times are divided by the kernels the profiler recorded in the replay."""
+    if "error" in measured:
+        return {"kind": kind, "error": measured["error"]}
+    seen = measured["seen"]
+    if seen["kernels"] == 0 or seen["kernels"] % steps:
+        return {"kind": kind, "error": f"the profiler recorded {seen['kernels']} kernels in a replay of {steps} "
+                                       "steps (expected a positive multiple)"}
+    kernels = seen["kernels"]
+    replay = [us / kernels for us in measured["replay_us"]]
+    recorded = 1e3 * seen["kernel_ms"] / kernels
+    return {"kind": kind, "steps": steps, "kernels": kernels, "kernels_per_step": kernels // steps,
+            "names": [k["name"] for k in seen.get("top_kernels", [])], "replays": len(replay),
+            "replay_us_per_kernel": statistics.median(replay), "replay_us_per_kernel_samples": replay,
+            "recorded_us_per_kernel": recorded, "excess_us_per_kernel": recorded - statistics.median(replay),
+            "method": f"a graph of {steps} {kind} steps: its replay's time between CUDA events (median of "
+                      f"{len(replay)}, no profiler) and the kernels' durations the profiler recorded in one replay, "
+                      "each over the kernels recorded"}

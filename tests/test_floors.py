@@ -326,3 +326,39 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     result.extra["tracing"] = [_traced("add", 1.015, [1.00, 1.01, 1.02])]
     assert "no sign that tracing lengthens" in kernels.tracing_note(result)
     assert Result.from_dict(result.to_dict()).extra["tracing"] == result.extra["tracing"]
+
+
+def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure_is_recorded(monkeypatch):
+    """tracing.measure's order and failures, with the device work stood in for (it runs on CUDA only)."""
+    order = []
+
+    class Graph:
+        def __init__(self, kind):
+            self.kind = kind
+
+        def replay(self):
+            order.append(("replay", self.kind))
+
+    def captured(step, device):
+        if step == "softmax":
+            raise RuntimeError("capture failed")
+        return Graph(step)
+
+    def profiled(fn, device):
+        order.append("profiler")
+        fn()
+        return {"kernel_ms": 2.0, "kernels": tracing.STEPS, "top_kernels": [{"name": "k", "ms": 2.0, "count": 2000}]}
+
+    monkeypatch.setattr(tracing, "step_function", lambda kind, device: kind)
+    monkeypatch.setattr(tracing, "captured", captured)
+    monkeypatch.setattr(tracing, "event_timer", lambda fn: fn() or 0.004)  # 4 ms a replay
+    monkeypatch.setattr(tracing, "profile_call", profiled)
+    records = tracing.measure("cuda")
+    assert [r["kind"] for r in records] == list(tracing.KINDS)
+    assert records[2] == {"kind": "softmax", "error": "RuntimeError: capture failed"}
+    first_profile = order.index("profiler")
+    assert order[:first_profile] == [("replay", "add")] * tracing.REPLAYS + [("replay", "gemv")] * tracing.REPLAYS
+    assert order[first_profile:] == ["profiler", ("replay", "add"), "profiler", ("replay", "gemv")]
+    for record in records[:2]:  # 4 ms over 2,000 kernels: 2 us each; 2 ms recorded over 2,000: 1 us each
+        assert record["replay_us_per_kernel"] == pytest.approx(2.0) and record["recorded_us_per_kernel"] == 1.0
+        assert record["excess_us_per_kernel"] == pytest.approx(-1.0) and record["names"] == ["k"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import sys
 import time
 import traceback
 
@@ -35,25 +34,8 @@ from .record import Call, Failure, Parity, Profile, Update
 from .preparation import build_workload, initialize, pin
 from .result import Result
 from .reference import reference
-from .timing import CallClock, profile_call
-
-
-class _Progress:
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc="rollouts", unit="call", file=sys.stderr, leave=False)
-
-    def step(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+from .progress import Progress
+from .timing import CallClock, add_elapsed, profile_call
 
 
 def _failure(engine, cycle: int | None, phase: str, err: BaseException, with_traceback: bool = True) -> Failure:
@@ -95,11 +77,18 @@ class Study:
         self.latest: RolloutOutput | None = None
         self.bandwidth: dict | None = None  # the device's measured bandwidth (profiling process only)
         self.tracing: list | None = None  # what tracing adds to kernels in a replay (profiling process only)
+        # Host time the study spends around the measured calls: what a run (a sweep point) costs beyond them.
+        self.untimed_ms = {"collect": 0.0, "parity": 0.0, "reference": 0.0, "update": 0.0}
 
     # -- measurement -------------------------------------------------------------------------
+    def _untimed(self, part: str):
+        return add_elapsed(self.untimed_ms, part)
+
     def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
-        # As timeit does: collect before, no collector pauses inside the measured call.
-        gc.collect()
+        # Garbage of earlier calls collected before (no cyclic leftovers holding device memory), and
+        # no collector pauses inside the measured call, as timeit does.
+        with self._untimed("collect"):
+            gc.collect()
         gc.disable()
         try:
             clock = CallClock(self.device).start()
@@ -122,13 +111,14 @@ class Study:
         notes = engine.call_notes()
         if notes:
             call.extra["engine_notes"] = notes
-        output = output.to_cpu()
-        call.extra["tokens_sha256"] = parity.tokens_hash(output)
-        self.latest = output
-        if self._reference is None:
-            self._pending.append((call, output))
-        else:
-            call.parity = self._compare(call, output)
+        with self._untimed("parity"):
+            output = output.to_cpu()
+            call.extra["tokens_sha256"] = parity.tokens_hash(output)
+            self.latest = output
+            if self._reference is None:
+                self._pending.append((call, output))
+            else:
+                call.parity = self._compare(call, output)
         self.calls.append(call)
         return call
 
@@ -166,8 +156,9 @@ class Study:
         """
         previous = self._previous_reference
         try:
-            self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
-                                        self.loaded.pad_token_id, self.device)
+            with self._untimed("reference"):
+                self._reference = reference(self.model, self.workload.batches, self.params.max_new_tokens,
+                                            self.loaded.pad_token_id, self.device)
         except Exception as err:
             self.failures.append(_failure(None, cycle, "reference", err))
             self._pending = []
@@ -179,8 +170,9 @@ class Study:
             # give other tokens: recorded, so a kept graph is called valid only where it was put to the test.
             self.updates[-1].extra["requests_changed"] = parity.requests_changed(previous.output,
                                                                                 self._reference.output)
-        for call, output in self._pending:
-            call.parity = self._compare(call, output)
+        with self._untimed("parity"):
+            for call, output in self._pending:
+                call.parity = self._compare(call, output)
         self._pending = []
 
     def _profile(self, cycle: int, phase: str) -> None:
@@ -280,7 +272,7 @@ class Study:
             schedule = self.schedule()
             steady = PROFILE_ROUNDS if self.mode == "profile" else self.params.iterations
             per_engine = 1 if self.mode == "first_only" else (1 + steady) * (1 + len(schedule))
-            self.bar = _Progress(per_engine * len(self.engines), self.progress_enabled)
+            self.bar = Progress(per_engine * len(self.engines), self.progress_enabled)
             try:
                 self._phase(0, "first", 1)
                 self._settle_reference(0)
@@ -289,7 +281,8 @@ class Study:
                     if self.mode == "profile":
                         self._profile(0, "steady")
                     for cycle, control in schedule:
-                        self._update(cycle, control)
+                        with self._untimed("update"):
+                            self._update(cycle, control)
                         self._phase(cycle, "first_after_update", 1)
                         self._settle_reference(cycle)
                         self._phase(cycle, "steady_after_update", steady)
@@ -335,6 +328,9 @@ class Study:
             "gpu_clocks": {"start": clocks_at_start, "end": environment.gpu_clocks()},
             "engines": [e.describe() for e in self.engines],
             "startup": startup,
+            # The rest of the run's wall time (time_start to time_end) went to the measured calls, the
+            # profiles and instrumented calls where there were any, and the engines' and trainer's set-up.
+            "untimed_ms": dict(self.untimed_ms),
             "git": environment.git_commit(),
             "command": self.command,
             "time_start": started,

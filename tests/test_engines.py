@@ -47,6 +47,10 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
 
     result = echo_result
     assert result.is_valid and result.variants() == ["eager", "graph[recapture]", "graph[reuse]", "echo"]
+    # what the run spent around its calls, part by part (one update, two references, a collect before each call)
+    untimed = result.metadata["untimed_ms"]
+    assert set(untimed) == {"collect", "parity", "reference", "update"} and all(v > 0 for v in untimed.values())
+    assert "- host time around the measured calls (ms): collect " in markdown.summary(result)
     assert "echo" in text.console_summary(result)
     assert "\n| echo | 0 | steady |" in markdown.summary(result)
     assert "echo, CPU" in markdown.readme_results(result, with_original=False)

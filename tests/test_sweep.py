@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from result_fixture import make_call, make_result_dict
@@ -247,6 +248,18 @@ def cpu_sweep(tmp_path_factory):
     patch.undo()
 
 
+def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
+    old = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (5, 1, 1, 1)})  # written before untimed_ms
+    entries = [({"slug": "old", "wall_s": 10.0}, old), ({"slug": "failed", "wall_s": 2.0}, None)]
+    times = report.time_table(entries).set_index("point")
+    calls = sum(c.total_ms for c in old.calls) / 1e3
+    assert times.loc["old", "measured calls s"] == pytest.approx(calls) and pd.isna(times.loc["old", "rest s"])
+    assert pd.isna(times.loc["old", "collect s"]) and times.loc["failed"].drop("wall s").isna().all()
+    assert times.loc["all points", "wall s"] == 12.0  # the failed point's wall counts: the sweep paid it
+    assert times.loc["all points", "measured calls s"] == pytest.approx(calls)
+    assert report.time_table([]).empty
+
+
 def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):
     folder, problems = cpu_sweep
     assert problems == []
@@ -265,6 +278,14 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     assert len(list((folder / "figures").glob("sweep-synthetic-*.png"))) == len(sweep_figures.FIGURES)
     summary = (folder / "summary.md").read_text(encoding="utf-8")
     assert "2 point(s): 2 valid, 0 failed or invalid; local executor" in summary
+    # where the points' time went: every part measured, and the parts with the rest make up each point's wall
+    assert "## Where each point's time went (seconds)" in summary
+    times = report.time_table(points)
+    assert list(times["point"]) == [e["slug"] for e, _ in points] + ["all points"]
+    parts = ["start-up s", "measured calls s", "collect s", "parity s", "reference s", "update s", "rest s"]
+    assert times[parts[:-1]].notna().all().all() and (times[parts[1:-1]] > 0).all().all()
+    # the parts are disjoint: together they stay within each point's wall (the launcher's clock)
+    assert ((times["rest s"] >= 0) & (times["rest s"] < times["wall s"])).all()
     assert "repeated alone: 1 point(s)" in summary
     from rollout_study import publish
     from rollout_study.present import index

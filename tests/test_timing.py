@@ -2,6 +2,7 @@ import time
 
 import pytest
 
+from rollout_study import timing
 from rollout_study.timing import CallClock
 
 
@@ -161,3 +162,14 @@ def test_profile_call_reads_the_raw_events_of_this_torch():
     event = prof.profiler.kineto_results.events()[0]
     assert all(callable(getattr(event, name, None))
                for name in ("device_type", "is_user_annotation", "name", "start_ns", "end_ns"))
+
+
+def test_add_elapsed_adds_the_blocks_host_time_even_when_it_raises():
+    totals = {"collect": 1.0}
+    with timing.add_elapsed(totals, "collect"):
+        time.sleep(0.01)
+    assert 10.0 <= totals["collect"] - 1.0 < 1000.0
+    before = totals["collect"]
+    with pytest.raises(RuntimeError), timing.add_elapsed(totals, "collect"):
+        raise RuntimeError("a failed reference")
+    assert totals["collect"] >= before

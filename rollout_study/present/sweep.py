@@ -106,6 +106,42 @@ def wall_table(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _seconds(ms):
+    return None if ms is None else ms / 1e3
+
+
+def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
+    """Where each point's wall time went (the launcher's clock, fresh process included), and the sum over
+    points: start-up (the process's own start where it had one, model load, initialization), the measured calls (compile among them), the
+    host work around them (results written before it was kept: blank), the rest (set-up of engines and
+    trainer, process exit). What a sweep costs, and which part a shorter sweep would have to cut."""
+    rows = []
+    for point, result in loaded:
+        meta = result.metadata if result is not None else {}
+        startup, untimed = meta.get("startup") or {}, meta.get("untimed_ms") or {}
+        calls = sum(c.total_ms for c in result.calls) if result is not None else None
+        compile_ms = sum(c.breakdown_ms.get("compile", 0.0) for c in result.calls) if result is not None else None
+        # The process's age counts only where the point had a process of its own (the executors' launcher):
+        # a point run in a longer-lived process (a test's) did not pay that process's start.
+        own = str(meta.get("command", "")).startswith("fresh process")
+        counted = ("model_load_ms", "initialization_ms") + (("process_startup_ms",) if own else ())
+        start_ms = sum(startup.get(k) or 0.0 for k in counted)
+        known = [start_ms if startup else None, calls, *(untimed.get(k) for k in ("collect", "parity", "reference",
+                                                                                   "update"))]
+        wall = point.get("wall_s")
+        rest = wall - sum(v for v in known if v is not None) / 1e3 if wall is not None and untimed else None
+        rows.append({"point": point.get("slug"), "wall s": wall, "start-up s": _seconds(known[0]),
+                     "measured calls s": _seconds(calls), "of which compile s": _seconds(compile_ms),
+                     "collect s": _seconds(known[2]), "parity s": _seconds(known[3]), "reference s": _seconds(known[4]),
+                     "update s": _seconds(known[5]), "rest s": rest})
+    frame = pd.DataFrame(rows, columns=["point", "wall s", "start-up s", "measured calls s", "of which compile s",
+                                        "collect s", "parity s", "reference s", "update s", "rest s"])
+    if not frame.empty:
+        total = frame.drop(columns="point").sum(min_count=1)
+        frame.loc[len(frame)] = {"point": "all points", **total.to_dict()}
+    return frame
+
+
 def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     rows = []
     for v in verdicts:
@@ -175,7 +211,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         out.append(Block("warning", f"{len(rejected)} point(s) failed or are invalid: listed below, never plotted"))
     out += [Block("answer", "Definitions", DEFINITIONS),
             Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)", wall_table(record)),
-            Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected))]
+            Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
+            Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded))]
     for points in curves.by_model(usable).values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
@@ -203,6 +240,7 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Definitions", ""] + [f"- {line}" for line in DEFINITIONS] + [""]
     lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
+    lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
     for points in curves.by_model(usable).values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:

@@ -236,18 +236,6 @@ class Study:
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> Result:
-        # What exists before the run (imported modules: torch's, Transformers', hundreds of thousands of
-        # objects) outlives it; frozen, the collection before every measured call no longer scans it
-        # (about 3x less host time per collection with inductor loaded, over 50 calls a sweep point).
-        # The model and everything of the run stay collectable. Unfrozen after, for a caller that lives on.
-        gc.collect()
-        gc.freeze()
-        try:
-            return self._run()
-        finally:
-            gc.unfreeze()
-
-    def _run(self) -> Result:
         params = self.params
         started = environment.now()
         clocks_at_start = environment.gpu_clocks()

@@ -4,14 +4,14 @@ Summed kernel time compares engines whose kernels run differently: the graph eng
 inside replays, generate()'s one by one with host gaps between them. On the H200 the same kernels
 recorded about 0.1 us more per launch in the graph engine's replays than in generate() (SmolLM2,
 256 new tokens), and profiled graph calls took 0.15-0.36 us more wall per kernel than unprofiled
-ones. If tracing lengthens what it records when kernels run back to back, the graph engines' kernel
-sums carry the instrument's cost. So the profiling process measures it, as it measures the
-bandwidth (before the model loads, never in the process whose calls are timed): one graph of
-`STEPS` steps of one small operation, replayed without the profiler (CUDA events: replay time over
-the kernels bounds a kernel's true time in a replay from above, the gaps between kernels included)
-and once under it (the recorded durations, summed as every profile is, over the kernels recorded).
-`excess_us_per_kernel` > 0 means the recorded kernels lasted longer than the whole unprofiled replay
-allows: the tracing's own cost, in the graph engines' kernel sums.
+ones (cycle-0 steady profiles). If tracing lengthens what it records when kernels run back to back,
+the graph engines' kernel sums carry the instrument's cost. So the profiling process measures it, as
+it measures the bandwidth (before the model loads, never in the process whose calls are timed): one
+graph of `STEPS` steps of one small operation, replayed without the profiler (CUDA events: replay
+time over the kernels bounds a kernel's true time in a replay from above, the gaps between kernels
+included) and under it (the recorded durations, summed as every profile is, over the kernels
+recorded). Recorded kernels that outlast every unprofiled replay show the tracing's own cost; ones
+that fit cannot rule out a cost smaller than the gaps (unprofiled time per kernel minus recorded).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .timing import profile_call
 
 STEPS = 2000  # steps of one operation per graph
 REPLAYS = 20
+PROFILED = 3  # profiled replays per kind, each in a session of its own
 KINDS = ("add", "gemv", "softmax")
 
 
@@ -63,44 +64,51 @@ def captured(step, device: torch.device, steps: int = STEPS) -> torch.cuda.CUDAG
 def measure(device: str | torch.device, kinds: tuple[str, ...] = KINDS) -> list[dict] | None:
     """The profiling process's record, one entry per kind of kernel (None without CUDA).
 
-    Every kind's unprofiled replays come before any profiler session, so none of them follows one.
-    A failure is recorded, not raised: the profiles this qualifies are still worth having."""
+    Every kind's unprofiled replays come before any profiler session, so none of them follows one;
+    then one throwaway session (the process's first pays CUPTI's set-up), then PROFILED replays of
+    each kind, each its own session. A failure is recorded, not raised: the profiles this qualifies
+    are still worth having."""
     device = torch.device(device)
     if device.type != "cuda":
         return None
     graphs, records = {}, {}
     for kind in kinds:
         try:
-            graphs[kind] = captured(step_function(kind, device), device)
-            records[kind] = {"replay_us": [event_timer(graphs[kind].replay) * 1e6 for _ in range(REPLAYS)]}
+            graph = captured(step_function(kind, device), device)
+            records[kind] = {"replay_us": [event_timer(graph.replay) * 1e6 for _ in range(REPLAYS)]}
+            graphs[kind] = graph
         except Exception as error:  # noqa: BLE001
             records[kind] = {"error": f"{type(error).__name__}: {error}"}
-    for kind in graphs:
-        try:
-            records[kind]["seen"] = profile_call(graphs[kind].replay, device)
-        except Exception as error:  # noqa: BLE001
+    try:
+        if graphs:
+            profile_call(next(iter(graphs.values())).replay, device)  # the throwaway session
+        for kind in graphs:
+            records[kind]["seen"] = [profile_call(graphs[kind].replay, device) for _ in range(PROFILED)]
+        graphs.clear()
+        torch.cuda.empty_cache()  # the graphs' pools go back before the model loads, as the bandwidth's buffers do
+    except Exception as error:  # noqa: BLE001
+        for kind in graphs:
             records[kind] = {"error": f"{type(error).__name__}: {error}"}
-    graphs.clear()
-    torch.cuda.empty_cache()  # the graphs' pools go back before the model loads, as the bandwidth's buffers do
     return [record_of(kind, records[kind]) for kind in kinds]
 
 
 def record_of(kind: str, measured: dict, steps: int = STEPS) -> dict:
     """Per kernel, both ways: a step may launch more than one kernel (a matrix product with a split-K
-    reduction), so both times are divided by the kernels the profiler recorded in the replay."""
+    reduction), so both times are divided by the kernels the profiler recorded in a replay."""
     if "error" in measured:
         return {"kind": kind, "error": measured["error"]}
-    seen = measured["seen"]
-    if seen["kernels"] == 0 or seen["kernels"] % steps:
-        return {"kind": kind, "error": f"the profiler recorded {seen['kernels']} kernels in a replay of {steps} "
-                                       "steps (expected a positive multiple)"}
-    kernels = seen["kernels"]
+    counts = sorted({seen["kernels"] for seen in measured["seen"]})
+    if len(counts) != 1 or counts[0] == 0 or counts[0] % steps:
+        return {"kind": kind, "error": f"the profiler recorded {' or '.join(map(str, counts))} kernels in replays "
+                                       f"of {steps} steps (expected the same positive multiple of it in each)"}
+    kernels = counts[0]
     replay = [us / kernels for us in measured["replay_us"]]
-    recorded = 1e3 * seen["kernel_ms"] / kernels
+    recorded = [1e3 * seen["kernel_ms"] / kernels for seen in measured["seen"]]
     return {"kind": kind, "steps": steps, "kernels": kernels, "kernels_per_step": kernels // steps,
-            "names": [k["name"] for k in seen.get("top_kernels", [])], "replays": len(replay),
+            "names": [k["name"] for k in measured["seen"][0].get("top_kernels", [])],
             "replay_us_per_kernel": statistics.median(replay), "replay_us_per_kernel_samples": replay,
-            "recorded_us_per_kernel": recorded, "excess_us_per_kernel": recorded - statistics.median(replay),
-            "method": f"a graph of {steps} {kind} steps: its replay's time between CUDA events (median of "
-                      f"{len(replay)}, no profiler) and the kernels' durations the profiler recorded in one replay, "
-                      "each over the kernels recorded"}
+            "recorded_us_per_kernel": statistics.median(recorded), "recorded_us_per_kernel_samples": recorded,
+            "excess_us_per_kernel": statistics.median(recorded) - statistics.median(replay),
+            "method": f"a graph of {steps} {kind} steps: its replay's time between CUDA events ({len(replay)} "
+                      f"replays, no profiler) and the kernels' durations the profiler recorded ({len(recorded)} "
+                      "replays, one session each, after a throwaway session), each over the kernels recorded"}

@@ -152,7 +152,7 @@ def test_copy_bandwidth_on_the_device_agrees_with_a_synchronized_host_clock():
     assert torch.cuda.memory_allocated() < 2 ** 30  # both buffers released before anything else runs
 
 
-def test_the_profiler_records_every_kernel_of_a_replay_and_the_replay_bounds_them():
+def test_the_profiler_records_every_kernel_of_each_replay_of_the_tracing_check():
     from rollout_study import tracing
 
     records = tracing.measure("cuda")
@@ -163,6 +163,7 @@ def test_the_profiler_records_every_kernel_of_a_replay_and_the_replay_bounds_the
         assert record["steps"] == tracing.STEPS and record["kernels"] == tracing.STEPS * record["kernels_per_step"]
         assert record["kernels_per_step"] == 1 or record["kind"] == "gemv"
         assert len(record["replay_us_per_kernel_samples"]) == tracing.REPLAYS
+        assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED
         assert 0 < record["replay_us_per_kernel"] < 100 and 0 < record["recorded_us_per_kernel"] < 100
         print("tracing:", {k: v for k, v in record.items() if k != "replay_us_per_kernel_samples"})
 

@@ -277,12 +277,15 @@ def test_a_long_kernel_name_keeps_its_head_and_its_tail():
 
 # -- what tracing does to kernels in a replay (tracing.py, present/kernels.tracing_note) ---------------
 def _traced(kind, recorded, replays, error=None):
+    """A tracing record; `recorded`: the profiled replays' us per kernel, `replays`: the unprofiled ones'."""
     if error:
         return {"kind": kind, "error": error}
     median = sorted(replays)[len(replays) // 2]
+    middle = sorted(recorded)[len(recorded) // 2]
     return {"kind": kind, "steps": 2000, "kernels": 2000, "kernels_per_step": 1, "names": [kind],
-            "replays": len(replays), "replay_us_per_kernel": median, "replay_us_per_kernel_samples": replays,
-            "recorded_us_per_kernel": recorded, "excess_us_per_kernel": recorded - median, "method": "m"}
+            "replay_us_per_kernel": median, "replay_us_per_kernel_samples": replays,
+            "recorded_us_per_kernel": middle, "recorded_us_per_kernel_samples": recorded,
+            "excess_us_per_kernel": middle - median, "method": "m"}
 
 
 def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
@@ -295,16 +298,20 @@ def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
 
 
 def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_is_no_record():
-    seen = {"kernel_ms": 4.0, "kernels": 4000, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
-                                                               {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
+    def seen(ms, kernels=4000):
+        return {"kernel_ms": ms, "kernels": kernels, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
+                                                                     {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
+
     # 2,000 steps of a matrix product that launches two kernels each; replays of 5.0 to 5.2 ms
-    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": seen}, steps=2000)
+    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": [seen(4.0), seen(4.4),
+                                                                                          seen(4.2)]}, steps=2000)
     assert record["kernels"] == 4000 and record["kernels_per_step"] == 2 and record["names"] == ["gemm", "splitKreduce"]
     assert record["replay_us_per_kernel_samples"] == [1.25, 1.3, 1.275] and record["replay_us_per_kernel"] == 1.275
-    assert record["recorded_us_per_kernel"] == 1.0 and record["excess_us_per_kernel"] == pytest.approx(-0.275)
-    for kernels in (0, 3999):  # none recorded, or some steps' kernels missing: no per-kernel figure to give
-        missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": {**seen, "kernels": kernels}}, steps=2000)
-        assert set(missing) == {"kind", "error"} and f"recorded {kernels} kernels" in missing["error"]
+    assert record["recorded_us_per_kernel_samples"] == [1.0, 1.1, 1.05] and record["recorded_us_per_kernel"] == 1.05
+    assert record["excess_us_per_kernel"] == pytest.approx(-0.225)
+    for counts in ([0, 0, 0], [4000, 3999, 4000], [3999] * 3):  # none, some replays' kernels missing, not whole steps
+        missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0, n) for n in counts]}, steps=2000)
+        assert set(missing) == {"kind", "error"} and "kernels in replays of 2000 steps" in missing["error"]
     assert tracing.record_of("add", {"error": "RuntimeError: x"}) == {"kind": "add", "error": "RuntimeError: x"}
 
 
@@ -315,16 +322,23 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     data["profile"]["graph[reuse]"]["top_kernels"] = [{"name": "add", "ms": 5.0, "count": 1000}]
     result = Result.from_dict(copy.deepcopy(data))
     assert kernels.tracing_note(result) is None  # not measured: nothing said
-    # recorded 1.10 us per kernel where the slowest unprofiled replay took 1.02 us per kernel, gaps included
-    result.extra["tracing"] = [_traced("add", 1.10, [1.00, 1.01, 1.02]), _traced("gemv", 5.0, [5.1, 5.2, 5.3]),
-                               _traced("softmax", None, [], error="RuntimeError: no graphs")]
+    # add: every profiled replay above the slowest unprofiled one (1.02 us per kernel, gaps included)
+    # gemv: recorded within the replay, whose gaps leave 5.2 - 5.0 us per kernel
+    result.extra["tracing"] = [_traced("add", [1.09, 1.10, 1.12], [1.00, 1.01, 1.02]),
+                               _traced("gemv", [4.9, 5.0, 5.05], [5.1, 5.2, 5.3]),
+                               _traced("softmax", None, None, error="RuntimeError: no graphs")]
     note = kernels.tracing_note(result)
-    assert "add: 1.100 us recorded per kernel, 1.010 us per kernel for the whole unprofiled replay" in note
-    assert "the median by up to 0.090 us each" in note and "softmax: not measured (RuntimeError: no graphs)" in note
+    assert ("add: 1.100 us recorded per kernel against 1.010 us per kernel for the whole unprofiled replay (2,000 "
+            "kernels in 2,000 steps): recorded kernels outlast every unprofiled replay, by 0.090 us each") in note
+    assert "gemv: 5.000 us recorded" in note and "whose gaps leave 0.200 us per kernel in which a cost could hide" in note
+    assert "softmax: not measured (RuntimeError: no graphs)" in note
+    assert "So: the profiler lengthens the kernels it records back to back (add)" in note
     assert note in markdown.summary(result) and note in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
-    # above the median but within the replays' own spread: no verdict of lengthening
-    result.extra["tracing"] = [_traced("add", 1.015, [1.00, 1.01, 1.02])]
-    assert "no sign that tracing lengthens" in kernels.tracing_note(result)
+    # one profiled replay within the unprofiled ones' spread: no verdict of lengthening
+    result.extra["tracing"] = [_traced("add", [1.015, 1.03, 1.04], [1.00, 1.01, 1.02])]
+    assert kernels.tracing_note(result).endswith("So: no lengthening beyond what the replays' gaps could hide.")
+    result.extra["tracing"] = [_traced("add", None, None, error="E"), _traced("gemv", None, None, error="E")]
+    assert kernels.tracing_note(result).endswith("So: not measured.")
     assert Result.from_dict(result.to_dict()).extra["tracing"] == result.extra["tracing"]
 
 
@@ -358,7 +372,9 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     assert records[2] == {"kind": "softmax", "error": "RuntimeError: capture failed"}
     first_profile = order.index("profiler")
     assert order[:first_profile] == [("replay", "add")] * tracing.REPLAYS + [("replay", "gemv")] * tracing.REPLAYS
-    assert order[first_profile:] == ["profiler", ("replay", "add"), "profiler", ("replay", "gemv")]
+    # a throwaway session first, then each kind's own sessions
+    profiled_replays = [("replay", "add")] * (1 + tracing.PROFILED) + [("replay", "gemv")] * tracing.PROFILED
+    assert order[first_profile:] == [x for r in profiled_replays for x in ("profiler", r)]
     for record in records[:2]:  # 4 ms over 2,000 kernels: 2 us each; 2 ms recorded over 2,000: 1 us each
         assert record["replay_us_per_kernel"] == pytest.approx(2.0) and record["recorded_us_per_kernel"] == 1.0
-        assert record["excess_us_per_kernel"] == pytest.approx(-1.0) and record["names"] == ["k"]
+        assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED and record["names"] == ["k"]

@@ -22,10 +22,10 @@ from rollout_study import tracing  # noqa: E402
 from rollout_study.timing import profile_call  # noqa: E402
 
 SPIN_CYCLES = 200_000_000  # about 0.1 s at 2 GHz: longer than the host takes to queue every step behind it
-QUEUED = 800  # below the device's queue of pending launches (about 1,024), past which the host would wait
+QUEUED = 800  # kernels: below the device's queue of pending launches (about 1,024), past which the host would wait
 
 
-def eager(kind: str, device: torch.device, queued: bool) -> dict:
+def eager(kind: str, device: torch.device, queued: bool, kernels_per_step: int) -> dict:
     step = tracing.step_function(kind, device)
     for _ in range(50):
         step()
@@ -34,7 +34,7 @@ def eager(kind: str, device: torch.device, queued: bool) -> dict:
     def launches():
         if queued:
             torch.cuda._sleep(SPIN_CYCLES)  # the steps queue up behind it, then run back to back
-        for _ in range(QUEUED if queued else tracing.STEPS):
+        for _ in range(QUEUED // kernels_per_step if queued else tracing.STEPS):
             step()
             if not queued:
                 torch.cuda.synchronize(device)
@@ -52,20 +52,23 @@ def main() -> None:
     probes = tracing.measure(device)  # the replays first: no profiler session precedes them
     for probe in probes:
         if "error" not in probe:
-            probe["eager-queued"] = eager(probe["kind"], device, queued=True)
-            probe["eager-sparse"] = eager(probe["kind"], device, queued=False)
+            probe["eager-queued"] = eager(probe["kind"], device, True, probe["kernels_per_step"])
+            probe["eager-sparse"] = eager(probe["kind"], device, False, probe["kernels_per_step"])
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "probes": probes}
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=1)
+    def us(value):
+        return "-" if value is None else f"{value:.3f}"
+
     for p in probes:
         if "error" in p:
             print(p["kind"], "failed:", p["error"])
             continue
         print(f"{p['kind']:8s} per kernel ({p['kernels_per_step']} per step): unprofiled replay "
-              f"{p['replay_us_per_kernel']:.3f} us (max {max(p['replay_us_per_kernel_samples']):.3f}); recorded: "
-              f"in the replay {p['recorded_us_per_kernel']:.3f}, eager queued {p['eager-queued']['us_per_kernel']:.3f}, "
-              f"eager sparse {p['eager-sparse']['us_per_kernel']:.3f}")
+              f"{us(p['replay_us_per_kernel'])} us (max {us(max(p['replay_us_per_kernel_samples']))}); recorded: "
+              f"in the replay {us(p['recorded_us_per_kernel'])}, eager queued {us(p['eager-queued']['us_per_kernel'])}, "
+              f"eager sparse {us(p['eager-sparse']['us_per_kernel'])}")
 
 
 if __name__ == "__main__":

@@ -114,7 +114,9 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     """Where each point's wall time went (the launcher's clock, fresh process included), and the sum over
     points: start-up (the process's own start where it had one, model load, initialization), the measured calls (compile among them), the
     host work around them (results written before it was kept: blank), the rest (set-up of engines and
-    trainer, process exit). What a sweep costs, and which part a shorter sweep would have to cut."""
+    trainer, process exit; blank where the point also ran a profiling process, cold starts or instrumented
+    calls). The last row sums each column over the points that have it (a point kept from an earlier
+    invocation has parts but no wall here). What a sweep costs, and which part a shorter one would cut."""
     rows = []
     for point, result in loaded:
         meta = result.metadata if result is not None else {}
@@ -129,7 +131,10 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
         known = [start_ms if startup else None, calls, *(untimed.get(k) for k in ("collect", "parity", "reference",
                                                                                    "update"))]
         wall = point.get("wall_s")
-        rest = wall - sum(v for v in known if v is not None) / 1e3 if wall is not None and untimed else None
+        # A profiling process, cold starts or instrumented calls would sit in the rest unnamed: then no rest.
+        others = result is not None and (result.profile or result.cold_starts or "instrumented_calls" in result.extra)
+        rest = (wall - sum(v for v in known if v is not None) / 1e3
+                if wall is not None and untimed and startup and not others else None)
         rows.append({"point": point.get("slug"), "wall s": wall, "start-up s": _seconds(known[0]),
                      "measured calls s": _seconds(calls), "of which compile s": _seconds(compile_ms),
                      "collect s": _seconds(known[2]), "parity s": _seconds(known[3]), "reference s": _seconds(known[4]),

@@ -117,10 +117,16 @@ def _facts(result: Result) -> list[str]:
         f"commit {git.get('commit')}; "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
-    ] + ([f"- host time around the measured calls (ms): " + ", ".join(f"{part} {number(ms)}" for part, ms in untimed.items())
-          + " (collect: garbage collection before each call; parity: outputs to the host and compared; reference: "
-            "generate() with logits per weight version; update: training step, sync and engines told)"]
-         if (untimed := meta.get("untimed_ms")) else [])
+    ] + _untimed_line(meta.get("untimed_ms"))
+
+
+def _untimed_line(untimed: dict | None) -> list[str]:
+    if not untimed:  # results written before it was kept
+        return []
+    return ["- host time around the measured calls (ms): " + ", ".join(f"{part} {number(ms)}" for part, ms in
+                                                                     untimed.items())
+            + " (collect: garbage collection before each call; parity: outputs to the host and compared; reference: "
+              "generate() with logits per weight version; update: training step, sync and engines told)"]
 
 
 def summary(result: Result) -> str:

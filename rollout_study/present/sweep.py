@@ -112,11 +112,12 @@ def _seconds(ms):
 
 def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     """Where each point's wall time went (the launcher's clock, fresh process included), and the sum over
-    points: start-up (the process's own start where it had one, model load, initialization), the measured calls (compile among them), the
-    host work around them (results written before it was kept: blank), the rest (set-up of engines and
-    trainer, process exit; blank where the point also ran a profiling process, cold starts or instrumented
-    calls). The last row sums each column over the points that have it (a point kept from an earlier
-    invocation has parts but no wall here). What a sweep costs, and which part a shorter one would cut."""
+    points: start-up (the process's own start where it had one, model load, initialization), the measured calls
+    (compile among them), the host work around them (results written before it was kept: blank), the rest
+    (set-up of engines and trainer, process exit; blank where the point also ran a profiling process, cold
+    starts or instrumented calls). The last row sums each column over the points that have it (a point kept from
+    an earlier invocation has parts but no wall here). What a sweep costs, and which part a shorter one would
+    cut."""
     rows = []
     for point, result in loaded:
         meta = result.metadata if result is not None else {}

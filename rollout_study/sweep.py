@@ -121,8 +121,8 @@ def _existing(folder: Path, file: str, params: StudyParams, current: dict | None
 
     The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
     package and the study notebook, less what only presents), so edits elsewhere between the sessions
-    of a long sweep keep it; for a result that predates the
-    fingerprint, the same commit, clean then and now. And the same torch and Transformers.
+    of a long sweep keep it; for a result that predates the fingerprint, the same commit, clean then
+    and now. And the same torch and Transformers.
     `current`: this process's `git_commit()`, when the caller took it once for many points."""
     from .environment import git_commit, package_version
 

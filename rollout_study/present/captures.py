@@ -17,7 +17,7 @@ from .. import analysis
 from ..engines import variant_rank
 from ..record import run_order
 from ..result import Result
-from .tables import require_single_label
+from .tables import typed_frame
 from .text import number, phase_name, table
 
 TITLE = "Graphs captured: cache length, capture time and graph-pool growth per graph"
@@ -48,14 +48,8 @@ def capture_rows(result: Result) -> list[list]:
 
 
 def captures_table(results: list[Result]) -> pd.DataFrame:
-    require_single_label(results)
-    frame = pd.DataFrame([[result.run_name, *row] for result in results for row in capture_rows(result)],
-                         columns=["run"] + COLUMNS)
-    for column in ("cycle", "call", "batch", "keys", "steps"):
-        frame[column] = frame[column].astype("Int64")
-    for column in ("capture ms", "pool MiB", "allocated MiB"):
-        frame[column] = frame[column].astype("float64")
-    return frame
+    return typed_frame(results, capture_rows, COLUMNS, ("cycle", "call", "batch", "keys", "steps"),
+                       ("capture ms", "pool MiB", "allocated MiB"))
 
 
 def captures_markdown(result: Result) -> list[str]:

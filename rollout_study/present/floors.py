@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import floors
 from ..result import Result
-from .tables import require_single_label
+from .tables import typed_frame
 from .text import number, table
 
 COLUMNS = ["variant", "steps per call", "wall ms", "kernel ms", "kernels", "kernels per step", "floor ms per step",
@@ -34,14 +34,9 @@ def _cells(row: floors.FloorRow) -> list:
 
 def floors_table(results: list[Result]) -> pd.DataFrame:
     """One row per variant and run; floor columns empty (NaN) where a run has no floor (`floor_note` says why)."""
-    require_single_label(results)
-    rows = [{"run": result.run_name, **dict(zip(COLUMNS, _cells(row)))}
-            for result in results for row in floors.floor_rows(result)]
-    frame = pd.DataFrame(rows, columns=["run"] + COLUMNS)
-    for column in COLUMNS[1:]:
-        # Counts stay whole numbers; both kinds keep gaps (NA, NaN) where a run measured nothing.
-        frame[column] = frame[column].astype("Int64" if column in ("steps per call", "kernels") else "float64")
-    return frame
+    counts = ("steps per call", "kernels")
+    return typed_frame(results, lambda result: [_cells(row) for row in floors.floor_rows(result)], COLUMNS, counts,
+                       tuple(c for c in COLUMNS[1:] if c not in counts))
 
 
 def floor_note(result: Result) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from .. import floors
 from ..engines import variant_rank
 from ..result import Result
-from .tables import require_single_label
+from .tables import typed_frame
 from .text import number, table
 
 TITLE = "Where the kernel time goes: the kernels with the most summed time in each profiled steady call"
@@ -73,13 +73,7 @@ def kernel_rows(result: Result) -> list[list]:
 
 
 def kernels_table(results: list[Result]) -> pd.DataFrame:
-    require_single_label(results)
-    frame = pd.DataFrame([[result.run_name, *row] for result in results for row in kernel_rows(result)],
-                         columns=["run"] + COLUMNS)
-    frame["launches"] = frame["launches"].astype("Int64")
-    for column in COLUMNS[3:]:
-        frame[column] = frame[column].astype("float64")
-    return frame
+    return typed_frame(results, kernel_rows, COLUMNS, ("launches",), tuple(COLUMNS[3:]))
 
 
 def tracing_verdict(record: dict) -> str:

@@ -122,24 +122,21 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     for point, result in loaded:
         meta = result.metadata if result is not None else {}
         startup, untimed = meta.get("startup") or {}, meta.get("untimed_ms") or {}
-        calls = sum(c.total_ms for c in result.calls) if result is not None else None
-        compile_ms = sum(c.breakdown_ms.get("compile", 0.0) for c in result.calls) if result is not None else None
         # The process's age counts only where the point had a process of its own (the executors' launcher):
         # a point run in a longer-lived process (a test's) did not pay that process's start.
         own = str(meta.get("command", "")).startswith("fresh process")
         counted = ("model_load_ms", "initialization_ms") + (("process_startup_ms",) if own else ())
-        start_ms = sum(startup.get(k) or 0.0 for k in counted)
-        known = [start_ms if startup else None, calls, *(untimed.get(k) for k in ("collect", "parity", "reference",
-                                                                                   "update"))]
+        parts_ms = {"start-up s": sum(startup.get(k) or 0.0 for k in counted) if startup else None,
+                    "measured calls s": sum(c.total_ms for c in result.calls) if result is not None else None,
+                    **{f"{part} s": untimed.get(part) for part in ("collect", "parity", "reference", "update")}}
+        compile_ms = sum(c.breakdown_ms.get("compile", 0.0) for c in result.calls) if result is not None else None
         wall = point.get("wall_s")
         # A profiling process, cold starts or instrumented calls would sit in the rest unnamed: then no rest.
         others = result is not None and (result.profile or result.cold_starts or "instrumented_calls" in result.extra)
-        rest = (wall - sum(v for v in known if v is not None) / 1e3
+        rest = (wall - sum(ms for ms in parts_ms.values() if ms is not None) / 1e3
                 if wall is not None and untimed and startup and not others else None)
-        rows.append({"point": point.get("slug"), "wall s": wall, "start-up s": _seconds(known[0]),
-                     "measured calls s": _seconds(calls), "of which compile s": _seconds(compile_ms),
-                     "collect s": _seconds(known[2]), "parity s": _seconds(known[3]), "reference s": _seconds(known[4]),
-                     "update s": _seconds(known[5]), "rest s": rest})
+        rows.append({"point": point.get("slug"), "wall s": wall, **{k: _seconds(ms) for k, ms in parts_ms.items()},
+                     "of which compile s": _seconds(compile_ms), "rest s": rest})
     frame = pd.DataFrame(rows, columns=["point", "wall s", "start-up s", "measured calls s", "of which compile s",
                                         "collect s", "parity s", "reference s", "update s", "rest s"])
     if not frame.empty:

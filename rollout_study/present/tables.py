@@ -42,6 +42,20 @@ def _frame(results: list[Result], rows_of, columns: list[str], by_phase: bool = 
     return pd.DataFrame(rows, columns=columns)
 
 
+def typed_frame(results: list[Result], rows_of, columns: list[str], counts: tuple[str, ...],
+                measures: tuple[str, ...]) -> pd.DataFrame:
+    """Rows (lists in `columns` order) of every result after its run name; refuses mixed labels. Counts stay
+    whole numbers and measures floats, both keeping gaps (NA, NaN) where a run measured nothing."""
+    require_single_label(results)
+    frame = pd.DataFrame([[result.run_name, *row] for result in results for row in rows_of(result)],
+                         columns=["run"] + columns)
+    for column in counts:
+        frame[column] = frame[column].astype("Int64")
+    for column in measures:
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
 def _phase_calls(result: Result):
     """(variant, cycle, phase, calls) of every measured phase."""
     for variant in result.variants():

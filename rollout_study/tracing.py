@@ -71,10 +71,14 @@ def measure(device: str | torch.device, kinds: tuple[str, ...] = KINDS) -> list[
     device = torch.device(device)
     if device.type != "cuda":
         return None
-    graphs, records = {}, {}
+    # Each graph keeps its step (whose buffers it reads and writes): a graph replayed after its
+    # buffers were freed, and their memory released by a later capture's empty_cache, wrote to
+    # memory no longer mapped (an illegal address on the H200, and every later CUDA call failed).
+    graphs, steps, records = {}, {}, {}
     for kind in kinds:
         try:
-            graph = captured(step_function(kind, device), device)
+            steps[kind] = step_function(kind, device)
+            graph = captured(steps[kind], device)
             records[kind] = {"replay_us": [event_timer(graph.replay) * 1e6 for _ in range(REPLAYS)]}
             graphs[kind] = graph
         except Exception as error:  # noqa: BLE001
@@ -85,6 +89,7 @@ def measure(device: str | torch.device, kinds: tuple[str, ...] = KINDS) -> list[
         for kind in graphs:
             records[kind]["seen"] = [profile_call(graphs[kind].replay, device) for _ in range(PROFILED)]
         graphs.clear()
+        steps.clear()
         torch.cuda.empty_cache()  # the graphs' pools go back before the model loads, as the bandwidth's buffers do
     except Exception as error:  # noqa: BLE001
         for kind in graphs:
@@ -104,11 +109,15 @@ def record_of(kind: str, measured: dict, steps: int = STEPS) -> dict:
     kernels = counts[0]
     replay = [us / kernels for us in measured["replay_us"]]
     recorded = [1e3 * seen["kernel_ms"] / kernels for seen in measured["seen"]]
+    # The profiled replay's own wall: recorded durations that sum past it overlap or are stretched by
+    # the tracing; a wall above the unprofiled replays' says the tracing slowed the replay itself.
+    profiled_wall = [1e3 * seen["wall_ms"] / kernels for seen in measured["seen"]]
     return {"kind": kind, "steps": steps, "kernels": kernels, "kernels_per_step": kernels // steps,
             "names": [k["name"] for k in measured["seen"][0].get("top_kernels", [])],
             "replay_us_per_kernel": statistics.median(replay), "replay_us_per_kernel_samples": replay,
             "recorded_us_per_kernel": statistics.median(recorded), "recorded_us_per_kernel_samples": recorded,
             "excess_us_per_kernel": statistics.median(recorded) - statistics.median(replay),
+            "profiled_wall_us_per_kernel": statistics.median(profiled_wall),
             "method": f"a graph of {steps} {kind} steps: its replay's time between CUDA events ({len(replay)} "
                       f"replays, no profiler) and the kernels' durations the profiler recorded ({len(recorded)} "
                       "replays, one session each, after a throwaway session), each over the kernels recorded"}

@@ -298,17 +298,18 @@ def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
 
 
 def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_is_no_record():
-    def seen(ms, kernels=4000):
-        return {"kernel_ms": ms, "kernels": kernels, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
+    def seen(ms, kernels=4000, wall_ms=5.6):
+        return {"kernel_ms": ms, "kernels": kernels, "wall_ms": wall_ms, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
                                                                      {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
 
     # 2,000 steps of a matrix product that launches two kernels each; replays of 5.0 to 5.2 ms
-    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": [seen(4.0), seen(4.4),
+    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": [seen(4.0), seen(4.4, wall_ms=6.0),
                                                                                           seen(4.2)]}, steps=2000)
     assert record["kernels"] == 4000 and record["kernels_per_step"] == 2 and record["names"] == ["gemm", "splitKreduce"]
     assert record["replay_us_per_kernel_samples"] == [1.25, 1.3, 1.275] and record["replay_us_per_kernel"] == 1.275
     assert record["recorded_us_per_kernel_samples"] == [1.0, 1.1, 1.05] and record["recorded_us_per_kernel"] == 1.05
     assert record["excess_us_per_kernel"] == pytest.approx(-0.225)
+    assert record["profiled_wall_us_per_kernel"] == pytest.approx(1.4)  # the profiled replays' wall, median
     for counts in ([0, 0, 0], [4000, 3999, 4000], [3999] * 3):  # none, some replays' kernels missing, not whole steps
         missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0, n) for n in counts]}, steps=2000)
         assert set(missing) == {"kind", "error"} and "kernels in replays of 2000 steps" in missing["error"]

@@ -66,7 +66,8 @@ def main() -> None:
             print(p["kind"], "failed:", p["error"])
             continue
         print(f"{p['kind']:8s} per kernel ({p['kernels_per_step']} per step): unprofiled replay "
-              f"{us(p['replay_us_per_kernel'])} us (max {us(max(p['replay_us_per_kernel_samples']))}); recorded: "
+              f"{us(p['replay_us_per_kernel'])} us (max {us(max(p['replay_us_per_kernel_samples']))}), profiled "
+              f"{us(p['profiled_wall_us_per_kernel'])}; recorded: "
               f"in the replay {us(p['recorded_us_per_kernel'])}, eager queued {us(p['eager-queued']['us_per_kernel'])}, "
               f"eager sparse {us(p['eager-sparse']['us_per_kernel'])}")
 

@@ -362,7 +362,7 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     def profiled(fn, device):
         order.append("profiler")
         fn()
-        return {"kernel_ms": 2.0, "kernels": tracing.STEPS, "top_kernels": [{"name": "k", "ms": 2.0, "count": 2000}]}
+        return {"kernel_ms": 2.0, "wall_ms": 2.5, "kernels": tracing.STEPS, "top_kernels": [{"name": "k", "ms": 2.0, "count": 2000}]}
 
     monkeypatch.setattr(tracing, "step_function", lambda kind, device: kind)
     monkeypatch.setattr(tracing, "captured", captured)

@@ -84,16 +84,16 @@ class Study:
     def _untimed(self, part: str):
         return add_elapsed(self.untimed_ms, part)
 
-    def _timed(self, engine, full_collect: bool = True) -> tuple[CallClock, RolloutOutput]:
-        # Garbage of earlier calls collected before (no cyclic leftovers holding device memory), and
-        # no collector pauses inside the measured call, as timeit does. A full collection scans every
-        # object the process holds: with the compiled engines loaded, 0.4 s on the H200's host, 24 s
-        # of a 62-s sweep point. With the collector off during a call, all a call leaves is young, and
-        # the young generations are collected in microseconds; old objects die at an update (the
-        # graphs a recapture drops, parameters an update path replaces) or in an engine's first call
-        # of a phase, so each engine's first call of each phase follows a full collection (_measure).
+    def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
+        # No collector pauses inside the measured call, as timeit does; and the garbage of earlier
+        # calls collected before it, so no cyclic leftovers hold device memory. With the collector
+        # off during a call, all a call leaves is young: collecting the young generations clears it
+        # in microseconds, where a full collection scans every object of a process holding compiled
+        # engines (0.4 s on the H200's host, 24 s of a 62-s sweep point). Old objects die at an
+        # update (graphs a recapture drops, parameters an update path replaces) or inside a call:
+        # each phase starts with a full collection (_phase), before any of its calls.
         with self._untimed("collect"):
-            gc.collect() if full_collect else gc.collect(1)
+            gc.collect(1)
         gc.disable()
         try:
             clock = CallClock(self.device).start()
@@ -106,7 +106,7 @@ class Study:
     def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
         memory.reset_peak(self.device)
         start_allocated = memory.snapshot(self.device)["allocated"]
-        clock, output = self._timed(engine, full_collect=index == 0)
+        clock, output = self._timed(engine)
         total_ms, breakdown = clock.total_ms, clock.breakdown
         tokens = self.workload.requests * self.params.max_new_tokens
         call = Call(engine.name, engine.policy, cycle, phase, index, total_ms, breakdown, output.captures,
@@ -142,6 +142,8 @@ class Study:
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
         """`samples` rounds; in each, every engine still running makes one call, in registry order."""
         running = list(self.engines)
+        with self._untimed("collect"):
+            gc.collect()  # the old generation too: see _timed
         for index in range(samples):
             for engine in list(running):
                 try:
@@ -191,6 +193,8 @@ class Study:
 
     def _instrument(self) -> None:
         """Instrumented calls of engines that have an instrument, in turns with untouched ones."""
+        with self._untimed("collect"):
+            gc.collect()  # as each phase does (_phase)
         for engine in [e for e in self.engines if hasattr(e, "instrumented")]:
             untouched, instrumented = [], []
             for _ in range(INSTRUMENT_ROUNDS):

@@ -68,8 +68,7 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
     assert any("echo" in notebook.block_html(block) for block in blocks if block.kind == "table")
 
 
-def test_each_engines_first_call_of_a_phase_follows_a_full_collection_and_repeats_a_young_one(
-        echo_registered, monkeypatch):
+def test_each_phase_starts_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered, monkeypatch):
     import gc
 
     from rollout_study.protocol import run_in_process
@@ -79,13 +78,16 @@ def test_each_engines_first_call_of_a_phase_follows_a_full_collection_and_repeat
     monkeypatch.setattr(gc, "collect", lambda generation=2: events.append(("collect", generation)) or collect(generation))
     monkeypatch.setattr(echo_registered, "__call__",
                         lambda self, *a: events.append(("call", gc.isenabled())) or call(self, *a))
-    params = StudyParams.from_dict({"device": "cpu", "engines": ["echo"], "requests": 2, "batch_size": 2,
+    params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "echo"], "requests": 2, "batch_size": 2,
                                     "prompt_len": 8, "max_new_tokens": 2, "iterations": 3, "cycles": 1})
     result = run_in_process(params)
+    echo_calls = [c for c in result.calls if c.engine == "echo"]
     calls = [i for i, event in enumerate(events) if event[0] == "call"]
-    assert [events[i][1] for i in calls] == [False] * len(result.calls)  # the collector off in every call
-    before = [[e for e in events[:i] if e[0] == "collect"][-1][1] for i in calls]  # the collection just before
-    # per cycle: first (full), steady x3 (full, young, young); the control cycle, then the update's
-    assert [(c.phase, c.index) for c in result.calls][:4] == [("first", 0), ("steady", 0), ("steady", 1),
-                                                              ("steady", 2)]
-    assert before == [2 if c.index == 0 else 1 for c in result.calls] and before.count(1) == len(result.calls) // 2
+    assert len(calls) == len(echo_calls) == 8 and not any(events[i][1] for i in calls)  # collector off in each
+    for i, measured in zip(calls, echo_calls):
+        collects = [e[1] for e in events[:i] if e[0] == "collect"]
+        assert collects[-1] == 1  # the young generations just before the call
+        # since the engine's previous call: a full collection exactly when a phase began (eager runs first)
+        previous = max([j for j in calls if j < i], default=0)
+        full = [e for e in events[previous:i] if e == ("collect", 2)]
+        assert len(full) == (1 if measured.index == 0 else 0), (measured.phase, measured.index)

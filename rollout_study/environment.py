@@ -93,6 +93,45 @@ def code_fingerprint(root: str | None = None) -> str:
     return digest.hexdigest()
 
 
+def commit_fingerprint(commit: str, root: str | None = None) -> str | None:
+    """The code fingerprint of `commit`'s tree, by that commit's own code_fingerprint (what a result it ran
+    recorded; what the fingerprint leaves out has changed over time), read from the repository the package
+    lives in. None where there is no repository there, no such commit, or no fingerprint at that commit."""
+    import importlib.util
+    import io
+    import tarfile
+    import tempfile
+
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--",
+                                  "rollout_study", "notebooks"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if archive.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory() as tree:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tree, filter="data")
+        spec = importlib.util.spec_from_file_location("_environment_at_commit",
+                                                      os.path.join(tree, "rollout_study", "environment.py"))
+        then = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(then)
+        except (OSError, ImportError, SyntaxError):
+            return None
+        return then.code_fingerprint(tree) if hasattr(then, "code_fingerprint") else None
+
+
+def in_repository(root: str | None = None) -> bool:
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        return subprocess.run(["git", "-C", root, "rev-parse", "--git-dir"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def git_commit() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     def git(*args):

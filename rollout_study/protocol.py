@@ -26,7 +26,7 @@ import traceback
 
 import torch
 
-from . import bandwidth, environment, memory, models, parity, tracing, training
+from . import bandwidth, environment, host_speed, memory, models, parity, tracing, training
 from .engines import expand
 from .engines.base import RolloutOutput
 from .params import StudyParams
@@ -79,6 +79,7 @@ class Study:
         self.tracing: list | None = None  # what tracing adds to kernels in a replay (profiling process only)
         # Host time the study spends around the measured calls: what a run (a sweep point) costs beyond them.
         self.untimed_ms = {"collect": 0.0, "parity": 0.0, "reference": 0.0, "update": 0.0}
+        self.host_speed: dict = {}  # host_speed.measure() at the run's start and end
 
     # -- measurement -------------------------------------------------------------------------
     def _untimed(self, part: str):
@@ -248,6 +249,7 @@ class Study:
         params = self.params
         started = environment.now()
         clocks_at_start = environment.gpu_clocks()
+        self.host_speed = {"start": host_speed.measure()}
         startup_ms = environment.process_age_ms()
         self.device = torch.device(params.resolved_device())
         dtype = params.resolved_dtype(self.device.type)
@@ -308,6 +310,7 @@ class Study:
             for engine in self.engines:
                 engine.close()
             torch.set_grad_enabled(grad_was)
+        self.host_speed["end"] = host_speed.measure()
         return self._result(started, dtype, {"process_startup_ms": startup_ms, "model_load_ms": load_ms,
                                              "initialization_ms": init_ms}, clocks_at_start)
 
@@ -335,6 +338,7 @@ class Study:
             "mode": self.mode,
             "threads": environment.threads(),
             "gpu_clocks": {"start": clocks_at_start, "end": environment.gpu_clocks()},
+            "host_speed": self.host_speed,
             "engines": [e.describe() for e in self.engines],
             "startup": startup,
             # The rest of the run's wall time (time_start to time_end) went to the measured calls, the

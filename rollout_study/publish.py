@@ -84,10 +84,13 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
             name: str | None = None) -> Path:
     """Copy a finished run folder to reports_root/<name> (default: the run's name); returns the folder."""
     run_folder, reports_root = Path(run_folder).resolve(), Path(reports_root).resolve()
-    result, problems, default_name = _readable(run_folder)  # validity derived from the records, never a flag
+    result, problems, default_name, results = _readable(run_folder)  # validity from the records, never a flag
     if problems:
         raise PublishError(f"{run_folder}: the result is invalid ({'; '.join(problems)}); "
                            "an invalid run is a failed run and is not published")
+    wrong_code = code_problems(results)
+    if wrong_code:
+        raise PublishError(f"{run_folder}: {'; '.join(wrong_code)}; a published figure names the code that measured it")
     name = check_name(name or default_name)
     target = reports_root / name
     reports_root.mkdir(parents=True, exist_ok=True)
@@ -104,8 +107,9 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
     return target
 
 
-def _readable(folder: Path) -> tuple[Result, list[str], str]:
-    """(a result that stands for the folder, why it is invalid, its name): a run folder, or a sweep folder."""
+def _readable(folder: Path) -> tuple[Result, list[str], str, list[Result]]:
+    """(a result that stands for the folder, why it is invalid, its name, every result in it): a run folder,
+    or a sweep folder."""
     from . import sweep
 
     try:
@@ -114,13 +118,39 @@ def _readable(folder: Path) -> tuple[Result, list[str], str]:
             results = sweep.finished(loaded[1])
             if not results:
                 raise PublishError(f"{folder}: the sweep has no finished point")
-            return results[0], sweep.validity_problems(folder, loaded), loaded[0]["spec"]["name"]
+            return results[0], sweep.validity_problems(folder, loaded), loaded[0]["spec"]["name"], results
         result = Result.read(folder / "result.json")
     except FileNotFoundError:
         raise PublishError(f"{folder} has no result.json or sweep.json: only finished runs can be published") from None
     except (ResultError, ValueError, KeyError) as err:
         raise PublishError(f"{folder}: unreadable result: {err}") from None
-    return result, result.validity_problems(), result.run_name
+    return result, result.validity_problems(), result.run_name, [result]
+
+
+def code_problems(results: list[Result], shown: int = 3) -> list[str]:
+    """Results whose measuring code is not that of the commit they name: each result's recorded fingerprint
+    against the commit's, computed from this repository. A lent machine's copy of the tree once carried a
+    stale .git, and its runs named a commit two changes older than the code that ran. Checked where a result
+    kept its fingerprint (not those written before) and the package sits in a repository."""
+    from .environment import commit_fingerprint, in_repository
+
+    if not in_repository():
+        return []
+    fingerprints, problems = {}, []
+    for result in results:
+        git = result.metadata.get("git") or {}
+        recorded, commit = git.get("code_sha256"), git.get("commit")
+        if not recorded:
+            continue
+        if commit and commit not in fingerprints:
+            fingerprints[commit] = commit_fingerprint(commit)
+        then = fingerprints.get(commit)
+        if then is None:
+            problems.append(f"{result.run_name} names commit {commit!r}, which this repository does not have")
+        elif then != recorded:
+            problems.append(f"{result.run_name} ran code (fingerprint {recorded[:12]}) that is not commit "
+                            f"{commit[:12]}'s ({then[:12]}): name the commit it ran at (ROLLOUT_STUDY_COMMIT)")
+    return problems[:shown] + ([f"{len(problems) - shown} more"] if len(problems) > shown else [])
 
 
 @contextlib.contextmanager

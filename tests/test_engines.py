@@ -51,6 +51,10 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
     untimed = result.metadata["untimed_ms"]
     assert set(untimed) == {"collect", "parity", "reference", "update"} and all(v > 0 for v in untimed.values())
     assert "- host time around the measured calls (ms): collect " in markdown.summary(result)
+    speed = result.metadata["host_speed"]  # the host's pace at the run's start and end
+    assert all(0 < speed[when]["dispatch_us"] < 1e3 and len(speed[when]["samples_us"]) == 5 for when in ("start", "end"))
+    assert "- host speed: " in markdown.summary(result) and " us per tiny CPU tensor operation at the start" in \
+        markdown.summary(result)
     assert "echo" in text.console_summary(result)
     assert "\n| echo | 0 | steady |" in markdown.summary(result)
     assert "echo, CPU" in markdown.readme_results(result, with_original=False)
@@ -66,6 +70,21 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
         assert any("echo" in label for label in labels | titles), kind
     blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
     assert any("echo" in notebook.block_html(block) for block in blocks if block.kind == "table")
+
+
+def test_host_speed_leaves_the_collector_as_it_found_it():
+    import gc
+
+    from rollout_study import host_speed
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            measured = host_speed.measure()
+            assert gc.isenabled() == enabled
+        finally:
+            gc.enable()
+        assert measured["dispatch_us"] == sorted(measured["samples_us"])[2] and "torch.add" in measured["method"]
 
 
 def test_each_phase_starts_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered, monkeypatch):

@@ -50,6 +50,32 @@ def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
     assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu2</p>"
 
 
+def test_a_result_whose_code_is_not_the_commit_it_names_is_not_published(tmp_path, monkeypatch):
+    from rollout_study import environment
+
+    def named(commit, fingerprint):
+        result = make_result(cuda_graph=True)
+        result.metadata["git"] = {"commit": commit, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT",
+                                  "code_sha256": fingerprint}
+        return result
+
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    at_head = environment.commit_fingerprint(head)
+    assert at_head and len(at_head) == 64
+    stale = _run_folder(tmp_path / "runs", "stale", named(head, "f" * 64))  # code of another commit than named
+    with pytest.raises(PublishError, match=f"not commit {head[:12]}'s"):
+        publish.publish(stale, tmp_path / "reports")
+    unknown = _run_folder(tmp_path / "runs", "unknown", named("0" * 40, at_head))
+    with pytest.raises(PublishError, match="which this repository does not have"):
+        publish.publish(unknown, tmp_path / "reports")
+    assert not (tmp_path / "reports" / "fixture").exists()
+    publish.publish(_run_folder(tmp_path / "runs", "right", named(head, at_head)), tmp_path / "reports")
+    # an older result (no fingerprint kept) and a package outside any repository: nothing to check against
+    publish.publish(_run_folder(tmp_path / "runs", "old", named("0" * 40, None)), tmp_path / "reports")
+    monkeypatch.setattr(environment, "in_repository", lambda: False)
+    publish.publish(unknown, tmp_path / "reports")
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda root: _run_folder(root, "bad", make_invalid_result()), "invalid"),
     (lambda root: root, "no result.json"),

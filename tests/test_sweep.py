@@ -260,6 +260,28 @@ def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
     assert report.time_table([]).empty
 
 
+def test_points_whose_host_ran_off_the_median_are_named_and_old_points_say_nothing():
+    def hosted(speeds):
+        result = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (5, 1, 1, 1)})
+        if speeds:
+            result.metadata["host_speed"] = {"start": {"dispatch_us": speeds[0]}, "end": {"dispatch_us": speeds[1]}}
+        return result
+
+    entries = [({"slug": slug}, hosted(speeds)) for slug, speeds in
+               (("a", (1.0, 1.1)), ("b", (1.0, 1.0)), ("c", (1.1, 1.0)), ("slow", (1.6, 1.8)), ("old", None))]
+    hosts = report.host_table(entries + [({"slug": "failed"}, None)]).set_index("point")
+    assert hosts.loc["slow", "vs median"] == pytest.approx(1.7 / 1.05) and hosts.loc["b", "vs median"] == \
+        pytest.approx(1.0 / 1.05)
+    assert hosts.loc[["old", "failed"]].isna().all().all()
+    (line,) = report.host_lines(entries)
+    assert line.startswith("host speed: 4 point(s) at 1.00-1.80 us per tiny CPU operation (median 1.05); 1 more")
+    assert "(slow): their host-bound figures" in line
+    assert report.host_lines(entries[:3]) == [
+        "host speed: 3 point(s) at 1.00-1.10 us per tiny CPU operation (median 1.00); 0 more than 10% from the "
+        "points' median"]
+    assert report.host_lines(entries[-1:]) == []
+
+
 def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):
     folder, problems = cpu_sweep
     assert problems == []
@@ -287,6 +309,7 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     # the parts are disjoint: together they stay within each point's wall (the launcher's clock)
     assert ((times["rest s"] >= 0) & (times["rest s"] < times["wall s"])).all()
     assert "repeated alone: 1 point(s)" in summary
+    assert "## Host speed of each point" in summary and "- host speed: 2 point(s) at " in summary
     from rollout_study import publish
     from rollout_study.present import index
 

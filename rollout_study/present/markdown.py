@@ -117,7 +117,15 @@ def _facts(result: Result) -> list[str]:
         f"commit {git.get('commit')}; "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
-    ] + _untimed_line(meta.get("untimed_ms"))
+    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(meta.get("host_speed"))
+
+
+def _host_line(speed: dict | None) -> list[str]:
+    if not speed or "end" not in speed:  # results written before it was kept
+        return []
+    return [f"- host speed: {number(speed['start']['dispatch_us'])} us per tiny CPU tensor operation at the start, "
+            f"{number(speed['end']['dispatch_us'])} at the end (eager generate(), hf-compile, hf-continuous and "
+            "compilation run at the host's pace; the graph engines' replays do not)"]
 
 
 def _untimed_line(untimed: dict | None) -> list[str]:

@@ -145,6 +145,38 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     return frame
 
 
+HOST_SPREAD = 0.10  # a point whose host ran more than this far from the points' median is named
+
+
+def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
+    """Each point's host speed (host_speed.py: us per tiny CPU tensor operation) at its start and end, and
+    their mean over the median of every point's mean: the host-bound calls (eager generate(), hf-compile,
+    hf-continuous, compilation) scale with it, the graph engines' replays do not."""
+    rows = []
+    for point, result in loaded:
+        speed = (result.metadata.get("host_speed") or {}) if result is not None else {}
+        start, end = ((speed.get(when) or {}).get("dispatch_us") for when in ("start", "end"))
+        rows.append({"point": point.get("slug"), "start us": start, "end us": end})
+    frame = pd.DataFrame(rows, columns=["point", "start us", "end us"]).astype({"start us": "float64",
+                                                                                "end us": "float64"})
+    means = frame[["start us", "end us"]].mean(axis=1)
+    frame["vs median"] = means / means.median()
+    return frame
+
+
+def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
+    frame = host_table(loaded).dropna(subset=["vs median"])
+    if frame.empty:  # points written before host speed was kept
+        return []
+    figures = frame[["start us", "end us"]].stack()
+    off = frame[(frame["vs median"] - 1).abs() > HOST_SPREAD]
+    return [f"host speed: {len(frame)} point(s) at {figures.min():.2f}-{figures.max():.2f} us per tiny CPU "
+            f"operation (median {figures.median():.2f}); {len(off)} more than {HOST_SPREAD:.0%} from the points' "
+            "median" + (f" ({', '.join(off['point'].astype(str))}): their host-bound figures (eager generate(), "
+                        "hf-compile, hf-continuous, compilation, every speed-up over generate()) are not comparable "
+                        "with the other points'" if len(off) else "")]
+
+
 def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     rows = []
     for v in verdicts:
@@ -200,7 +232,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         lines.append(f"repeated alone: {len(verdicts)} point(s), {len(moved)} moved by running side by side"
                      + (f" ({', '.join(moved)})" if moved else "")
                      + f", {sum(v.verdict == 'not moved' for v in verdicts)} not moved")
-    return lines
+    return lines + host_lines(loaded)
 
 
 def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str = "figures",
@@ -215,7 +247,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
     out += [Block("answer", "Definitions", DEFINITIONS),
             Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)", wall_table(record)),
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
-            Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded))]
+            Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
+            Block("table", "Host speed of each point (us per tiny CPU tensor operation)", host_table(loaded))]
     for points in curves.by_model(usable).values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
@@ -244,6 +277,7 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
     lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
+    lines += ["## Host speed of each point (us per tiny CPU tensor operation)", ""] + _markdown(host_table(loaded)) + [""]
     for points in curves.by_model(usable).values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:

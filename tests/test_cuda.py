@@ -165,6 +165,8 @@ def test_the_profiler_records_every_kernel_of_each_replay_of_the_tracing_check()
         assert len(record["replay_us_per_kernel_samples"]) == tracing.REPLAYS
         assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED
         assert 0 < record["replay_us_per_kernel"] < 100 and 0 < record["recorded_us_per_kernel"] < 100
+        # launched one at a time, the same kernels, as many of them (each step waited for)
+        assert len(record["alone_us_per_kernel_samples"]) == tracing.PROFILED and 0 < record["alone_us_per_kernel"] < 100
         print("tracing:", {k: v for k, v in record.items() if k != "replay_us_per_kernel_samples"})
 
 

@@ -276,8 +276,9 @@ def test_a_long_kernel_name_keeps_its_head_and_its_tail():
 
 
 # -- what tracing does to kernels in a replay (tracing.py, present/kernels.tracing_note) ---------------
-def _traced(kind, recorded, replays, error=None):
-    """A tracing record; `recorded`: the profiled replays' us per kernel, `replays`: the unprofiled ones'."""
+def _traced(kind, recorded, replays, error=None, alone=None):
+    """A tracing record; `recorded`: the profiled replays' us per kernel, `replays`: the unprofiled ones',
+    `alone`: us per kernel recorded when launched one at a time (None: results written before it was kept)."""
     if error:
         return {"kind": kind, "error": error}
     median = sorted(replays)[len(replays) // 2]
@@ -285,7 +286,8 @@ def _traced(kind, recorded, replays, error=None):
     return {"kind": kind, "steps": 2000, "kernels": 2000, "kernels_per_step": 1, "names": [kind],
             "replay_us_per_kernel": median, "replay_us_per_kernel_samples": replays,
             "recorded_us_per_kernel": middle, "recorded_us_per_kernel_samples": recorded,
-            "excess_us_per_kernel": middle - median, "method": "m"}
+            "excess_us_per_kernel": middle - median, "method": "m",
+            **({"alone_us_per_kernel": alone} if alone is not None else {})}
 
 
 def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
@@ -304,12 +306,17 @@ def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_
 
     # 2,000 steps of a matrix product that launches two kernels each; replays of 5.0 to 5.2 ms
     record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": [seen(4.0), seen(4.4, wall_ms=6.0),
-                                                                                          seen(4.2)]}, steps=2000)
+                                                                                          seen(4.2)],
+                                        "alone": [seen(3.6), seen(3.2), seen(3.8)]}, steps=2000)
+    assert record["alone_us_per_kernel_samples"] == [0.9, 0.8, 0.95] and record["alone_us_per_kernel"] == 0.9
     assert record["kernels"] == 4000 and record["kernels_per_step"] == 2 and record["names"] == ["gemm", "splitKreduce"]
     assert record["replay_us_per_kernel_samples"] == [1.25, 1.3, 1.275] and record["replay_us_per_kernel"] == 1.275
     assert record["recorded_us_per_kernel_samples"] == [1.0, 1.1, 1.05] and record["recorded_us_per_kernel"] == 1.05
     assert record["excess_us_per_kernel"] == pytest.approx(-0.225)
     assert record["profiled_wall_us_per_kernel"] == pytest.approx(1.4)  # the profiled replays' wall, median
+    # launched alone, a kernel count unlike the replays': nothing to compare with
+    odd = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0)], "alone": [seen(4.0, 3000)]}, steps=2000)
+    assert odd["alone_us_per_kernel"] is None and odd["recorded_us_per_kernel"] == 1.0
     for counts in ([0, 0, 0], [4000, 3999, 4000], [3999] * 3):  # none, some replays' kernels missing, not whole steps
         missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0, n) for n in counts]}, steps=2000)
         assert set(missing) == {"kind", "error"} and "kernels in replays of 2000 steps" in missing["error"]
@@ -325,7 +332,7 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     assert kernels.tracing_note(result) is None  # not measured: nothing said
     # add: every profiled replay above the slowest unprofiled one (1.02 us per kernel, gaps included)
     # gemv: recorded within the replay, whose gaps leave 5.2 - 5.0 us per kernel
-    result.extra["tracing"] = [_traced("add", [1.09, 1.10, 1.12], [1.00, 1.01, 1.02]),
+    result.extra["tracing"] = [_traced("add", [1.09, 1.10, 1.12], [1.00, 1.01, 1.02], alone=1.0),
                                _traced("gemv", [4.9, 5.0, 5.05], [5.1, 5.2, 5.3]),
                                _traced("softmax", None, None, error="RuntimeError: no graphs")]
     note = kernels.tracing_note(result)
@@ -334,6 +341,11 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     assert "gemv: 5.000 us recorded" in note and "whose gaps leave 0.200 us per kernel in which a cost could hide" in note
     assert "softmax: not measured (RuntimeError: no graphs)" in note
     assert "So: the profiler lengthens the kernels it records back to back (add)" in note
+    assert "by 0.090 us each; launched one at a time, 1.000 us recorded per kernel" in note  # gemv: not measured
+    assert note.endswith("the same kernels are recorded longer in a replay than launched one at a time (as generate() "
+                         "runs them) by add 0.100 us (10.0%) per kernel: a graph engine's kernel sum against "
+                         "generate()'s carries that much for kernels like these, whether the time is the kernel's or "
+                         "the trace's.")
     assert note in markdown.summary(result) and note in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
     # one profiled replay within the unprofiled ones' spread: no verdict of lengthening
     result.extra["tracing"] = [_traced("add", [1.015, 1.03, 1.04], [1.00, 1.01, 1.02])]
@@ -368,13 +380,15 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     monkeypatch.setattr(tracing, "captured", captured)
     monkeypatch.setattr(tracing, "event_timer", lambda fn: fn() or 0.004)  # 4 ms a replay
     monkeypatch.setattr(tracing, "profile_call", profiled)
+    monkeypatch.setattr(tracing, "one_at_a_time", lambda step, device: lambda: order.append(("alone", step)))
     records = tracing.measure("cuda")
     assert [r["kind"] for r in records] == list(tracing.KINDS)
     assert records[2] == {"kind": "softmax", "error": "RuntimeError: capture failed"}
     first_profile = order.index("profiler")
     assert order[:first_profile] == [("replay", "add")] * tracing.REPLAYS + [("replay", "gemv")] * tracing.REPLAYS
     # a throwaway session first, then each kind's own sessions
-    profiled_replays = [("replay", "add")] * (1 + tracing.PROFILED) + [("replay", "gemv")] * tracing.PROFILED
+    profiled_replays = ([("replay", "add")] * (1 + tracing.PROFILED) + [("alone", "add")] * tracing.PROFILED
+                        + [("replay", "gemv")] * tracing.PROFILED + [("alone", "gemv")] * tracing.PROFILED)
     assert order[first_profile:] == [x for r in profiled_replays for x in ("profiler", r)]
     for record in records[:2]:  # 4 ms over 2,000 kernels: 2 us each; 2 ms recorded over 2,000: 1 us each
         assert record["replay_us_per_kernel"] == pytest.approx(2.0) and record["recorded_us_per_kernel"] == 1.0

@@ -89,7 +89,7 @@ def tracing_note(result: Result) -> str | None:
     records = result.extra.get("tracing")
     if not records:
         return None
-    parts, lengthened, within = [], [], []
+    parts, lengthened, within, apart = [], [], [], []
     for record in records:
         if record.get("error"):
             parts.append(f"{record.get('kind')}: not measured ({record['error']})")
@@ -103,6 +103,10 @@ def tracing_note(result: Result) -> str | None:
             within.append(record["kind"])
             reading = (f"recorded kernels fit within the unprofiled replay, whose gaps leave "
                        f"{number(max(replay - recorded, 0.0), 3)} us per kernel in which a cost could hide")
+        alone = record.get("alone_us_per_kernel")
+        if alone is not None:
+            apart.append(f"{record['kind']} {number(recorded - alone, 3)} us ({number(100 * (recorded / alone - 1), 1)}%)")
+            reading += f"; launched one at a time, {number(alone, 3)} us recorded per kernel"
         parts.append(f"{record['kind']}: {number(recorded, 3)} us recorded per kernel against {number(replay, 3)} us "
                      f"per kernel for the whole unprofiled replay ({record['kernels']:,} kernels in "
                      f"{record['steps']:,} steps): {reading}")
@@ -114,8 +118,12 @@ def tracing_note(result: Result) -> str | None:
         verdict = "no lengthening beyond what the replays' gaps could hide"
     else:
         verdict = "not measured"
+    if apart:
+        verdict += ("; the same kernels are recorded longer in a replay than launched one at a time (as generate() "
+                    f"runs them) by {', '.join(apart)} per kernel: a graph engine's kernel sum against generate()'s "
+                    "carries that much for kernels like these, whether the time is the kernel's or the trace's")
     return (f"Tracing check (profiling process, before the model loads; a graph of small kernels replayed without and "
-            f"with the profiler): {'; '.join(parts)}. So: {verdict}.")
+            f"with the profiler, then the same kernels launched one at a time): {'; '.join(parts)}. So: {verdict}.")
 
 
 def kernels_markdown(result: Result) -> list[str]:

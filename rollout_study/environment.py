@@ -5,6 +5,7 @@ import datetime as _dt
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -93,34 +94,46 @@ def code_fingerprint(root: str | None = None) -> str:
     return digest.hexdigest()
 
 
-def commit_fingerprint(commit: str, root: str | None = None) -> str | None:
-    """The code fingerprint of `commit`'s tree, by that commit's own code_fingerprint (what a result it ran
-    recorded; what the fingerprint leaves out has changed over time), read from the repository the package
-    lives in. None where there is no repository there, no such commit, or no fingerprint at that commit."""
+COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str]:
+    """(the code fingerprint of `commit`'s tree, why there is none): by that commit's own code_fingerprint
+    (what a result it ran recorded; what the fingerprint leaves out has changed over time), read with
+    `git archive` from the repository the package lives in."""
     import importlib.util
     import io
     import tarfile
     import tempfile
 
+    if not isinstance(commit, str) or not COMMIT.match(commit):  # never handed to git as an option
+        return None, f"names no commit ({commit!r}: 7 to 40 lowercase hex digits)"
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--",
-                                  "rollout_study", "notebooks"], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
+                                  "rollout_study"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"could not be read from this repository ({type(err).__name__})"
     if archive.returncode != 0:
-        return None
-    with tempfile.TemporaryDirectory() as tree:
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tree, filter="data")
-        spec = importlib.util.spec_from_file_location("_environment_at_commit",
-                                                      os.path.join(tree, "rollout_study", "environment.py"))
-        then = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(then)
-        except (OSError, ImportError, SyntaxError):
-            return None
-        return then.code_fingerprint(tree) if hasattr(then, "code_fingerprint") else None
+        return None, f"names commit {commit[:12]}, which this repository does not have"
+    try:
+        with tempfile.TemporaryDirectory() as tree:
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                tar.extractall(tree, filter="data")
+            notebooks = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--",
+                                        "notebooks"], capture_output=True, timeout=60)
+            if notebooks.returncode == 0:  # a commit before the notebooks existed has none to hash
+                with tarfile.open(fileobj=io.BytesIO(notebooks.stdout)) as tar:
+                    tar.extractall(tree, filter="data")
+            spec = importlib.util.spec_from_file_location("_environment_at_commit",
+                                                          os.path.join(tree, "rollout_study", "environment.py"))
+            then = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(then)  # the commit's own code, from this repository's history
+            if not hasattr(then, "code_fingerprint"):
+                return None, f"commit {commit[:12]} has no code fingerprint to compare with"
+            return then.code_fingerprint(tree), ""
+    except Exception as err:  # noqa: BLE001 -- any failure is a reason to refuse, never a crash of publish
+        return None, f"commit {commit[:12]}'s fingerprint could not be computed ({type(err).__name__}: {err})"
 
 
 def in_repository(root: str | None = None) -> bool:

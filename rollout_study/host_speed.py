@@ -4,9 +4,11 @@ tensor operations, timed at a run's start and at its end.
 generate() on a small model, hf-compile and hf-continuous spend most of a call launching operators from
 the host; the graph engines replay. Two machines of the same lent H200 kind (same CPU name and cores), an
 hour apart, ran the tiny model's generate() steady calls in 48-63 ms and in 79-92 ms, and graph-compiled's
-compilation in 15.6 s and 24.1 s, while the graph's replays did not move (the code differed only in the
-garbage collection before each call, outside the timed region and off during it). A sweep spread over
-sessions mixes such hosts, so every result says how fast its host ran, and the sweep report compares them.
+compilation in 15.6 s and 24.1 s, while the graph's replays did not move. The code differed only in the
+garbage collection before each call (outside the timed region, and off during it), and host speed was
+not measured then: a slower host is the likely cause, not yet a measured one. A sweep spread over
+sessions mixes machines, so every result now says how fast its host ran, and the sweep report compares
+its points.
 """
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ import traceback
 import torch
 
 from . import bandwidth, environment, host_speed, memory, models, parity, tracing, training
+from .collection import Collector
 from .engines import expand
 from .engines.base import RolloutOutput
 from .params import StudyParams
@@ -86,15 +87,8 @@ class Study:
         return add_elapsed(self.untimed_ms, part)
 
     def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
-        # No collector pauses inside the measured call, as timeit does; and the garbage of earlier
-        # calls collected before it, so no cyclic leftovers hold device memory. With the collector
-        # off during a call, all a call leaves is young: collecting the young generations clears it
-        # in microseconds, where a full collection scans every object of a process holding compiled
-        # engines (0.4 s on the H200's host, 24 s of a 62-s sweep point). Old objects die at an
-        # update (graphs a recapture drops, parameters an update path replaces) or inside a call:
-        # each phase starts with a full collection (_phase), before any of its calls.
-        with self._untimed("collect"):
-            gc.collect(1)
+        # No collector pauses inside the measured call, as timeit does; collection.py says what is
+        # collected before it.
         gc.disable()
         try:
             clock = CallClock(self.device).start()
@@ -105,6 +99,7 @@ class Study:
         return clock, output
 
     def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
+        self.collector.young()  # before the memory baseline: what it frees is not the call's
         memory.reset_peak(self.device)
         start_allocated = memory.snapshot(self.device)["allocated"]
         clock, output = self._timed(engine)
@@ -143,8 +138,7 @@ class Study:
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
         """`samples` rounds; in each, every engine still running makes one call, in registry order."""
         running = list(self.engines)
-        with self._untimed("collect"):
-            gc.collect()  # the old generation too: see _timed
+        self.collector.full(cycle, phase)
         for index in range(samples):
             for engine in list(running):
                 try:
@@ -194,14 +188,15 @@ class Study:
 
     def _instrument(self) -> None:
         """Instrumented calls of engines that have an instrument, in turns with untouched ones."""
-        with self._untimed("collect"):
-            gc.collect()  # as each phase does (_phase)
+        self.collector.full(None, "instrumented calls")
         for engine in [e for e in self.engines if hasattr(e, "instrumented")]:
             untouched, instrumented = [], []
             for _ in range(INSTRUMENT_ROUNDS):
+                self.collector.young()
                 untouched.append(self._timed(engine)[0].total_ms)
                 engine.instrumented = True
                 try:
+                    self.collector.young()
                     clock, _ = self._timed(engine)
                 finally:
                     engine.instrumented = False
@@ -249,9 +244,10 @@ class Study:
         params = self.params
         started = environment.now()
         clocks_at_start = environment.gpu_clocks()
-        self.host_speed = {"start": host_speed.measure()}
         startup_ms = environment.process_age_ms()
+        self.host_speed = {"start": host_speed.measure()}
         self.device = torch.device(params.resolved_device())
+        self.collector = Collector(self.device, self.untimed_ms)
         dtype = params.resolved_dtype(self.device.type)
         # Before the model loads, while the device is free; only the profiling process, whose profiles
         # are its only output, so no measured call ever follows gigabytes of copies in its process.
@@ -344,6 +340,7 @@ class Study:
             # The rest of the run's wall time (time_start to time_end) went to the measured calls, the
             # profiles and instrumented calls where there were any, and the engines' and trainer's set-up.
             "untimed_ms": dict(self.untimed_ms),
+            "old_garbage": self.collector.old_garbage,
             "git": environment.git_commit(),
             "command": self.command,
             "time_start": started,

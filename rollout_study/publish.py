@@ -142,14 +142,15 @@ def code_problems(results: list[Result], shown: int = 3) -> list[str]:
         recorded, commit = git.get("code_sha256"), git.get("commit")
         if not recorded:
             continue
-        if commit and commit not in fingerprints:
+        if commit not in fingerprints:
             fingerprints[commit] = commit_fingerprint(commit)
-        then = fingerprints.get(commit)
+        then, why = fingerprints[commit]
         if then is None:
-            problems.append(f"{result.run_name} names commit {commit!r}, which this repository does not have")
+            problems.append(f"{result.run_name} {why}")
         elif then != recorded:
             problems.append(f"{result.run_name} ran code (fingerprint {recorded[:12]}) that is not commit "
-                            f"{commit[:12]}'s ({then[:12]}): name the commit it ran at (ROLLOUT_STUDY_COMMIT)")
+                            f"{commit[:12]}'s ({then[:12]}): run it from that commit's clean tree, or name the "
+                            "commit it ran at (ROLLOUT_STUDY_COMMIT, where the machine's .git is stale)")
     return problems[:shown] + ([f"{len(problems) - shown} more"] if len(problems) > shown else [])
 
 

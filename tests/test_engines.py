@@ -110,3 +110,39 @@ def test_each_phase_starts_with_a_full_collection_and_each_call_follows_a_young_
         previous = max([j for j in calls if j < i], default=0)
         full = [e for e in events[previous:i] if e == ("collect", 2)]
         assert len(full) == (1 if measured.index == 0 else 0), (measured.phase, measured.index)
+
+
+def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(monkeypatch):
+    import gc
+    import weakref
+
+    import torch
+
+    from rollout_study import collection
+    from rollout_study.present import markdown
+    from result_fixture import make_result
+
+    class Held:  # stands in for a tensor on the device: 1 MiB "allocated" while it lives
+        pass
+
+    alive = weakref.WeakSet()
+    monkeypatch.setattr(collection.memory, "snapshot", lambda device: {"allocated": 2 ** 20 * len(alive)})
+    collector = collection.Collector(torch.device("cuda"), {"collect": 0.0})
+    held = Held()
+    held.cycle = held  # a cycle: only the collector frees it
+    alive.add(held)
+    gc.collect()  # it survives collections, so it ages into the old generation
+    gc.collect()
+    del held
+    collector.young()
+    assert len(alive) == 1  # a young collection leaves old garbage where it is
+    collector.full(1, "steady_after_update")
+    assert len(alive) == 0 and collector.old_garbage == [{"cycle": 1, "phase": "steady_after_update",
+                                                          "freed_bytes": 2 ** 20}]
+    collector.full(1, "first")  # nothing left to free: nothing recorded
+    assert len(collector.old_garbage) == 1 and collector.untimed_ms["collect"] > 0
+    result = make_result(cuda_graph=True)
+    assert "only a full garbage collection" not in markdown.summary(result)
+    result.metadata["old_garbage"] = collector.old_garbage
+    assert ("- device memory only a full garbage collection freed, at the start of: c1 steady_after_update 1.00 MiB"
+            in markdown.summary(result))

@@ -342,11 +342,16 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     assert "softmax: not measured (RuntimeError: no graphs)" in note
     assert "So: the profiler lengthens the kernels it records back to back (add)" in note
     assert "by 0.090 us each; launched one at a time, 1.000 us recorded per kernel" in note  # gemv: not measured
-    assert note.endswith("the same kernels are recorded longer in a replay than launched one at a time (as generate() "
-                         "runs them) by add 0.100 us (10.0%) per kernel: a graph engine's kernel sum against "
-                         "generate()'s carries that much for kernels like these, whether the time is the kernel's or "
-                         "the trace's.")
+    assert note.endswith("against the same kernels launched one at a time (host gaps between them, as a host-bound "
+                         "generate() leaves them), a replay's are recorded add 0.100 us (10.0%) longer per kernel: a "
+                         "graph engine's kernel sum against generate()'s carries that for kernels like these, whether "
+                         "the time is the kernel's or the trace's.")
     assert note in markdown.summary(result) and note in [b.text for b in notebook.run_blocks(result, str(tmp_path))]
+    result.extra["tracing"] = [_traced("add", [1.015, 1.03, 1.04], [1.00, 1.01, 1.02], alone=1.1)]
+    assert "a replay's are recorded add 0.070 us (6.4%) shorter per kernel" in kernels.tracing_note(result)
+    result.extra["tracing"][0]["alone_error"] = "RuntimeError: x"
+    del result.extra["tracing"][0]["alone_us_per_kernel"]
+    assert "; launched one at a time: not measured (RuntimeError: x)" in kernels.tracing_note(result)
     # one profiled replay within the unprofiled ones' spread: no verdict of lengthening
     result.extra["tracing"] = [_traced("add", [1.015, 1.03, 1.04], [1.00, 1.01, 1.02])]
     assert kernels.tracing_note(result).endswith("So: no lengthening beyond what the replays' gaps could hide.")
@@ -387,9 +392,21 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     first_profile = order.index("profiler")
     assert order[:first_profile] == [("replay", "add")] * tracing.REPLAYS + [("replay", "gemv")] * tracing.REPLAYS
     # a throwaway session first, then each kind's own sessions
-    profiled_replays = ([("replay", "add")] * (1 + tracing.PROFILED) + [("alone", "add")] * tracing.PROFILED
-                        + [("replay", "gemv")] * tracing.PROFILED + [("alone", "gemv")] * tracing.PROFILED)
+    profiled_replays = ([("replay", "add")] * (1 + tracing.PROFILED) + [("replay", "gemv")] * tracing.PROFILED
+                        + [("alone", "add")] * tracing.PROFILED + [("alone", "gemv")] * tracing.PROFILED)
     assert order[first_profile:] == [x for r in profiled_replays for x in ("profiler", r)]
     for record in records[:2]:  # 4 ms over 2,000 kernels: 2 us each; 2 ms recorded over 2,000: 1 us each
         assert record["replay_us_per_kernel"] == pytest.approx(2.0) and record["recorded_us_per_kernel"] == 1.0
         assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED and record["names"] == ["k"]
+        assert record["alone_us_per_kernel"] == 1.0  # launched alone: 2 ms recorded over 2,000 kernels
+    # launching alone fails for one kind: its replays' record stays, the comparison says why it is missing
+    def failing(step, device):
+        if step == "gemv":
+            raise RuntimeError("launch failed")
+        return lambda: None
+
+    monkeypatch.setattr(tracing, "one_at_a_time", failing)
+    add, gemv, _ = tracing.measure("cuda")
+    assert add["alone_us_per_kernel"] == 1.0 and "alone_error" not in add
+    assert gemv["recorded_us_per_kernel"] == 1.0 and gemv["alone_us_per_kernel"] is None
+    assert gemv["alone_error"] == "RuntimeError: launch failed"

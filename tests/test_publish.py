@@ -60,8 +60,14 @@ def test_a_result_whose_code_is_not_the_commit_it_names_is_not_published(tmp_pat
         return result
 
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    at_head = environment.commit_fingerprint(head)
-    assert at_head and len(at_head) == 64
+    at_head, why = environment.commit_fingerprint(head)
+    assert at_head and len(at_head) == 64 and why == ""
+    clean = not subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "rollout_study", "notebooks"],
+                               capture_output=True, text=True).stdout.strip()
+    if clean:  # what a run at HEAD records is what the archive gives (on CI's clean checkout, always)
+        assert at_head == environment.code_fingerprint()
+    for bad in ("--output=/tmp/x", "HEAD", None, "0" * 41):  # not handed to git: not a commit's hex name
+        assert environment.commit_fingerprint(bad) == (None, f"names no commit ({bad!r}: 7 to 40 lowercase hex digits)")
     stale = _run_folder(tmp_path / "runs", "stale", named(head, "f" * 64))  # code of another commit than named
     with pytest.raises(PublishError, match=f"not commit {head[:12]}'s"):
         publish.publish(stale, tmp_path / "reports")

@@ -105,8 +105,10 @@ def tracing_note(result: Result) -> str | None:
                        f"{number(max(replay - recorded, 0.0), 3)} us per kernel in which a cost could hide")
         alone = record.get("alone_us_per_kernel")
         if alone is not None:
-            apart.append(f"{record['kind']} {number(recorded - alone, 3)} us ({number(100 * (recorded / alone - 1), 1)}%)")
+            apart.append((record["kind"], recorded - alone, recorded / alone - 1))
             reading += f"; launched one at a time, {number(alone, 3)} us recorded per kernel"
+        elif record.get("alone_error"):
+            reading += f"; launched one at a time: not measured ({record['alone_error']})"
         parts.append(f"{record['kind']}: {number(recorded, 3)} us recorded per kernel against {number(replay, 3)} us "
                      f"per kernel for the whole unprofiled replay ({record['kernels']:,} kernels in "
                      f"{record['steps']:,} steps): {reading}")
@@ -119,9 +121,12 @@ def tracing_note(result: Result) -> str | None:
     else:
         verdict = "not measured"
     if apart:
-        verdict += ("; the same kernels are recorded longer in a replay than launched one at a time (as generate() "
-                    f"runs them) by {', '.join(apart)} per kernel: a graph engine's kernel sum against generate()'s "
-                    "carries that much for kernels like these, whether the time is the kernel's or the trace's")
+        verdict += ("; against the same kernels launched one at a time (host gaps between them, as a host-bound "
+                    "generate() leaves them), a replay's are recorded " + ", ".join(
+                        f"{kind} {number(abs(us), 3)} us ({number(100 * abs(share), 1)}%) "
+                        f"{'longer' if us > 0 else 'shorter'}" for kind, us, share in apart)
+                    + " per kernel: a graph engine's kernel sum against generate()'s carries that for kernels like "
+                      "these, whether the time is the kernel's or the trace's")
     return (f"Tracing check (profiling process, before the model loads; a graph of small kernels replayed without and "
             f"with the profiler, then the same kernels launched one at a time): {'; '.join(parts)}. So: {verdict}.")
 

@@ -117,7 +117,18 @@ def _facts(result: Result) -> list[str]:
         f"commit {git.get('commit')}; "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
-    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(meta.get("host_speed"))
+    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(meta.get("host_speed")) + _garbage_line(meta)
+
+
+def _garbage_line(meta: dict) -> list[str]:
+    found = meta.get("old_garbage")
+    if not found:  # none found, or results written before it was looked for
+        return []
+    return ["- device memory only a full garbage collection freed, at the start of: " + "; ".join(
+        f"{'c' + str(g['cycle']) + ' ' if g.get('cycle') is not None else ''}{g['phase']} "
+        f"{number(g['freed_bytes'] / MIB, 2)} MiB" for g in found)
+        + " (garbage the young collections before each call left: the memory figures of the calls before it "
+          "may include it)"]
 
 
 def _host_line(speed: dict | None) -> list[str]:

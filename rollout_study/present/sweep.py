@@ -168,13 +168,16 @@ def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
     frame = host_table(loaded).dropna(subset=["vs median"])
     if frame.empty:  # points written before host speed was kept
         return []
-    figures = frame[["start us", "end us"]].stack()
+    means = frame[["start us", "end us"]].mean(axis=1)
+    line = (f"host speed: {len(frame)} point(s) at {means.min():.2f}-{means.max():.2f} us per tiny CPU operation "
+            f"(each point's mean of start and end; median {means.median():.2f})")
+    if len(frame) < 3:  # with two, the median sits between them: neither is the odd one
+        return [line]
     off = frame[(frame["vs median"] - 1).abs() > HOST_SPREAD]
-    return [f"host speed: {len(frame)} point(s) at {figures.min():.2f}-{figures.max():.2f} us per tiny CPU "
-            f"operation (median {figures.median():.2f}); {len(off)} more than {HOST_SPREAD:.0%} from the points' "
-            "median" + (f" ({', '.join(off['point'].astype(str))}): their host-bound figures (eager generate(), "
-                        "hf-compile, hf-continuous, compilation, every speed-up over generate()) are not comparable "
-                        "with the other points'" if len(off) else "")]
+    return [line + f"; {len(off)} of them over {HOST_SPREAD:.0%} from that median"
+            + (f" ({', '.join(off['point'].astype(str))}): their host-bound figures (eager generate(), hf-compile, "
+               "hf-continuous, compilation, every speed-up over generate()) are not comparable with the other "
+               "points'" if len(off) else "")]
 
 
 def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:

@@ -29,8 +29,6 @@
 #               (after `part` x3) `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
-source tools/device-env.sh
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1
 step=$1
 case $step in
   part|fetch|sweep-pack) ;;
@@ -41,6 +39,8 @@ case $step in
       echo "error: ROLLOUT_STUDY_COMMIT must be the 40-hex commit of this tree, computed before the call"; exit 2
     fi ;;
 esac
+source tools/device-env.sh
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
   # back; RUN_NAME names the run when ARGS rename it (--name)

@@ -6,9 +6,10 @@ its figures, and the collector is off during the call (protocol.Study._timed), a
 collection scans every object of a process holding compiled engines: before every call it took a
 third of a sweep point's time on the H200's host (0.4 s each, 24 s of a 62-s point on the tiny
 model). The young generations take microseconds and hold all a call leaves when it returns. What lives
-on past a call and ages, then dies in a cycle, only a full collection frees: one starts each phase,
-and records the device memory it freed beyond a young collection's, so a figure such garbage could
-have inflated is named rather than hidden. The heap is never frozen (gc.freeze would make full
+on past a call and ages, then dies in a cycle, only a full collection frees: one starts each phase
+(clearing what set-up, an update or a reference left), and one ends it, recording the device memory
+it freed beyond a young collection's, so a figure such garbage could have inflated is named rather
+than hidden. The heap is never frozen (gc.freeze would make full
 collections cheap, and the collections hf-continuous runs inside its own measured calls cheaper
 than in a process that does not freeze).
 """
@@ -32,12 +33,14 @@ class Collector:
         with add_elapsed(self.untimed_ms, "collect"):
             gc.collect(1)
 
-    def full(self, cycle: int | None, phase: str) -> None:
-        """Before each phase: a young collection, then a full one, and what the full one freed on the device."""
+    def full(self, cycle: int | None = None, phase: str | None = None) -> None:
+        """A young collection, then a full one. Before each phase, unrecorded: what engine set-up, an update or
+        a reference left is not the calls'. After a phase's last call, with its `phase`: the device memory the
+        full one freed is garbage that outlived the young collections before that phase's calls."""
         with add_elapsed(self.untimed_ms, "collect"):
             gc.collect(1)
             before = memory.snapshot(self.device)["allocated"]
             gc.collect()
             after = memory.snapshot(self.device)["allocated"]
-        if before is not None and after is not None and before > after:
+        if phase is not None and before is not None and after is not None and before > after:
             self.old_garbage.append({"cycle": cycle, "phase": phase, "freed_bytes": before - after})

@@ -115,14 +115,21 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
     except (OSError, subprocess.SubprocessError) as err:
         return None, f"could not be read from this repository ({type(err).__name__})"
     if archive.returncode != 0:
-        return None, f"names commit {commit[:12]}, which this repository does not have"
+        known = subprocess.run(["git", "-C", root, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True,
+                               timeout=10).returncode == 0
+        if not known:
+            return None, f"names commit {commit[:12]}, which this repository does not have"
+        first = (archive.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        return None, f"commit {commit[:12]}'s code could not be read ({first})"
     try:
         with tempfile.TemporaryDirectory() as tree:
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
                 tar.extractall(tree, filter="data")
-            notebooks = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--",
-                                        "notebooks"], capture_output=True, timeout=60)
-            if notebooks.returncode == 0:  # a commit before the notebooks existed has none to hash
+            # A commit from before the notebooks existed has none to hash; any other failure is one.
+            if subprocess.run(["git", "-C", root, "cat-file", "-e", f"{commit}:notebooks"], capture_output=True,
+                              timeout=10).returncode == 0:
+                notebooks = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}",
+                                            "--", "notebooks"], capture_output=True, timeout=60, check=True)
                 with tarfile.open(fileobj=io.BytesIO(notebooks.stdout)) as tar:
                     tar.extractall(tree, filter="data")
             spec = importlib.util.spec_from_file_location("_environment_at_commit",

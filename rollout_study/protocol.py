@@ -138,7 +138,7 @@ class Study:
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
         """`samples` rounds; in each, every engine still running makes one call, in registry order."""
         running = list(self.engines)
-        self.collector.full(cycle, phase)
+        self.collector.full()  # what set-up, an update or a reference left (collection.py)
         for index in range(samples):
             for engine in list(running):
                 try:
@@ -149,6 +149,7 @@ class Study:
                     running.remove(engine)
                     if self.device.type == "cuda":
                         torch.cuda.empty_cache()
+        self.collector.full(cycle, phase)  # what the calls left that the young collections did not free
 
     def _settle_reference(self, cycle: int) -> None:
         """Compute generate()'s reference for the current weights and check the calls that waited for it.
@@ -188,7 +189,7 @@ class Study:
 
     def _instrument(self) -> None:
         """Instrumented calls of engines that have an instrument, in turns with untouched ones."""
-        self.collector.full(None, "instrumented calls")
+        self.collector.full()
         for engine in [e for e in self.engines if hasattr(e, "instrumented")]:
             untouched, instrumented = [], []
             for _ in range(INSTRUMENT_ROUNDS):

@@ -87,14 +87,17 @@ def test_host_speed_leaves_the_collector_as_it_found_it():
         assert measured["dispatch_us"] == sorted(measured["samples_us"])[2] and "torch.add" in measured["method"]
 
 
-def test_each_phase_starts_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered, monkeypatch):
+def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered,
+                                                                                           monkeypatch):
     import gc
 
+    from rollout_study import protocol
     from rollout_study.protocol import run_in_process
 
-    events = []  # ("collect", generation) and ("call", collector on?) in the order they happened
-    collect, call = gc.collect, echo_registered.__call__
+    events = []  # ("collect", generation), ("reset",) and ("call", collector on?) in the order they happened
+    collect, call, reset = gc.collect, echo_registered.__call__, protocol.memory.reset_peak
     monkeypatch.setattr(gc, "collect", lambda generation=2: events.append(("collect", generation)) or collect(generation))
+    monkeypatch.setattr(protocol.memory, "reset_peak", lambda device: events.append(("reset",)) or reset(device))
     monkeypatch.setattr(echo_registered, "__call__",
                         lambda self, *a: events.append(("call", gc.isenabled())) or call(self, *a))
     params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "echo"], "requests": 2, "batch_size": 2,
@@ -103,13 +106,15 @@ def test_each_phase_starts_with_a_full_collection_and_each_call_follows_a_young_
     echo_calls = [c for c in result.calls if c.engine == "echo"]
     calls = [i for i, event in enumerate(events) if event[0] == "call"]
     assert len(calls) == len(echo_calls) == 8 and not any(events[i][1] for i in calls)  # collector off in each
-    for i, measured in zip(calls, echo_calls):
-        collects = [e[1] for e in events[:i] if e[0] == "collect"]
-        assert collects[-1] == 1  # the young generations just before the call
-        # since the engine's previous call: a full collection exactly when a phase began (eager runs first)
-        previous = max([j for j in calls if j < i], default=0)
+    for n, (i, measured) in enumerate(zip(calls, echo_calls)):
+        # the young generations, then the memory baseline, then the call
+        assert events[i - 2:i] == [("collect", 1), ("reset",)]
+        # since the engine's previous call: the full collections that end a phase and start the next (eager
+        # runs first in each round); none between the rounds of a phase
+        previous = calls[n - 1] if n else 0
         full = [e for e in events[previous:i] if e == ("collect", 2)]
-        assert len(full) == (1 if measured.index == 0 else 0), (measured.phase, measured.index)
+        assert len(full) == (0 if measured.index else 1 if n == 0 else 2), (measured.phase, measured.index)
+    assert ("collect", 2) in events[calls[-1]:]  # the last phase ends with one too
 
 
 def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(monkeypatch):
@@ -141,8 +146,15 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
                                                           "freed_bytes": 2 ** 20}]
     collector.full(1, "first")  # nothing left to free: nothing recorded
     assert len(collector.old_garbage) == 1 and collector.untimed_ms["collect"] > 0
+    held = Held()  # old garbage again, found by a phase-start collection: what set-up or an update left
+    held.cycle = held
+    alive.add(held)
+    gc.collect()
+    del held
+    collector.full()
+    assert len(alive) == 0 and len(collector.old_garbage) == 1  # freed, and not charged to any calls
     result = make_result(cuda_graph=True)
     assert "only a full garbage collection" not in markdown.summary(result)
     result.metadata["old_garbage"] = collector.old_garbage
-    assert ("- device memory only a full garbage collection freed, at the start of: c1 steady_after_update 1.00 MiB"
-            in markdown.summary(result))
+    assert ("- device memory only a full garbage collection freed, after the calls of: c1 steady_after_update "
+            "1.00 MiB" in markdown.summary(result))

@@ -275,14 +275,16 @@ def test_points_whose_host_ran_off_the_median_are_named_and_old_points_say_nothi
     assert hosts.loc[["old", "failed"]].isna().all().all()
     (line,) = report.host_lines(entries)
     assert line.startswith("host speed: 4 point(s) at 1.00-1.70 us per tiny CPU operation (each point's mean of "
-                           "start and end; median 1.05); 1 of them over 10% from that median (slow): their host-bound")
+                           "start and end, or the one it has; median 1.05); 1 of them over 10% from that median "
+                           "(slow): their host-bound")
     assert report.host_lines(entries[:3]) == [
-        "host speed: 3 point(s) at 1.00-1.05 us per tiny CPU operation (each point's mean of start and end; median "
-        "1.05); 0 of them over 10% from that median"]
+        "host speed: 3 point(s) at 1.00-1.05 us per tiny CPU operation (each point's mean of start and end, or the "
+        "one it has; median 1.05); 0 of them over 10% from that median"]
     # two points: the median sits between them, so neither is named
     assert report.host_lines([entries[1], entries[3]]) == [
-        "host speed: 2 point(s) at 1.00-1.70 us per tiny CPU operation (each point's mean of start and end; median "
-        "1.35)"]
+        "host speed: 2 point(s) at 1.00-1.70 us per tiny CPU operation (each point's mean of start and end, or the "
+        "one it has; median 1.35)"]
+    assert report.host_table([entries[1], entries[3]])["vs median"].isna().all()  # no ratio to a two-point median
     assert report.host_lines(entries[-1:]) == []
 
 

@@ -115,7 +115,7 @@ def tracing_note(result: Result) -> str | None:
     if lengthened:
         verdict = (f"the profiler lengthens the kernels it records back to back ({', '.join(lengthened)}): its own "
                    "cost is in the kernel sums of engines whose kernels run back to back in replays (generate()'s "
-                   "run with host gaps between them, which this check does not time)")
+                   "run with host gaps between them)")
     elif within:
         verdict = "no lengthening beyond what the replays' gaps could hide"
     else:
@@ -123,8 +123,8 @@ def tracing_note(result: Result) -> str | None:
     if apart:
         verdict += ("; against the same kernels launched one at a time (host gaps between them, as a host-bound "
                     "generate() leaves them), a replay's are recorded " + ", ".join(
-                        f"{kind} {number(abs(us), 3)} us ({number(100 * abs(share), 1)}%) "
-                        f"{'longer' if us > 0 else 'shorter'}" for kind, us, share in apart)
+                        f"{kind} the same" if abs(us) < 0.0005 else f"{kind} {number(abs(us), 3)} us "
+                        f"({number(100 * abs(share), 1)}%) {'longer' if us > 0 else 'shorter'}" for kind, us, share in apart)
                     + " per kernel: a graph engine's kernel sum against generate()'s carries that for kernels like "
                       "these, whether the time is the kernel's or the trace's")
     return (f"Tracing check (profiling process, before the model loads; a graph of small kernels replayed without and "

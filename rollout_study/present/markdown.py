@@ -124,11 +124,11 @@ def _garbage_line(meta: dict) -> list[str]:
     found = meta.get("old_garbage")
     if not found:  # none found, or results written before it was looked for
         return []
-    return ["- device memory only a full garbage collection freed, at the start of: " + "; ".join(
+    return ["- device memory only a full garbage collection freed, after the calls of: " + "; ".join(
         f"{'c' + str(g['cycle']) + ' ' if g.get('cycle') is not None else ''}{g['phase']} "
         f"{number(g['freed_bytes'] / MIB, 2)} MiB" for g in found)
-        + " (garbage the young collections before each call left: the memory figures of the calls before it "
-          "may include it)"]
+        + " (garbage that outlived the young collections before each of that phase's calls: the memory figures "
+          "of its later calls may include it)"]
 
 
 def _host_line(speed: dict | None) -> list[str]:

@@ -160,18 +160,19 @@ def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["point", "start us", "end us"]).astype({"start us": "float64",
                                                                                 "end us": "float64"})
     means = frame[["start us", "end us"]].mean(axis=1)
-    frame["vs median"] = means / means.median()
+    # With fewer than three points the median sits between them and names no odd one (host_lines)
+    frame["vs median"] = means / means.median() if means.notna().sum() >= 3 else float("nan")
     return frame
 
 
 def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
-    frame = host_table(loaded).dropna(subset=["vs median"])
+    frame = host_table(loaded).dropna(subset=["start us", "end us"], how="all")
     if frame.empty:  # points written before host speed was kept
         return []
     means = frame[["start us", "end us"]].mean(axis=1)
     line = (f"host speed: {len(frame)} point(s) at {means.min():.2f}-{means.max():.2f} us per tiny CPU operation "
-            f"(each point's mean of start and end; median {means.median():.2f})")
-    if len(frame) < 3:  # with two, the median sits between them: neither is the odd one
+            f"(each point's mean of start and end, or the one it has; median {means.median():.2f})")
+    if len(frame) < 3:
         return [line]
     off = frame[(frame["vs median"] - 1).abs() > HOST_SPREAD]
     return [line + f"; {len(off)} of them over {HOST_SPREAD:.0%} from that median"

@@ -60,6 +60,18 @@ def threads() -> dict:
             **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")}}
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository the package lives in
+
+
+def _git(*args, root: str = ROOT) -> str | None:
+    """A git command's standard output in `root`, stripped; None where it failed or git is missing."""
+    try:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 # What a measured call never runs: the presentation layer, and the notebooks that only read result
 # files. Left out of the fingerprint, so a report's table can change between the sessions of a long
 # sweep without measuring its points again (the sweep's report is drawn by the code of its last session).
@@ -76,7 +88,7 @@ def code_fingerprint(root: str | None = None) -> str:
     """
     import hashlib
 
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = root or ROOT
     digest = hashlib.sha256()
     files = []
     for folder, suffix in (("rollout_study", ".py"), ("notebooks", ".ipynb")):
@@ -108,30 +120,21 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
 
     if not isinstance(commit, str) or not COMMIT.match(commit):  # never handed to git as an option
         return None, f"names no commit ({commit!r}: 7 to 40 lowercase hex digits)"
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = root or ROOT
+    if _git("cat-file", "-e", f"{commit}^{{commit}}", root=root) is None:
+        return None, f"names commit {commit[:12]}, which this repository does not have"
+    # A commit from before the notebooks existed has none to hash.
+    paths = ["rollout_study"] + (["notebooks"] if _git("cat-file", "-e", f"{commit}:notebooks", root=root) is not None
+                                 else [])
     try:
-        archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--",
-                                  "rollout_study"], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:
-        return None, f"could not be read from this repository ({type(err).__name__})"
-    if archive.returncode != 0:
-        known = subprocess.run(["git", "-C", root, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True,
-                               timeout=10).returncode == 0
-        if not known:
-            return None, f"names commit {commit[:12]}, which this repository does not have"
-        first = (archive.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
-        return None, f"commit {commit[:12]}'s code could not be read ({first})"
-    try:
+        archive = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}", "--", *paths],
+                                 capture_output=True, timeout=60)
+        if archive.returncode != 0:
+            first = (archive.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+            return None, f"commit {commit[:12]}'s code could not be read ({first})"
         with tempfile.TemporaryDirectory() as tree:
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
                 tar.extractall(tree, filter="data")
-            # A commit from before the notebooks existed has none to hash; any other failure is one.
-            if subprocess.run(["git", "-C", root, "cat-file", "-e", f"{commit}:notebooks"], capture_output=True,
-                              timeout=10).returncode == 0:
-                notebooks = subprocess.run(["git", "-C", root, "archive", "--format=tar", f"{commit}^{{commit}}",
-                                            "--", "notebooks"], capture_output=True, timeout=60, check=True)
-                with tarfile.open(fileobj=io.BytesIO(notebooks.stdout)) as tar:
-                    tar.extractall(tree, filter="data")
             spec = importlib.util.spec_from_file_location("_environment_at_commit",
                                                           os.path.join(tree, "rollout_study", "environment.py"))
             then = importlib.util.module_from_spec(spec)
@@ -143,31 +146,19 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
         return None, f"commit {commit[:12]}'s fingerprint could not be computed ({type(err).__name__}: {err})"
 
 
-def in_repository(root: str | None = None) -> bool:
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        return subprocess.run(["git", "-C", root, "rev-parse", "--git-dir"], capture_output=True,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+def in_repository(root: str = ROOT) -> bool:
+    return _git("rev-parse", "--git-dir", root=root) is not None
 
 
 def git_commit() -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    def git(*args):
-        try:
-            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
-            return out.stdout.strip() if out.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
     # A copy of the tree on another machine can carry a stale .git: the commit named by whoever
     # copied it wins over what that .git says (seen on the lent H200: it reported an older HEAD).
     named = os.environ.get("ROLLOUT_STUDY_COMMIT")
-    code = code_fingerprint(root)
+    code = code_fingerprint()
     if named:
         return {"commit": named, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT", "code_sha256": code}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None, "source": "git",
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None, "source": "git",
             "code_sha256": code}
 
 

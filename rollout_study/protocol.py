@@ -86,9 +86,13 @@ class Study:
     def _untimed(self, part: str):
         return add_elapsed(self.untimed_ms, part)
 
-    def _timed(self, engine) -> tuple[CallClock, RolloutOutput]:
-        # No collector pauses inside the measured call, as timeit does; collection.py says what is
-        # collected before it.
+    def _timed(self, engine) -> tuple[CallClock, RolloutOutput, int | None]:
+        """One call of `engine`: the young garbage collected (collection.py) before the memory baseline (what
+        it frees is not the call's), peak memory reset, and no collector pauses inside, as timeit does.
+        Returns the clock, the output and the memory allocated at the start."""
+        self.collector.young()
+        memory.reset_peak(self.device)
+        start_allocated = memory.snapshot(self.device)["allocated"]
         gc.disable()
         try:
             clock = CallClock(self.device).start()
@@ -96,13 +100,10 @@ class Study:
             clock.stop()
         finally:
             gc.enable()
-        return clock, output
+        return clock, output, start_allocated
 
     def _measure(self, engine, cycle: int, phase: str, index: int) -> Call:
-        self.collector.young()  # before the memory baseline: what it frees is not the call's
-        memory.reset_peak(self.device)
-        start_allocated = memory.snapshot(self.device)["allocated"]
-        clock, output = self._timed(engine)
+        clock, output, start_allocated = self._timed(engine)
         total_ms, breakdown = clock.total_ms, clock.breakdown
         tokens = self.workload.requests * self.params.max_new_tokens
         call = Call(engine.name, engine.policy, cycle, phase, index, total_ms, breakdown, output.captures,
@@ -193,12 +194,10 @@ class Study:
         for engine in [e for e in self.engines if hasattr(e, "instrumented")]:
             untouched, instrumented = [], []
             for _ in range(INSTRUMENT_ROUNDS):
-                self.collector.young()
                 untouched.append(self._timed(engine)[0].total_ms)
                 engine.instrumented = True
                 try:
-                    self.collector.young()
-                    clock, _ = self._timed(engine)
+                    clock = self._timed(engine)[0]
                 finally:
                     engine.instrumented = False
                 instrumented.append((clock.total_ms, clock.breakdown))

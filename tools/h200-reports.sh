@@ -25,8 +25,9 @@
 #               `sweep local`; log /tmp/i11c.log
 #   engines4    what `engines3` left: the CUDA-marked tests, smollm2-buckets in FP32, then `sweep local`; log
 #               /tmp/i11d.log
-#   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json), then
-#               (after `part` x3) `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
+#   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json; only
+#               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` x3)
+#               `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -181,8 +182,10 @@ case $step in
   inner-engines5)
     mkdir -p /tmp/out
     cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    python3 tools/probe_profiler.py /tmp/out/probe-profiler.json > /tmp/out/probe-profiler.log 2>&1
-    echo "PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-profiler.log
+    if [ "${PROBE:-0}" = 1 ]; then
+      python3 tools/probe_profiler.py /tmp/out/probe-profiler.json > /tmp/out/probe-profiler.log 2>&1
+      echo "PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-profiler.log
+    fi
     # Code that only runs on CUDA (captures) is first run here: a sweep on it when its tests fail would
     # spend the session on failed points. The sweep runs no profiling process (profile: false), so a
     # failing profiler or tracing test does not stop it (it is in cuda-tests.txt for the next session).

@@ -28,6 +28,9 @@
 #   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json; only
 #               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` x3)
 #               `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
+#   engines6    the host probe (tools/probe_host.py) and the batch-cliff probe (tools/probe_batch_cliff.py) into
+#               /tmp/out, then (after `part` x3) `sweep local`, resuming the partial sweep carried in with .whl
+#               (no CUDA tests: run them again where the measuring code changed); log /tmp/i11f.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -69,7 +72,7 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any
-  local busy; for busy in inner-sweep inner-engines3 inner-engines4 inner-engines5; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  local busy; for busy in inner-sweep inner-engines3 inner-engines4 inner-engines5 inner-engines6; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -115,7 +118,7 @@ case $step in
     python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log 2>/dev/null
+    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
     # the private copy the sweep runs in (`sweep`, `engines3`, `engines4` or `engines5`), the newest with sweep folders
     runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
@@ -196,7 +199,18 @@ case $step in
     fi
     wait_for_model
     source tools/h200-reports.sh inner-sweep local ;;
+  engines6)
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines6 not started"; exit 1; fi
+    export PACK=/tmp/out
+    background /tmp/i11f.log inner-engines6 ;;
+  inner-engines6)
+    mkdir -p /tmp/out
+    python3 tools/probe_host.py /tmp/out/probe-host.json > /tmp/out/probe-host.log 2>&1; echo "HOST-PROBE-DONE (exit $?)"
+    python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
+    echo "CLIFF-PROBE-DONE (exit $?)"
+    wait_for_model
+    source tools/h200-reports.sh inner-sweep local ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -1,0 +1,107 @@
+"""Probe: why the graph engines' decode step costs 2.5x more at batch 8 and 16 than at 4 or 32 (tiny model, FP32).
+
+The sweep's tiny points on the H200 at 1280b96 (2026-12-01) gave the graph engine 0.24-0.33 ms per decode
+step at batch 1-4, 0.63-0.75 ms at batch 8 and 16, and 0.28 ms at batch 32 (graph-compiled: 0.10-0.16,
+0.52, 0.18), at every new-token count. Device-bound replays, so a kernel's choice, not the host. This
+builds the graph engine's runner alone per batch (prompt 32, 64 new tokens, as the sweep), times its
+replays with CUDA events, and records the kernels of one profiled rollout by summed time, so the kernel
+that changes with batch is named. It also times the two candidates alone at each batch: the model's
+GEMM shapes (cuBLAS, FP32) and the masked attention (SDPA).
+On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from rollout_study import masks, models  # noqa: E402
+from rollout_study.engines.static_runner import StaticRunner  # noqa: E402
+from rollout_study.params import StudyParams  # noqa: E402
+from rollout_study.workload import random_workload  # noqa: E402
+from rollout_study.timing import profile_call  # noqa: E402
+
+BATCHES = [1, 2, 4, 8, 16, 32, 64]
+PROMPT, NEW = 32, 64
+
+
+def events_ms(fn, repeats: int = 7) -> float:
+    times = []
+    for _ in range(repeats):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end))
+    return statistics.median(times)
+
+
+def rollout(model, batch: int, device) -> dict:
+    runner = StaticRunner(model, batch, PROMPT, NEW, device, "sdpa")
+    # The sweep point's own prompts: its seed's random lengths, left-padded, as the study draws them.
+    runner.load(random_workload(batch, batch, PROMPT, model.config.vocab_size, seed=0).batches[0])
+    with torch.no_grad():
+        runner.warmup()
+        runner.capture(None)
+
+        def once():
+            runner.prefill()
+            runner.decode()
+
+        for _ in range(3):
+            once()
+        torch.cuda.synchronize()
+        ms = events_ms(once)
+        seen = profile_call(once, device)
+    return {"batch": batch, "rollout_ms": ms, "ms_per_decode_step": ms / NEW, "kernel_ms": seen.get("kernel_ms"),
+            "kernels": seen.get("kernels"), "top_kernels": seen.get("top_kernels")}
+
+
+def alone(model, batch: int, device) -> dict:
+    """The step's GEMMs and its attention, each timed alone in a loop of 200 (FP32, as the sweep)."""
+    config, dtype = model.config, next(model.parameters()).dtype
+    out = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and ("layers.0." in name or name == "lm_head"):
+            w = module.weight
+            x = torch.randn(batch, w.shape[1], device=device, dtype=dtype)  # one decode token per row
+            out[name.split(".")[-1] + "_us"] = events_ms(
+                lambda: [torch.nn.functional.linear(x, w) for _ in range(200)]) / 200 * 1e3
+    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    head_dim = config.hidden_size // heads
+    q = torch.randn(batch, heads, 1, head_dim, device=device, dtype=dtype)
+    k = torch.randn(batch, heads, PROMPT + NEW, head_dim, device=device, dtype=dtype)
+    allowed = torch.ones(batch, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
+    mask = masks.for_attention(allowed, "sdpa", dtype)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    out["sdpa_us"] = events_ms(lambda: [sdpa(q, k, k, attn_mask=mask) for _ in range(200)]) / 200 * 1e3
+    out["kv_heads"] = kv
+    return out
+
+
+def main() -> None:
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    device = torch.device("cuda")
+    params = StudyParams.from_dict({"model": "synthetic", "dtype": "float32"}, source="probe")
+    model = models.load(params, "cuda", "float32").model
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "batches": []}
+    for batch in BATCHES:
+        entry = rollout(model, batch, device)
+        entry["alone_us"] = alone(model, batch, device)
+        results["batches"].append(entry)
+        top = (entry["top_kernels"] or [{}])[0]
+        print(f"batch {batch:3d}: {entry['ms_per_decode_step']:.3f} ms/step, kernel {entry['kernel_ms']} ms, "
+              f"top {top.get('name', '')[:80]} {top.get('ms', 0):.3f} ms x{top.get('count')}; alone us "
+              f"{ {k: round(v, 2) for k, v in entry['alone_us'].items() if k != 'kv_heads'} }", flush=True)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -260,32 +260,49 @@ def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
     assert report.time_table([]).empty
 
 
-def test_points_whose_host_ran_off_the_median_are_named_and_old_points_say_nothing():
-    def hosted(speeds):
-        result = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (5, 1, 1, 1)})
-        if speeds:
-            result.metadata["host_speed"] = {"start": {"dispatch_us": speeds[0]}, "end": {"dispatch_us": speeds[1]}}
-        return result
+def _hosted(batch: int, speeds) -> Result:
+    result = point(batch, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    if speeds:
+        result.metadata["host_speed"] = {"start": {"dispatch_us": speeds[0]}, "end": {"dispatch_us": speeds[1]}}
+    return result
 
-    entries = [({"slug": slug}, hosted(speeds)) for slug, speeds in
-               (("a", (1.0, 1.1)), ("b", (1.0, 1.0)), ("c", (1.1, 1.0)), ("slow", (1.6, 1.8)), ("old", None))]
+
+def test_points_whose_host_ran_slower_than_the_sweeps_fastest_are_named_and_old_points_say_nothing():
+    # Two host speeds, as the H200 showed (about 1.0 and 2.0-2.3 us): a median (1.1 here) would sit
+    # between them; each point is held against the fastest figure instead.
+    entries = [({"slug": slug}, _hosted(1, speeds)) for slug, speeds in
+               (("a", (1.0, 1.05)), ("b", (1.0, 1.0)), ("flipped", (2.2, 1.0)), ("slow", (2.0, 2.3)),
+                ("old", None))]
     hosts = report.host_table(entries + [({"slug": "failed"}, None)]).set_index("point")
-    assert hosts.loc["slow", "vs median"] == pytest.approx(1.7 / 1.05) and hosts.loc["b", "vs median"] == \
-        pytest.approx(1.0 / 1.05)
+    assert hosts.loc["slow", "slowest vs fastest"] == pytest.approx(2.3) and \
+        hosts.loc["a", "slowest vs fastest"] == pytest.approx(1.05)
+    assert hosts.loc["flipped", "slowest vs fastest"] == pytest.approx(2.2)  # slow at one end is slow
     assert hosts.loc[["old", "failed"]].isna().all().all()
     (line,) = report.host_lines(entries)
-    assert line.startswith("host speed: 4 point(s) at 1.00-1.70 us per tiny CPU operation (each point's mean of "
-                           "start and end, or the one it has; median 1.05); 1 of them over 10% from that median "
-                           "(slow): their host-bound")
-    assert report.host_lines(entries[:3]) == [
-        "host speed: 3 point(s) at 1.00-1.05 us per tiny CPU operation (each point's mean of start and end, or the "
-        "one it has; median 1.05); 0 of them over 10% from that median"]
-    # two points: the median sits between them, so neither is named
-    assert report.host_lines([entries[1], entries[3]]) == [
-        "host speed: 2 point(s) at 1.00-1.70 us per tiny CPU operation (each point's mean of start and end, or the "
-        "one it has; median 1.35)"]
-    assert report.host_table([entries[1], entries[3]])["vs median"].isna().all()  # no ratio to a two-point median
+    assert line.startswith("host speed: 4 point(s), 1.00 to 2.30 us per tiny CPU operation at their starts and "
+                           "ends; 2 within 10% of the fastest at both; 2 slower, by up to 2.30x (flipped, slow): "
+                           "their host-bound figures")
+    assert report.host_lines(entries[:2]) == [
+        "host speed: 2 point(s), 1.00 to 1.05 us per tiny CPU operation at their starts and ends; 2 within 10% of "
+        "the fastest at both"]
     assert report.host_lines(entries[-1:]) == []
+
+
+def test_points_whose_host_ran_slow_are_drawn_hollow_against_the_fastest_the_report_passes():
+    points = [curves.Point(f"b{b}", _hosted(b, speeds)) for b, speeds in ((1, (1.0, 1.0)), (2, (2.1, 2.2)),
+                                                                           (4, (1.0, 1.02)))]
+
+    def hollow(figure):
+        return sorted(int(x) for ax in figure.axes[:1] for c in ax.collections for x, _ in c.get_offsets()
+                      if c.get_facecolor().size and tuple(c.get_facecolor()[0]) == (1.0, 1.0, 1.0, 1.0))
+
+    for make in (sweep_figures.speedup_figure, sweep_figures.latency_figure):
+        assert hollow(make(points)) == [2]
+        # held against a faster figure elsewhere in the sweep (another model's point), every one is slow
+        assert hollow(make(points, host_fastest=0.5)) == [1, 2, 4]
+        assert hollow(make(points[:1] + points[2:])) == []
+    legend = sweep_figures.speedup_figure(points).axes[0].get_legend()
+    assert "host >10% slower than the sweep's fastest" in [t.get_text() for t in legend.get_texts()]
 
 
 def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):
@@ -315,7 +332,7 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     # the parts are disjoint: together they stay within each point's wall (the launcher's clock)
     assert ((times["rest s"] >= 0) & (times["rest s"] < times["wall s"])).all()
     assert "repeated alone: 1 point(s)" in summary
-    assert "## Host speed of each point" in summary and "- host speed: 2 point(s) at " in summary
+    assert "## Host speed of each point" in summary and "- host speed: 2 point(s), " in summary
     from rollout_study import publish
     from rollout_study.present import index
 

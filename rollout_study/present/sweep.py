@@ -10,10 +10,11 @@ import pandas as pd
 
 from .. import repeats
 from .. import sweep_curves as curves
+from . import host
 from ..result import Result
 from .markdown import table
 from .notebook import Block
-from .sweep_figures import FIGURES, model_title, path
+from .sweep_figures import FIGURES, HOST_MARKED, model_title, path
 from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
@@ -145,40 +146,33 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     return frame
 
 
-HOST_SPREAD = 0.10  # a point whose host ran more than this far from the points' median is named
-
-
 def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
-    """Each point's host speed (host_speed.py: us per tiny CPU tensor operation) at its start and end, and
-    their mean over the median of every point's mean: the host-bound calls (eager generate(), hf-compile,
-    hf-continuous, compilation) scale with it, the graph engines' replays do not."""
-    rows = []
-    for point, result in loaded:
-        speed = (result.metadata.get("host_speed") or {}) if result is not None else {}
-        start, end = ((speed.get(when) or {}).get("dispatch_us") for when in ("start", "end"))
-        rows.append({"point": point.get("slug"), "start us": start, "end us": end})
-    frame = pd.DataFrame(rows, columns=["point", "start us", "end us"]).astype({"start us": "float64",
-                                                                                "end us": "float64"})
-    means = frame[["start us", "end us"]].mean(axis=1)
-    # With fewer than three points the median sits between them and names no odd one (host_lines)
-    frame["vs median"] = means / means.median() if means.notna().sum() >= 3 else float("nan")
-    return frame
+    """Each point's host speed (host.py) at its start and end, and its slowest figure over the fastest
+    figure of the sweep: the host-bound calls (eager generate(), hf-compile, hf-continuous, compilation)
+    scale with it, the graph engines' replays do not."""
+    best = host.fastest(result for _, result in loaded)
+    rows = [{"point": point.get("slug"), "start us": start, "end us": end,
+             "slowest vs fastest": host.slowdown(result, best)}
+            for point, result in loaded for start, end in [host.figures(result)]]
+    return pd.DataFrame(rows, columns=["point", "start us", "end us", "slowest vs fastest"]).astype(
+        {"start us": "float64", "end us": "float64", "slowest vs fastest": "float64"})
 
 
 def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
-    frame = host_table(loaded).dropna(subset=["start us", "end us"], how="all")
+    frame = host_table(loaded).dropna(subset=["slowest vs fastest"])
     if frame.empty:  # points written before host speed was kept
         return []
-    means = frame[["start us", "end us"]].mean(axis=1)
-    line = (f"host speed: {len(frame)} point(s) at {means.min():.2f}-{means.max():.2f} us per tiny CPU operation "
-            f"(each point's mean of start and end, or the one it has; median {means.median():.2f})")
-    if len(frame) < 3:
+    seen = frame[["start us", "end us"]].stack()
+    slow = frame[frame["slowest vs fastest"] > 1 + host.SPREAD]
+    line = (f"host speed: {len(frame)} point(s), {seen.min():.2f} to {seen.max():.2f} us per tiny CPU operation at "
+            f"their starts and ends; {len(frame) - len(slow)} within {host.SPREAD:.0%} of the fastest at both")
+    if slow.empty:
         return [line]
-    off = frame[(frame["vs median"] - 1).abs() > HOST_SPREAD]
-    return [line + f"; {len(off)} of them over {HOST_SPREAD:.0%} from that median"
-            + (f" ({', '.join(off['point'].astype(str))}): their host-bound figures (eager generate(), hf-compile, "
-               "hf-continuous, compilation, every speed-up over generate()) are not comparable with the other "
-               "points'" if len(off) else "")]
+    return [line + f"; {len(slow)} slower, by up to {slow['slowest vs fastest'].max():.2f}x "
+            f"({', '.join(slow['point'].astype(str))}): their host-bound figures (eager generate(), hf-compile, "
+            "hf-continuous, compilation, every speed-up over generate()) may be slowed by as much, and they are "
+            "drawn hollow in the speed-up and latency figures (start and end bracket a run: a change between "
+            "them is not seen)"]
 
 
 def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
@@ -253,10 +247,11 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
             Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
             Block("table", "Host speed of each point (us per tiny CPU tensor operation)", host_table(loaded))]
+    best = host.fastest(result for _, result in loaded)  # the sweep's, so figures and table agree
     for points in curves.by_model(usable).values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
-            make(points, figures_dir)
+            make(points, figures_dir, **({"host_fastest": best} if kind in HOST_MARKED else {}))
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
     if record.get("repeats"):

@@ -16,6 +16,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
+from . import host
 from .figures import log_axis
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
@@ -51,6 +52,20 @@ def _panels(n: int, rows: int = 1, height: float = 3.6):
     return fig, fig.subplots(rows, max(n, 1), squeeze=False)
 
 
+COLUMNS = 3  # panels per row of a one-quantity figure: six variants in one row left each too narrow to read
+
+
+def _grid(n: int, height: float = 3.6):
+    """A figure of `n` panels, COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
+    columns = max(min(n, COLUMNS), 1)
+    rows = max(-(-n // columns), 1)
+    fig = Figure(figsize=(max(5.0 * columns, 6), height * rows), layout="constrained")
+    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
+    for spare in axes[n:]:
+        spare.set_visible(False)
+    return fig, axes[:max(n, 1)]
+
+
 def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str) -> Figure:
     note = "" if points[0].result.cuda_graph else "\n" + NO_GRAPH_NOTE
     fig.suptitle(f"{model_title(points)}: {what}{note}", fontsize=10)
@@ -64,8 +79,9 @@ def path(figures_dir: str, points: list[Point], kind: str) -> str:
     return os.path.join(figures_dir, f"sweep-{model_stem(points)}-{kind}.png")
 
 
-def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True) -> list[float]:
-    """One line per new-token count of `variant`'s rows against batch; returns the plotted values."""
+def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, hollow=frozenset()) -> list[float]:
+    """One line per new-token count of `variant`'s rows against batch; returns the plotted values.
+    `hollow`: the (batch, new tokens) drawn with open markers (points whose host ran slow, host.py)."""
     values = []
     for tokens, color in colors.items():
         line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
@@ -74,45 +90,64 @@ def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True) -> list[floa
         if kept:
             ax.plot(*zip(*kept), marker="o", color=color, label=f"{tokens} new tokens")
             values += [v for _, v in kept]
+            open_ = [(b, v) for b, v in kept if (b, tokens) in hollow]
+            if open_:
+                ax.scatter(*zip(*open_), s=30, facecolors="white", edgecolors=[color], linewidths=1.2, zorder=3)
     if log and values and max(values) > min(values):  # one value has no decade to span: left linear
         log_axis(ax, values)
     ax.grid(alpha=0.3)
     return values
 
 
-def _legend(ax) -> None:
+def _legend(ax, hollow=frozenset()) -> None:
+    if hollow:  # one proxy entry: open markers mean the same on every line
+        ax.scatter([], [], s=30, facecolors="white", edgecolors="gray",
+                   label=f"host >{host.SPREAD:.0%} slower than the sweep's fastest")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
 
 
-def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+# The figures whose points are drawn hollow where their host ran slow (their functions take host_fastest).
+HOST_MARKED = ("speedup", "latency")
+
+
+def _slow_points(points: list[Point], host_fastest: float | None) -> frozenset:
+    """(batch, new tokens) of the points whose host ran slower than `host_fastest` by over host.SPREAD
+    (default: the fastest of these points; the report passes the whole sweep's)."""
+    best = host_fastest if host_fastest is not None else host.fastest(p.result for p in points)
+    return frozenset((p.batch, p.new_tokens) for p in points if host.slowed(p.result, best))
+
+
+def speedup_figure(points: list[Point], figures_dir: str | None = None, host_fastest: float | None = None) -> Figure:
     rows = curves.speedups(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
-    fig, axes = _panels(len(names))
+    fig, axes = _grid(len(names))
     colors = _colors(p.new_tokens for p in points)
-    for ax, variant in zip(axes[0], names):
-        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False)
+    slow = _slow_points(points, host_fastest)
+    for ax, variant in zip(axes, names):
+        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False, hollow=slow)
         ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
         ax.set_title(variant, fontsize=9)
         ax.set_ylabel("speed-up over eager generate() (steady)")
         _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
+        _legend(ax, slow)
     return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup")
 
 
-def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def latency_figure(points: list[Point], figures_dir: str | None = None, host_fastest: float | None = None) -> Figure:
     rows = curves.latencies(points)
     names = curves.variants(points)
-    fig, axes = _panels(len(names))
+    fig, axes = _grid(len(names))
     colors = _colors(p.new_tokens for p in points)
-    for ax, variant in zip(axes[0], names):
-        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
+    slow = _slow_points(points, host_fastest)
+    for ax, variant in zip(axes, names):
+        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors, hollow=slow)
         ax.set_title(variant, fontsize=9)
         ax.set_ylabel("ms per generated token (steady / (requests x new tokens), log)", fontsize=7)
         _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
+        _legend(ax, slow)
     return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
 
 
@@ -142,9 +177,9 @@ def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figur
 def after_update_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
     rows = curves.after_update(points)
     names = sorted({r.variant for r in rows}, key=curves.variant_rank)
-    fig, axes = _panels(len(names))
+    fig, axes = _grid(len(names))
     colors = _colors(p.new_tokens for p in points)
-    for ax, variant in zip(axes[0], names):
+    for ax, variant in zip(axes, names):
         _by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
         ax.set_title(variant, fontsize=9)
         ax.set_ylabel("first call after a real update (ms, log)")
@@ -156,9 +191,9 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None) -> 
 def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
     rows = curves.break_evens(points)
     pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
-    fig, axes = _panels(len(pairs))
+    fig, axes = _grid(len(pairs))
     colors = _colors(p.new_tokens for p in points)
-    for ax, (candidate, baseline) in zip(axes[0], pairs):
+    for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
         # Only "pays off from U" is a number on this axis; "never" and "only up to" are in the table.
         plotted = _by_tokens(ax, [_Renamed(r, candidate) for r in mine], candidate,
@@ -184,9 +219,9 @@ class _Renamed:
 def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
     rows = curves.growth(points)
     names = curves.variants(points)
-    fig, axes = _panels(len(names))
+    fig, axes = _grid(len(names))
     colors = _colors(p.batch for p in points)
-    for ax, variant in zip(axes[0], names):
+    for ax, variant in zip(axes, names):
         for row in [r for r in rows if r.variant == variant]:
             ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14)
             if row.fit is not None:

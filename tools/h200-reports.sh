@@ -28,9 +28,10 @@
 #   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json; only
 #               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` x3)
 #               `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
-#   engines6    the host probe (tools/probe_host.py) and the batch-cliff probe (tools/probe_batch_cliff.py) into
-#               /tmp/out, then (after `part` x3) `sweep local`, resuming the partial sweep carried in with .whl
-#               (no CUDA tests: run them again where the measuring code changed); log /tmp/i11f.log
+#   engines6    after `part` x3: the host probe (tools/probe_host.py, 90 s) and the batch-cliff probe
+#               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
+#               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
+#               measuring code changed); log /tmp/i11f.log
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -201,14 +202,18 @@ case $step in
     source tools/h200-reports.sh inner-sweep local ;;
   engines6)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines6 not started"; exit 1; fi
+    # It resumes a carried sweep: without one it would start the sweep afresh, silently
+    if ! ls -d runs/.sweep-h200.partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
+      echo "error: no runs/.sweep-h200.partial-* carried in (carry it with .whl, or FRESH=1 to start afresh)"; exit 1
+    fi
     export PACK=/tmp/out
     background /tmp/i11f.log inner-engines6 ;;
   inner-engines6)
     mkdir -p /tmp/out
+    wait_for_model  # the probes after the three `part` calls: their copies and install would load the host
     python3 tools/probe_host.py /tmp/out/probe-host.json > /tmp/out/probe-host.log 2>&1; echo "HOST-PROBE-DONE (exit $?)"
     python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
     echo "CLIFF-PROBE-DONE (exit $?)"
-    wait_for_model
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

@@ -58,29 +58,48 @@ def rollout(model, batch: int, device) -> dict:
         torch.cuda.synchronize()
         ms = events_ms(once)
         seen = profile_call(once, device)
-    return {"batch": batch, "rollout_ms": ms, "ms_per_decode_step": ms / NEW, "kernel_ms": seen.get("kernel_ms"),
+    # Per decode step with the prefill spread over the steps, as the sweep report's "ms per decode step".
+    return {"rollout_ms": ms, "ms_per_decode_step": ms / NEW, "kernel_ms": seen.get("kernel_ms"),
             "kernels": seen.get("kernels"), "top_kernels": seen.get("top_kernels")}
 
 
+def graph_us(fn, count: int = 200) -> float:
+    """Microseconds per call of `fn`, `count` calls captured in one CUDA graph and replayed: the device's
+    time, not the host's launches (a tiny model's GEMM is shorter than its launch from Python)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm outside the capture, as PyTorch asks
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(count):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return events_ms(graph.replay) / count * 1e3
+
+
 def alone(model, batch: int, device) -> dict:
-    """The step's GEMMs and its attention, each timed alone in a loop of 200 (FP32, as the sweep)."""
+    """Layer 0's GEMMs, lm_head and the masked attention, each on its own (FP32, as the sweep)."""
     config, dtype = model.config, next(model.parameters()).dtype
     out = {}
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and ("layers.0." in name or name == "lm_head"):
             w = module.weight
             x = torch.randn(batch, w.shape[1], device=device, dtype=dtype)  # one decode token per row
-            out[name.split(".")[-1] + "_us"] = events_ms(
-                lambda: [torch.nn.functional.linear(x, w) for _ in range(200)]) / 200 * 1e3
-    heads, kv = config.num_attention_heads, config.num_key_value_heads
-    head_dim = config.hidden_size // heads
+            out[name.split(".")[-1] + "_us"] = graph_us(lambda: torch.nn.functional.linear(x, w))
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads  # as StaticRunner takes it
     q = torch.randn(batch, heads, 1, head_dim, device=device, dtype=dtype)
+    # K and V with every query head: with a mask, transformers repeats the KV heads before SDPA (the
+    # repeat's copies are the step's, not timed here).
     k = torch.randn(batch, heads, PROMPT + NEW, head_dim, device=device, dtype=dtype)
     allowed = torch.ones(batch, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
     mask = masks.for_attention(allowed, "sdpa", dtype)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    out["sdpa_us"] = events_ms(lambda: [sdpa(q, k, k, attn_mask=mask) for _ in range(200)]) / 200 * 1e3
-    out["kv_heads"] = kv
+    out["sdpa_us"] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask))
     return out
 
 
@@ -89,18 +108,25 @@ def main() -> None:
     device = torch.device("cuda")
     params = StudyParams.from_dict({"model": "synthetic", "dtype": "float32"}, source="probe")
     model = models.load(params, "cuda", "float32").model
-    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "batches": []}
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "kv_heads": model.config.num_key_value_heads, "batches": []}
     for batch in BATCHES:
-        entry = rollout(model, batch, device)
-        entry["alone_us"] = alone(model, batch, device)
+        entry = {"batch": batch}
+        try:  # a failing batch is recorded; the others still run
+            entry.update(rollout(model, batch, device))
+            with torch.no_grad():
+                entry["alone_us"] = alone(model, batch, device)
+            top = (entry["top_kernels"] or [{}])[0]
+            print(f"batch {batch:3d}: {entry['ms_per_decode_step']:.3f} ms/step, kernel {entry['kernel_ms']} ms, "
+                  f"top {top.get('name', '')[:80]} {top.get('ms', 0):.3f} ms x{top.get('count')}; alone us "
+                  f"{ {k: round(v, 2) for k, v in entry['alone_us'].items()} }", flush=True)
+        except Exception as err:  # noqa: BLE001 -- a probe: say what failed and go on
+            entry["error"] = f"{type(err).__name__}: {err}"
+            print(f"batch {batch:3d}: {entry['error']}", flush=True)
         results["batches"].append(entry)
-        top = (entry["top_kernels"] or [{}])[0]
-        print(f"batch {batch:3d}: {entry['ms_per_decode_step']:.3f} ms/step, kernel {entry['kernel_ms']} ms, "
-              f"top {top.get('name', '')[:80]} {top.get('ms', 0):.3f} ms x{top.get('count')}; alone us "
-              f"{ {k: round(v, 2) for k, v in entry['alone_us'].items() if k != 'kv_heads'} }", flush=True)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=1)
+        if len(sys.argv) > 1:  # after every batch: a crash later keeps what was measured
+            with open(sys.argv[1], "w", encoding="utf-8") as handle:
+                json.dump(results, handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,19 +2,22 @@
 in others, within one process.
 
 The sweep's 21 tiny points at 1280b96 (2026-12-01) measured `rollout_study.host_speed` at each run's
-start and end: every figure was near 1.0 or near 2.0-2.3 us, five loops of each measurement agreeing, and
-start and end of one process often on opposite sides. generate() (host-bound) moved with it, so most
-points' speed-ups over it are not comparable. This probe asks where the two speeds come from:
-  - per CPU: the process pinned to each CPU in turn, three rounds (a slow CPU, or a slow stretch of time?)
-  - unpinned: 40 measurements 50 ms apart, each with the CPU the process was on when it ended
-  - SMT: the CPU's topology siblings, and CPU 0 measured while a spinning process holds its sibling
-  - torch's intra-op threads: after a parallel matrix product (OpenMP threads that spin after a region)
+start and end: of the 42 figures, 20 were 0.99-1.15 us and 17 were 1.86-2.36 us (5 between), and the
+start and end of 11 of the 21 processes fell on opposite sides of 1.5. generate() (host-bound) moved
+with it, so most points' speed-ups over it are not comparable. This probe asks where the two speeds
+come from, over a span as long as a sweep point (the speed changed within one):
+  - a timeline of SECONDS: each sample pinned to the next allowed CPU in turn, or unpinned (every other
+    sample, with the CPU it ran on), so a slow CPU and a slow stretch of time read differently
+  - SMT: the CPU's topology siblings, and the first CPU measured while a spinning process holds its
+    sibling (only a sibling this process may use; whether the spinner ran is recorded)
+  - torch's intra-op threads: right after a parallel matrix product (OpenMP threads spin after a region)
 On the device: python3 tools/probe_host.py OUT.json   (with OMP_NUM_THREADS as the study runs it)
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -23,6 +26,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import host_speed  # noqa: E402
+
+SECONDS = float(os.environ.get("PROBE_SECONDS", 90))  # a tiny sweep point's length: its host changed speed between start and end
+INTERVAL = 0.1
 
 
 def read(path: str) -> str | None:
@@ -38,63 +44,109 @@ def current_cpu() -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[36]) if stat else None  # field 39: the CPU last run on
 
 
+def cpu_model() -> str | None:
+    for line in (read("/proc/cpuinfo") or "").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
 def mhz() -> list[float]:
-    return [float(line.split(":")[1]) for line in (read("/proc/cpuinfo") or "").splitlines()
+    return [float(line.split(":", 1)[1]) for line in (read("/proc/cpuinfo") or "").splitlines()
             if line.startswith("cpu MHz")]
 
 
-def speed() -> float:
-    return host_speed.measure()["dispatch_us"]
+def speed(ops: int = 2000) -> float:
+    """us per tiny op: the median of 3 short loops (host_speed's operation, a tenth of its length)."""
+    a, b, out = torch.ones(1), torch.ones(1), torch.empty(1)
+    samples = []
+    for _ in range(3):
+        begin = time.perf_counter()
+        for _ in range(ops):
+            torch.add(a, b, out=out)
+        samples.append((time.perf_counter() - begin) / ops * 1e6)
+    return statistics.median(samples)
+
+
+def siblings(cpu: int, allowed: list[int]) -> list[int]:
+    text = read(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") or ""
+    found = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if low.strip().isdigit():
+            found.update(range(int(low), int(high or low) + 1))
+    return [c for c in sorted(found) if c != cpu and c in allowed]
+
+
+def timeline(cpus: list[int]) -> list[dict]:
+    samples, begin, index = [], time.perf_counter(), 0
+    while time.perf_counter() - begin < SECONDS:
+        pinned = cpus[(index // 2) % len(cpus)] if index % 2 == 0 else None
+        os.sched_setaffinity(0, {pinned} if pinned is not None else cpus)
+        samples.append({"t": round(time.perf_counter() - begin, 3), "pinned": pinned, "us": speed(),
+                        "cpu": current_cpu()})
+        index += 1
+        time.sleep(INTERVAL)
+    os.sched_setaffinity(0, cpus)
+    return samples
+
+
+def sibling_busy(cpus: list[int]) -> dict | None:
+    first = cpus[0]
+    other = siblings(first, cpus)
+    if not other:
+        return None
+    os.sched_setaffinity(0, {first})
+    idle = [speed() for _ in range(5)]
+    spin = subprocess.Popen(["taskset", "-c", str(other[0]), sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        busy = [speed() for _ in range(5)]
+        spinning = spin.poll() is None  # taskset refusing the CPU would end it at once
+    finally:
+        spin.kill()
+        os.sched_setaffinity(0, cpus)
+    return {"cpu": first, "sibling": other[0], "idle_us": idle, "busy_us": busy, "spinner_ran": spinning}
+
+
+def summary(samples: list[dict]) -> dict:
+    by_cpu: dict = {}
+    for s in samples:
+        if s["pinned"] is not None:
+            by_cpu.setdefault(s["pinned"], []).append(s["us"])
+    unpinned = [s["us"] for s in samples if s["pinned"] is None]
+    return {"pinned_median_min_max": {c: (statistics.median(v), min(v), max(v)) for c, v in sorted(by_cpu.items())},
+            "unpinned_median_min_max": (statistics.median(unpinned), min(unpinned), max(unpinned)) if unpinned else None,
+            "slow_share": sum(s["us"] > 1.5 for s in samples) / len(samples)}
 
 
 def main() -> None:
     cpus = sorted(os.sched_getaffinity(0))
-    out = {"cpus": cpus, "omp_threads": torch.get_num_threads(), "model": (read("/proc/cpuinfo") or "").split(
-        "model name")[1].split("\n")[0].strip(": ") if "model name" in (read("/proc/cpuinfo") or "") else None,
-           "siblings": {c: read(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list") for c in cpus},
-           "mhz_start": mhz(), "governor": read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-           "loadavg": read("/proc/loadavg")}
-    out["pinned_rounds"] = []
-    for _ in range(3):
-        row = {}
-        for cpu in cpus:
-            os.sched_setaffinity(0, {cpu})
-            row[cpu] = speed()
-        out["pinned_rounds"].append(row)
-    os.sched_setaffinity(0, cpus)
-    unpinned = []
-    for _ in range(40):
-        unpinned.append({"us": speed(), "cpu": current_cpu()})
-        time.sleep(0.05)
-    out["unpinned"] = unpinned
-    sibling = (out["siblings"].get(cpus[0]) or "").replace("-", ",").split(",")
-    other = [int(c) for c in sibling if c.strip().isdigit() and int(c) != cpus[0]]
-    if other:
-        spin = subprocess.Popen(["taskset", "-c", str(other[0]), sys.executable, "-c", "while True: pass"])
-        try:
-            time.sleep(0.5)
-            os.sched_setaffinity(0, {cpus[0]})
-            out["cpu0_sibling_busy"] = {"sibling": other[0], "us": [speed() for _ in range(5)]}
-            out["cpu0_sibling_idle_before"] = [r[cpus[0]] for r in out["pinned_rounds"]]
-        finally:
-            spin.kill()
-            os.sched_setaffinity(0, cpus)
+    out = {"cpus": cpus, "omp_threads": torch.get_num_threads(), "model": cpu_model(),
+           "siblings": {c: siblings(c, list(range(4096))) for c in cpus}, "mhz_start": mhz(),
+           "governor": read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"), "loadavg": read("/proc/loadavg"),
+           "host_speed_start": host_speed.measure()}
+    out["timeline"] = timeline(cpus)
+    out["summary"] = summary(out["timeline"])
+    out["sibling_busy"] = sibling_busy(cpus)
     a = torch.randn(2048, 2048)
     after = []
     for _ in range(10):
         a @ a  # a parallel region: torch's OpenMP threads spin for a while after it
         after.append({"us": speed(), "cpu": current_cpu()})
     out["after_parallel_matmul"] = after
-    out["mhz_end"] = mhz()
-    text = json.dumps(out, indent=1)
+    out["host_speed_end"] = host_speed.measure()
+    out["mhz_end"], out["loadavg_end"] = mhz(), read("/proc/loadavg")
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w", encoding="utf-8") as handle:
-            handle.write(text)
-    for index, row in enumerate(out["pinned_rounds"]):
-        print(f"round {index}:", " ".join(f"{cpu}:{us:.2f}" for cpu, us in row.items()))
-    print("unpinned:", " ".join(f"{u['us']:.2f}@{u['cpu']}" for u in unpinned))
-    print("sibling busy:", out.get("cpu0_sibling_busy"), "after matmul:", " ".join(f"{u['us']:.2f}@{u['cpu']}" for u in after))
-    print("siblings:", out["siblings"], "MHz:", out["mhz_start"][:4], out["governor"], out["loadavg"])
+            json.dump(out, handle, indent=1)
+    print("summary:", json.dumps(out["summary"]))
+    print("timeline:", " ".join(f"{s['t']:.0f}s:{s['us']:.2f}@{s['cpu']}{'p' if s['pinned'] is not None else ''}"
+                                for s in out["timeline"][::3]))
+    print("sibling busy:", out["sibling_busy"])
+    print("after matmul:", " ".join(f"{u['us']:.2f}@{u['cpu']}" for u in after))
+    print("model:", out["model"], "siblings:", out["siblings"], "MHz:", out["mhz_start"][:4], out["governor"],
+          out["loadavg"], out["loadavg_end"])
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """How fast each sweep point's host ran (host_speed.py: us per tiny CPU tensor operation, at the run's start
 and end), against the fastest figure any point of the sweep recorded.
 
-The H200 host is not one speed: the sweep's tiny points at 1280b96 recorded figures near 1.0 us and near
-2.0-2.3 us, the five loops of one measurement agreeing, and the start and end of one process often on
-opposite sides. A median of such figures falls between the two speeds and describes no point, so each
-point is measured against the fastest figure instead: within SPREAD of it at both start and end, its
-host ran at full speed as far as the two measurements can tell (they bracket the run; a change between
-them is not seen); otherwise its host-bound figures (eager generate(), hf-compile, hf-continuous,
-compilation, every speed-up over generate()) may be slowed by as much as its slowest figure says.
+The H200 host is not one speed: of the 42 figures of the sweep's 21 tiny points at 1280b96, 20 were
+0.99-1.15 us and 17 were 1.86-2.36 us (5 between), and the start and end of 11 of the 21 processes fell
+on opposite sides of 1.5. A median of such figures falls between the two speeds and describes no
+point, so each point is held against the sweep's fastest figure instead: within SPREAD of it at both
+start and end, its host ran at the sweep's fastest speed as far as the two measurements can tell (they
+bracket the run; a change between them is not seen); otherwise its host-bound times (eager generate(),
+hf-compile, hf-continuous, compilation) may be longer by about as much as its slowest figure says, and
+so the graph engines' speed-ups over generate() larger.
 """
 from __future__ import annotations
 

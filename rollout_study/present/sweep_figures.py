@@ -113,7 +113,9 @@ HOST_MARKED = ("speedup", "latency")
 
 def _slow_points(points: list[Point], host_fastest: float | None) -> frozenset:
     """(batch, new tokens) of the points whose host ran slower than `host_fastest` by over host.SPREAD
-    (default: the fastest of these points; the report passes the whole sweep's)."""
+    (default: the fastest of these points; the report passes the whole sweep's). The key names one point of
+    a model in a sweep over batch and new tokens, as the curves' rows do; a sweep over another axis too
+    draws two points on one line already."""
     best = host_fastest if host_fastest is not None else host.fastest(p.result for p in points)
     return frozenset((p.batch, p.new_tokens) for p in points if host.slowed(p.result, best))
 

@@ -19,7 +19,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from rollout_study import masks, models  # noqa: E402
+from rollout_study import masks, models, tracing  # noqa: E402
+from rollout_study.bandwidth import event_timer  # noqa: E402
 from rollout_study.engines.static_runner import StaticRunner  # noqa: E402
 from rollout_study.params import StudyParams  # noqa: E402
 from rollout_study.workload import random_workload  # noqa: E402
@@ -30,15 +31,7 @@ PROMPT, NEW = 32, 64
 
 
 def events_ms(fn, repeats: int = 7) -> float:
-    times = []
-    for _ in range(repeats):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(begin.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(event_timer(fn) for _ in range(repeats)) * 1e3
 
 
 def rollout(model, batch: int, device) -> dict:
@@ -63,22 +56,11 @@ def rollout(model, batch: int, device) -> dict:
             "kernels": seen.get("kernels"), "top_kernels": seen.get("top_kernels")}
 
 
-def graph_us(fn, count: int = 200) -> float:
-    """Microseconds per call of `fn`, `count` calls captured in one CUDA graph and replayed: the device's
-    time, not the host's launches (a tiny model's GEMM is shorter than its launch from Python)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm outside the capture, as PyTorch asks
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(count):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    return events_ms(graph.replay) / count * 1e3
+def graph_us(fn, device, count: int = 200) -> float:
+    """Microseconds per call of `fn`, `count` calls captured in one CUDA graph (as the tracing check captures)
+    and replayed: the device's time, not the host's launches (a tiny model's GEMM is shorter than its launch
+    from Python)."""
+    return events_ms(tracing.captured(fn, device, count).replay) / count * 1e3
 
 
 def alone(model, batch: int, device) -> dict:
@@ -89,7 +71,7 @@ def alone(model, batch: int, device) -> dict:
         if isinstance(module, torch.nn.Linear) and ("layers.0." in name or name == "lm_head"):
             w = module.weight
             x = torch.randn(batch, w.shape[1], device=device, dtype=dtype)  # one decode token per row
-            out[name.split(".")[-1] + "_us"] = graph_us(lambda: torch.nn.functional.linear(x, w))
+            out[name.split(".")[-1] + "_us"] = graph_us(lambda: torch.nn.functional.linear(x, w), device)
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads  # as StaticRunner takes it
     q = torch.randn(batch, heads, 1, head_dim, device=device, dtype=dtype)
@@ -99,7 +81,7 @@ def alone(model, batch: int, device) -> dict:
     allowed = torch.ones(batch, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
     mask = masks.for_attention(allowed, "sdpa", dtype)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    out["sdpa_us"] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask))
+    out["sdpa_us"] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask), device)
     return out
 
 

@@ -56,16 +56,9 @@ def mhz() -> list[float]:
             if line.startswith("cpu MHz")]
 
 
-def speed(ops: int = 2000) -> float:
-    """us per tiny op: the median of 3 short loops (host_speed's operation, a tenth of its length)."""
-    a, b, out = torch.ones(1), torch.ones(1), torch.empty(1)
-    samples = []
-    for _ in range(3):
-        begin = time.perf_counter()
-        for _ in range(ops):
-            torch.add(a, b, out=out)
-        samples.append((time.perf_counter() - begin) / ops * 1e6)
-    return statistics.median(samples)
+def speed() -> float:
+    """us per tiny op, as every result records it (host_speed.py)."""
+    return host_speed.measure()["dispatch_us"]
 
 
 def siblings(cpu: int, allowed: list[int]) -> list[int]:

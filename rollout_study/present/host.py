@@ -1,5 +1,5 @@
-"""How fast each sweep point's host ran (host_speed.py: us per tiny CPU tensor operation, at the run's start
-and end), against the fastest figure any point of the sweep recorded.
+"""How fast a run's host ran (host_speed.py: us per tiny CPU tensor operation, at the run's start and end),
+and each sweep point against the fastest figure any point of the sweep recorded.
 
 The H200 host is not one speed: of the 42 figures of the sweep's 21 tiny points at 1280b96, 20 were
 0.99-1.15 us and 17 were 1.86-2.36 us (5 between), and the start and end of 11 of the 21 processes fell

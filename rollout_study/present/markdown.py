@@ -10,6 +10,7 @@ import sys
 from .. import analysis
 from ..record import PARTS, PHASES
 from ..result import Result
+from . import host
 from .captures import captures_markdown
 from .floors import floors_markdown
 from .kernels import kernels_markdown
@@ -117,7 +118,7 @@ def _facts(result: Result) -> list[str]:
         f"commit {git.get('commit')}; "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
-    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(meta.get("host_speed")) + _garbage_line(meta)
+    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(result) + _garbage_line(meta)
 
 
 def _garbage_line(meta: dict) -> list[str]:
@@ -131,11 +132,12 @@ def _garbage_line(meta: dict) -> list[str]:
           "of its later calls may include it)"]
 
 
-def _host_line(speed: dict | None) -> list[str]:
-    if not speed or "end" not in speed:  # results written before it was kept
+def _host_line(result: Result) -> list[str]:
+    start, end = host.figures(result)
+    if end is None:  # results written before it was kept
         return []
-    return [f"- host speed: {number(speed['start']['dispatch_us'])} us per tiny CPU tensor operation at the start, "
-            f"{number(speed['end']['dispatch_us'])} at the end (eager generate(), hf-compile, hf-continuous and "
+    return [f"- host speed: {number(start)} us per tiny CPU tensor operation at the start, "
+            f"{number(end)} at the end (eager generate(), hf-compile, hf-continuous and "
             "compilation run at the host's pace; the graph engines' replays do not)"]
 
 

@@ -1,20 +1,24 @@
 """How fast a run's host ran (host_speed.py: us per tiny CPU tensor operation, at the run's start and end),
-and each sweep point against the fastest figure any point of the sweep recorded.
+and how far the host-bound baseline's own calls spread within each sweep point.
 
-The H200 host is not one speed: of the 42 figures of the sweep's 21 tiny points at 1280b96, 20 were
-0.99-1.15 us and 17 were 1.86-2.36 us (5 between), and the start and end of 11 of the 21 processes fell
-on opposite sides of 1.5. A median of such figures falls between the two speeds and describes no
-point, so each point is held against the sweep's fastest figure instead: within SPREAD of it at both
-start and end, its host ran at the sweep's fastest speed as far as the two measurements can tell (they
-bracket the run; a change between them is not seen); otherwise its host-bound times (eager generate(),
-hf-compile, hf-continuous, compilation) may be longer by about as much as its slowest figure says, and
-so the graph engines' speed-ups over generate() larger.
+On the H200 the host is not one speed, and it does not keep one speed for a run. The sweep's 21 tiny
+points at 1280b96 recorded near 1.0 or near 2.0-2.4 us at their starts and ends, and
+tools/probe_host.py (reports/probes-h200) found why it cannot be told per point: over 90 s, sampled every
+0.14 s on each of the 16 CPUs in turn, 37% of the samples were slow, on every CPU (each one's fastest
+near 1.0 us, its slowest 2.2 us or more), pinned (36%) as unpinned (38%), and the speed switched 256 times
+in 648 samples. Any CPU work on the other cores slows it too: right after a matmul on four threads, all
+ten samples were 2.0-2.15 us. So a point's start and end say how fast the host was at two instants, not
+which of its calls ran slow, and holding points against the sweep's fastest figure (this module's former
+rule) marked points whose generate() was among the fastest as slow. What does show what the host did to
+a point is the spread of its host-bound baseline: eager generate()'s steady calls (the slowest over the
+fastest), next to the graph engines' replays, which do not follow the host.
 """
 from __future__ import annotations
 
+from ..breakeven import BASELINE
 from ..result import Result
 
-SPREAD = 0.10
+STEADY = ("steady", "steady_after_update")
 
 
 def figures(result: Result | None) -> tuple[float | None, float | None]:
@@ -24,18 +28,9 @@ def figures(result: Result | None) -> tuple[float | None, float | None]:
     return tuple((speed.get(when) or {}).get("dispatch_us") for when in ("start", "end"))
 
 
-def fastest(results) -> float | None:
-    """The fastest figure of any of `results`: the host's best speed seen in the sweep."""
-    seen = [value for result in results for value in figures(result) if value is not None]
-    return min(seen) if seen else None
-
-
-def slowdown(result: Result | None, best: float | None) -> float | None:
-    """The point's slowest figure over `best` (1.0: at the sweep's fastest speed at start and end)."""
-    seen = [value for value in figures(result) if value is not None]
-    return max(seen) / best if seen and best else None
-
-
-def slowed(result: Result | None, best: float | None) -> bool:
-    ratio = slowdown(result, best)
-    return ratio is not None and ratio > 1 + SPREAD
+def baseline_spread(result: Result | None) -> tuple[int, float | None]:
+    """(calls, slowest over fastest) of eager generate()'s steady calls in every cycle (None under two calls)."""
+    samples = result.samples(BASELINE, None, STEADY) if result is not None else None
+    if samples is None:
+        return 0, None
+    return samples.n, (samples.max / samples.min if samples.n > 1 and samples.min > 0 else None)

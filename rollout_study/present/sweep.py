@@ -14,7 +14,7 @@ from . import host
 from ..result import Result
 from .markdown import table
 from .notebook import Block
-from .sweep_figures import FIGURES, HOST_MARKED, model_title, path
+from .sweep_figures import FIGURES, model_title, path
 from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
@@ -146,38 +146,38 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     return frame
 
 
-NAMED = 6  # slow points named in the answer line; the host table lists every point
-
-
 def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
-    """Each point's host speed (host.py) at its start and end, and its slowest figure over the fastest
-    figure of the sweep: the host-bound calls (eager generate(), hf-compile, hf-continuous, compilation)
-    scale with it, the graph engines' replays do not."""
-    best = host.fastest(result for _, result in loaded)
-    rows = [{"point": point.get("slug"), "start us": start, "end us": end,
-             "slowest vs fastest": host.slowdown(result, best)}
-            for point, result in loaded for start, end in [host.figures(result)]]
-    return pd.DataFrame(rows, columns=["point", "start us", "end us", "slowest vs fastest"]).astype(
-        {"start us": "float64", "end us": "float64", "slowest vs fastest": "float64"})
+    """Each point's host speed (host.py) at its start and end, and the spread of eager generate()'s steady
+    calls: the host-bound baseline every speed-up divides, next to replays that do not follow the host."""
+    rows = []
+    for point, result in loaded:
+        start, end = host.figures(result)
+        calls, spread = host.baseline_spread(result)
+        rows.append({"point": point.get("slug"), "start us": start, "end us": end,
+                     "generate() steady calls": calls or None, "slowest / fastest call": spread})
+    return pd.DataFrame(rows, columns=["point", "start us", "end us", "generate() steady calls",
+                                       "slowest / fastest call"]).astype(
+        {"start us": "float64", "end us": "float64", "generate() steady calls": "Int64",
+         "slowest / fastest call": "float64"})
 
 
 def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
-    frame = host_table(loaded).dropna(subset=["slowest vs fastest"])
-    if frame.empty:  # points written before host speed was kept
+    frame = host_table(loaded)
+    seen = pd.concat([frame["start us"], frame["end us"]]).dropna()
+    spread = frame["slowest / fastest call"].dropna()
+    if seen.empty and spread.empty:  # points written before host speed was kept, or none finished
         return []
-    seen = frame[["start us", "end us"]].stack()
-    slow = frame[frame["slowest vs fastest"] > 1 + host.SPREAD]
-    line = (f"host speed: {len(frame)} point(s), {seen.min():.2f} to {seen.max():.2f} us per tiny CPU operation at "
-            f"their starts and ends; {len(frame) - len(slow)} within {host.SPREAD:.0%} of the fastest at both")
-    if slow.empty:
-        return [line]
-    names = list(slow["point"].astype(str))
-    shown = ", ".join(names[:NAMED]) + (f" and {len(names) - NAMED} more, in the host table" if len(names) > NAMED else "")
-    return [line + f"; {len(slow)} slower, by up to {slow['slowest vs fastest'].max():.2f}x ({shown}): their "
-            "host-bound times (eager generate(), hf-compile, hf-continuous, compilation) may be longer by about "
-            "as much as their start and end show (a change between the two is not seen), and so the graph "
-            "engines' speed-ups over generate() larger; the valid ones are drawn hollow in the speed-up and "
-            "latency figures"]
+    line = "host: "
+    if not seen.empty:
+        line += (f"{seen.min():.2f} to {seen.max():.2f} us per tiny CPU operation at the points' starts and ends "
+                 "(two instants of each run: they do not say which of its calls ran on a slow host)")
+    if not spread.empty:
+        line += ("; " if not seen.empty else "") + (
+            f"within each point, eager generate()'s steady calls spread by {spread.median():.2f}x (median over "
+            f"{len(spread)} point(s); up to {spread.max():.2f}x, slowest over fastest call): generate() runs at "
+            "the host's pace and the graph engines' replays do not, so the speed-ups over it carry that spread "
+            "(their intervals in the speed-up figure)")
+    return [line]
 
 
 def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
@@ -251,12 +251,11 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)", wall_table(record)),
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
             Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
-            Block("table", "Host speed of each point (us per tiny CPU tensor operation)", host_table(loaded))]
-    best = host.fastest(result for _, result in loaded)  # the sweep's, so figures and table agree
+            Block("table", "Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", host_table(loaded))]
     for points in curves.by_model(usable).values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
-            make(points, figures_dir, **({"host_fastest": best} if kind in HOST_MARKED else {}))
+            make(points, figures_dir)
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
     if record.get("repeats"):
@@ -281,7 +280,7 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
     lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
-    lines += ["## Host speed of each point (us per tiny CPU tensor operation)", ""] + _markdown(host_table(loaded)) + [""]
+    lines += ["## Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", ""] + _markdown(host_table(loaded)) + [""]
     for points in curves.by_model(usable).values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:

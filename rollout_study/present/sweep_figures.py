@@ -16,7 +16,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from . import host
 from .figures import log_axis
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
@@ -79,77 +78,62 @@ def path(figures_dir: str, points: list[Point], kind: str) -> str:
     return os.path.join(figures_dir, f"sweep-{model_stem(points)}-{kind}.png")
 
 
-def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, hollow=frozenset()) -> list[float]:
+def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None) -> list[float]:
     """One line per new-token count of `variant`'s rows against batch; returns the plotted values.
-    `hollow`: the (batch, new tokens) drawn with open markers (points whose host ran slow, host.py)."""
+    `interval`: a row's (low, high), drawn as an error bar where both are known."""
     values = []
     for tokens, color in colors.items():
         line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
-        ys = [y(r) for r in line]
-        kept = [(r.batch, v) for r, v in zip(line, ys) if v is not None]
+        kept = [(r, y(r)) for r in line if y(r) is not None]
         if kept:
-            ax.plot(*zip(*kept), marker="o", color=color, label=f"{tokens} new tokens")
+            ax.plot([r.batch for r, _ in kept], [v for _, v in kept], marker="o", color=color, label=f"{tokens} new tokens")
             values += [v for _, v in kept]
-            open_ = [(b, v) for b, v in kept if (b, tokens) in hollow]
-            if open_:
-                ax.scatter(*zip(*open_), s=30, facecolors="white", edgecolors=[color], linewidths=1.2, zorder=3)
+            for r, v in kept:
+                low, high = interval(r) if interval else (None, None)
+                if low is not None and high is not None:
+                    ax.errorbar([r.batch], [v], yerr=[[v - low], [high - v]], color=color, capsize=2, linewidth=0.8)
+                    values += [low, high]
     if log and values and max(values) > min(values):  # one value has no decade to span: left linear
         log_axis(ax, values)
     ax.grid(alpha=0.3)
     return values
 
 
-def _legend(ax, hollow=frozenset()) -> None:
-    if hollow:  # one proxy entry: open markers mean the same on every line
-        ax.scatter([], [], s=30, facecolors="white", edgecolors="gray",
-                   label=f"host >{host.SPREAD:.0%} slower than the sweep's fastest")
+def _legend(ax) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
 
 
-# The figures whose points are drawn hollow where their host ran slow (their functions take host_fastest).
-HOST_MARKED = ("speedup", "latency")
-
-
-def _slow_points(points: list[Point], host_fastest: float | None) -> frozenset:
-    """(batch, new tokens) of the points whose host ran slower than `host_fastest` by over host.SPREAD
-    (default: the fastest of these points; the report passes the whole sweep's). The key names one point of
-    a model in a sweep over batch and new tokens, as the curves' rows do; a sweep over another axis too
-    draws two points on one line already."""
-    best = host_fastest if host_fastest is not None else host.fastest(p.result for p in points)
-    return frozenset((p.batch, p.new_tokens) for p in points if host.slowed(p.result, best))
-
-
-def speedup_figure(points: list[Point], figures_dir: str | None = None, host_fastest: float | None = None) -> Figure:
+def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
     rows = curves.speedups(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
     fig, axes = _grid(len(names))
     colors = _colors(p.new_tokens for p in points)
-    slow = _slow_points(points, host_fastest)
     for ax, variant in zip(axes, names):
-        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False, hollow=slow)
+        # The bars: 95% bootstrap intervals, wide where generate()'s host-bound calls spread (present/host.py).
+        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False,
+                            interval=lambda r: (r.ratio.low, r.ratio.high))
         ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel("speed-up over eager generate() (steady)")
+        ax.set_ylabel("speed-up over eager generate() (steady, 95% interval)", fontsize=8)
         _batch_axis(ax, [p.batch for p in points])
-        _legend(ax, slow)
+        _legend(ax)
     return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup")
 
 
-def latency_figure(points: list[Point], figures_dir: str | None = None, host_fastest: float | None = None) -> Figure:
+def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
     rows = curves.latencies(points)
     names = curves.variants(points)
     fig, axes = _grid(len(names))
     colors = _colors(p.new_tokens for p in points)
-    slow = _slow_points(points, host_fastest)
     for ax, variant in zip(axes, names):
-        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors, hollow=slow)
+        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
         ax.set_title(variant, fontsize=9)
         ax.set_ylabel("ms per generated token (steady / (requests x new tokens), log)", fontsize=7)
         _batch_axis(ax, [p.batch for p in points])
-        _legend(ax, slow)
+        _legend(ax)
     return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
 
 

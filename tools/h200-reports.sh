@@ -32,6 +32,11 @@
 #               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
+#   resume      the carried sweep resumed, nothing else: runs/sweep-partial.tgz (the partial folder packed here with
+#               `(cd runs && tar czf sweep-partial.tgz .sweep-h200.partial-*)`, carried with .whl: unpacked, the
+#               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
+#               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
+#               /tmp/sweep.log; `sweep-pack` as before
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -73,7 +78,7 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any
-  local busy; for busy in inner-sweep inner-engines3 inner-engines4 inner-engines5 inner-engines6; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  local busy; for busy in inner-sweep inner-resume inner-engines3 inner-engines4 inner-engines5 inner-engines6; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -214,6 +219,17 @@ case $step in
     python3 tools/probe_host.py /tmp/out/probe-host.json > /tmp/out/probe-host.log 2>&1; echo "HOST-PROBE-DONE (exit $?)"
     python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
     echo "CLIFF-PROBE-DONE (exit $?)"
+    source tools/h200-reports.sh inner-sweep local ;;
+  resume)
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
+    if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
+    if ! ls -d runs/.sweep-h200.partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
+      echo "error: no runs/sweep-partial.tgz or runs/.sweep-h200.partial-* carried in (or FRESH=1 to start afresh)"; exit 1
+    fi
+    ls -d runs/.sweep-h200.partial-* 2>/dev/null
+    background /tmp/sweep.log inner-resume ;;
+  inner-resume)
+    wait_for_model
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

@@ -261,8 +261,9 @@ def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
 
 
 def _hosted(speeds, eager_steady=(100.0, 100.0, 100.0), batch: int = 1) -> Result:
-    """A point whose eager steady calls (cycle 0 and after the update) took `eager_steady` ms each phase."""
-    samples = {("eager", "steady"): list(eager_steady), ("eager", "steady_after_update"): list(eager_steady)}
+    """A point whose eager cycle-0 steady calls took `eager_steady` ms; after the update they spread far wider,
+    which the speed-ups (cycle 0) never see, so neither may the spread."""
+    samples = {("eager", "steady"): list(eager_steady), ("eager", "steady_after_update"): [50.0, 100.0, 400.0]}
     result = point(batch, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)}, steady_samples=samples)
     if speeds:
         result.metadata["host_speed"] = {"start": {"dispatch_us": speeds[0]}, "end": {"dispatch_us": speeds[1]}}
@@ -271,25 +272,32 @@ def _hosted(speeds, eager_steady=(100.0, 100.0, 100.0), batch: int = 1) -> Resul
 
 def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_steady_calls_spread():
     # The H200's host switched speed within runs: a point's start and end did not say which calls ran slow,
-    # so the table and the line give the spread of the host-bound baseline itself, over every steady phase.
+    # so the table and the line give the spread of the calls the speed-ups divide by (eager, cycle-0 steady).
     entries = [({"slug": slug}, _hosted(speeds, steady)) for slug, speeds, steady in
                (("steady-host", (1.0, 1.0), (100.0, 101.0, 102.0)),
                 ("switching", (2.2, 1.0), (100.0, 150.0, 210.0)),
                 ("old", None, (100.0, 120.0, 100.0)))]
+    invalid = _hosted((1.0, 1.0), (100.0, 900.0, 100.0))
+    invalid.calls[0].parity.ok = False
     hosts = report.host_table(entries + [({"slug": "failed"}, None)]).set_index("point")
     assert hosts.loc["switching", "slowest / fastest call"] == pytest.approx(2.1)
     assert hosts.loc["steady-host", "slowest / fastest call"] == pytest.approx(1.02)
-    assert hosts.loc["switching", "generate() steady calls"] == 6  # both steady phases, three calls each
+    assert hosts.loc["switching", "generate() steady calls"] == 3  # cycle 0's steady phase, as the speed-ups
     assert pd.isna(hosts.loc["old", "start us"]) and hosts.loc["old", "slowest / fastest call"] == pytest.approx(1.2)
     assert hosts.loc["failed"].isna().all()
-    (line,) = report.host_lines(entries)
-    assert line == ("host: 1.00 to 2.20 us per tiny CPU operation at the points' starts and ends (two instants of "
-                    "each run: they do not say which of its calls ran on a slow host); within each point, eager "
-                    "generate()'s steady calls spread by 1.20x (median over 3 point(s); up to 2.10x, slowest over "
-                    "fastest call): generate() runs at the host's pace and the graph engines' replays do not, so the "
-                    "speed-ups over it carry that spread (their intervals in the speed-up figure)")
-    assert report.host_lines(entries[-1:])[0].startswith("host: within each point")  # no host figures: spread only
+    expected = ("host: 1.00 to 2.20 us per tiny CPU operation at the points' starts and ends (two instants of "
+                "each run: they do not say which of its calls ran on a slow host); within each valid point, eager "
+                "generate()'s steady calls spread by 1.20x (median over 3 point(s); up to 2.10x, slowest over "
+                "fastest call): generate() runs at the host's pace and the graph engines' replays do not, so the "
+                "speed-ups over it carry that spread (their intervals in the speed-up figure)")
+    assert report.host_lines(entries) == [expected]
+    assert report.host_lines(entries + [({"slug": "invalid"}, invalid)]) == [expected]  # its 9x is no speed-up's
+    assert report.host_lines(entries[-1:])[0].startswith("host: within each valid point")  # no host figures
     assert report.host_lines([({"slug": "failed"}, None)]) == []
+    # a failed point's blanks read as blanks in summary.md, not as pandas' <NA>
+    failed_row = [line for line in report._markdown(report.host_table([({"slug": "failed"}, None)]))
+                  if line.startswith("| failed")]
+    assert failed_row == ["| failed | - | - | - | - |"]
 
 
 def test_the_speedup_figure_draws_each_speedups_interval():
@@ -301,6 +309,7 @@ def test_the_speedup_figure_draws_each_speedups_interval():
     expected = sorted((round(r.ratio.low, 6), round(r.ratio.high, 6)) for r in curves.speedups(points)
                       if r.ratio.has_interval)
     assert bars == expected and len(expected) == 2
+    assert figure.axes[0].get_ylim()[1] >= max(high for _, high in expected)  # no bar cut off at the top
     assert expected[1][1] > expected[1][0] * 1.4  # the switching point's wide interval is visible, not averaged away
 def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):
     folder, problems = cpu_sweep

@@ -1,8 +1,8 @@
 """Probe: why the graph engines' decode step costs 2.5x more at batch 8 and 16 than at 4 or 32 (tiny model, FP32).
 
-The sweep's tiny points on the H200 at 1280b96 (2026-12-01) gave the graph engine 0.24-0.33 ms per decode
-step at batch 1-4, 0.63-0.75 ms at batch 8 and 16, and 0.28 ms at batch 32 (graph-compiled: 0.10-0.16,
-0.52, 0.18), at every new-token count. Device-bound replays, so a kernel's choice, not the host. This
+The sweep's tiny points on the H200 at 1280b96 (2026-12-01) gave the graph engine 0.18-0.33 ms per decode
+step at batch 1-4, 0.63-0.75 ms at batch 8 and 16, and 0.28 ms at batch 32 (graph-compiled: 0.10-0.23,
+0.51-0.63, 0.18), at every new-token count. Device-bound replays, so a kernel's choice, not the host. This
 builds the graph engine's runner alone per batch (prompt 32, 64 new tokens, as the sweep), times its
 replays with CUDA events, and records the kernels of one profiled rollout by summed time, so the kernel
 that changes with batch is named. It also times the two candidates alone at each batch: the model's

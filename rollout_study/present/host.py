@@ -5,21 +5,19 @@ On the H200 the host is not one speed, and it does not keep one speed for a run.
 points at 1280b96 recorded near 1.0 or near 2.0-2.4 us at their starts and ends, and
 tools/probe_host.py (reports/probes-h200) found why it cannot be told per point: over 90 s, sampled every
 0.14 s on each of the 16 CPUs in turn, 37% of the samples were slow, on every CPU (each one's fastest
-near 1.0 us, its slowest 2.2 us or more), pinned (36%) as unpinned (38%), and the speed switched 256 times
-in 648 samples. Any CPU work on the other cores slows it too: right after a matmul on four threads, all
-ten samples were 2.0-2.15 us. So a point's start and end say how fast the host was at two instants, not
-which of its calls ran slow, and holding points against the sweep's fastest figure (this module's former
-rule) marked points whose generate() was among the fastest as slow. What does show what the host did to
-a point is the spread of its host-bound baseline: eager generate()'s steady calls (the slowest over the
-fastest), next to the graph engines' replays, which do not follow the host.
+near 1.0 us, its slowest 2.16 us or more), pinned (36%) as unpinned (38%), and the speed switched 256
+times in 648 samples. Work on other cores may slow it too: right after a matmul on four threads, all ten
+samples were 1.99-2.15 us (one unpinned run of ten: a hint, not a control). So a point's start and end say
+how fast the host was at two instants, not which of its calls ran slow, and holding points against the
+sweep's fastest figure (this module's former rule) marked points whose generate() was among the fastest
+as slow. What does show what the host did to a point's speed-ups is the spread of the calls they divide
+by: eager generate()'s cycle-0 steady calls (the slowest over the fastest), host-bound, against the graph
+engines' replays, which do not follow the host.
 """
 from __future__ import annotations
 
 from ..breakeven import BASELINE
 from ..result import Result
-
-STEADY = ("steady", "steady_after_update")
-
 
 def figures(result: Result | None) -> tuple[float | None, float | None]:
     """The point's (start, end) us per tiny operation; None where not recorded (a failed point, or one
@@ -29,8 +27,9 @@ def figures(result: Result | None) -> tuple[float | None, float | None]:
 
 
 def baseline_spread(result: Result | None) -> tuple[int, float | None]:
-    """(calls, slowest over fastest) of eager generate()'s steady calls in every cycle (None under two calls)."""
-    samples = result.samples(BASELINE, None, STEADY) if result is not None else None
+    """(calls, slowest over fastest) of eager generate()'s cycle-0 steady calls, the very calls every sweep
+    speed-up divides by (sweep_curves.Point.steady); None under two calls."""
+    samples = result.samples(BASELINE, 0, "steady") if result is not None else None
     if samples is None:
         return 0, None
     return samples.n, (samples.max / samples.min if samples.n > 1 and samples.min > 0 else None)

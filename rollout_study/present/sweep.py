@@ -147,8 +147,8 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
 
 
 def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
-    """Each point's host speed (host.py) at its start and end, and the spread of eager generate()'s steady
-    calls: the host-bound baseline every speed-up divides, next to replays that do not follow the host."""
+    """Each point's host speed (host.py) at its start and end, and the spread of eager generate()'s cycle-0
+    steady calls: the host-bound calls every speed-up divides by, against replays that do not follow the host."""
     rows = []
     for point, result in loaded:
         start, end = host.figures(result)
@@ -164,7 +164,9 @@ def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
 def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
     frame = host_table(loaded)
     seen = pd.concat([frame["start us"], frame["end us"]]).dropna()
-    spread = frame["slowest / fastest call"].dropna()
+    # The spread of the valid points only: the speed-ups it speaks of are theirs
+    valid = {p.slug for p in curves.split(loaded)[0]}
+    spread = frame[frame["point"].isin(valid)]["slowest / fastest call"].dropna()
     if seen.empty and spread.empty:  # points written before host speed was kept, or none finished
         return []
     line = "host: "
@@ -173,7 +175,7 @@ def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
                  "(two instants of each run: they do not say which of its calls ran on a slow host)")
     if not spread.empty:
         line += ("; " if not seen.empty else "") + (
-            f"within each point, eager generate()'s steady calls spread by {spread.median():.2f}x (median over "
+            f"within each valid point, eager generate()'s steady calls spread by {spread.median():.2f}x (median over "
             f"{len(spread)} point(s); up to {spread.max():.2f}x, slowest over fastest call): generate() runs at "
             "the host's pace and the graph engines' replays do not, so the speed-ups over it carry that spread "
             "(their intervals in the speed-up figure)")

@@ -82,16 +82,21 @@ def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=Non
     """One line per new-token count of `variant`'s rows against batch; returns the plotted values.
     `interval`: a row's (low, high), drawn as an error bar where both are known."""
     values = []
-    for tokens, color in colors.items():
+    for index, (tokens, color) in enumerate(colors.items()):
         line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
         kept = [(r, y(r)) for r in line if y(r) is not None]
+        # With intervals, each new-token count's line sits a little apart (the axis is log 2), so bars at one
+        # batch do not hide each other
+        shift = 2 ** (0.05 * (index - (len(colors) - 1) / 2)) if interval else 1.0
         if kept:
-            ax.plot([r.batch for r, _ in kept], [v for _, v in kept], marker="o", color=color, label=f"{tokens} new tokens")
+            ax.plot([r.batch * shift for r, _ in kept], [v for _, v in kept], marker="o", color=color,
+                    label=f"{tokens} new tokens")
             values += [v for _, v in kept]
             for r, v in kept:
                 low, high = interval(r) if interval else (None, None)
                 if low is not None and high is not None:
-                    ax.errorbar([r.batch], [v], yerr=[[v - low], [high - v]], color=color, capsize=2, linewidth=0.8)
+                    ax.errorbar([r.batch * shift], [v], yerr=[[v - low], [high - v]], color=color, capsize=2,
+                                linewidth=0.8)
                     values += [low, high]
     if log and values and max(values) > min(values):  # one value has no decade to span: left linear
         log_axis(ax, values)
@@ -224,8 +229,8 @@ def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure
 
 # (file kind, caption, function)
 FIGURES = (
-    ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count "
-                "(dashed: the crossover threshold)", speedup_figure),
+    ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count, with its 95% "
+                "bootstrap interval (dashed: the crossover threshold)", speedup_figure),
     ("latency", "Per-token latency vs batch", latency_figure),
     ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
     ("after-update", "First call after a real update vs batch, per policy", after_update_figure),

@@ -24,7 +24,8 @@ def run_title(result: Result) -> str:
 def number(value, digits: int = 3) -> str:
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()  # a numpy scalar from a DataFrame cell
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    # pandas' NA (a blank of a nullable integer column) by its type's name: this module does without pandas
+    if value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -36,7 +36,8 @@
 #               `(cd runs && tar czf sweep-partial.tgz .sweep-h200.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
 #               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
-#               /tmp/sweep.log; `sweep-pack` as before
+#               /tmp/sweep.log; `sweep-pack` as before. With SMOKE=1, params/sweep-h200-smoke.yaml first (the
+#               sweep's two heaviest points alone, packed into /tmp/out/sweep-h200-smoke.tgz for `fetch`)
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -230,6 +231,10 @@ case $step in
     background /tmp/sweep.log inner-resume ;;
   inner-resume)
     wait_for_model
+    if [ "${SMOKE:-0}" = 1 ]; then
+      mkdir -p /tmp/out
+      PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
+    fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
     tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;

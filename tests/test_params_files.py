@@ -1,0 +1,35 @@
+"""Every committed parameter file validates, and the H200 smoke sweep's points are the H200 sweep's own."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rollout_study.params import StudyParams
+from rollout_study.sweep import SweepSpec, point_hash
+
+PARAMS = Path(__file__).resolve().parent.parent / "params"
+FILES = sorted(PARAMS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_every_parameter_file_validates(path):
+    # A sweep file validates every point (the product of its lists); a study file its one set.
+    with open(path, encoding="utf-8") as handle:
+        is_sweep = "sweep" in yaml.safe_load(handle)
+    if is_sweep:
+        assert SweepSpec.from_yaml(str(path)).points()
+    else:
+        StudyParams.from_yaml(str(path))
+
+
+def _keys(name: str) -> list[str]:
+    # What a resumed sweep keeps a point by: its file name, the slug and the hash of its parameters.
+    return [f"{slug}-{point_hash(params)}" for slug, params in SweepSpec.from_yaml(str(PARAMS / name)).points()]
+
+
+def test_the_smoke_sweep_runs_the_h200_sweeps_two_heaviest_points_with_their_parameters():
+    smoke, full = _keys("sweep-h200-smoke.yaml"), _keys("sweep-h200.yaml")
+    assert len(smoke) == 2 and set(smoke) <= set(full)
+    assert all("batch_size=64" in key and "max_new_tokens=512" in key for key in smoke)

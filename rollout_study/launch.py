@@ -27,6 +27,14 @@ class LaunchError(RuntimeError):
     """A fresh process ended without a result."""
 
 
+def excerpt(text: str, each: int = 1500) -> str:
+    """The first and the last `each` characters of a failed process's output: the error's own message is often
+    at the start (the tail of a native abort is its stack frames alone)."""
+    if len(text) <= 2 * each:
+        return text
+    return f"{text[:each]}\n[... {len(text) - 2 * each} characters left out ...]\n{text[-each:]}"
+
+
 def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | None = None) -> Result:
     """Run the protocol in a new interpreter; its result comes back typed, its errors as LaunchError."""
     request = json.dumps({"params": params.to_dict(), "mode": mode})
@@ -34,7 +42,7 @@ def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | N
     done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
                           text=True, timeout=timeout, env=env, preexec_fn=_die_with_parent)
     if done.returncode != 0 or not done.stdout.strip():
-        raise LaunchError(f"fresh process exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
+        raise LaunchError(f"fresh process exited {done.returncode}: {excerpt(done.stderr or done.stdout)}")
     return Result.from_dict(json.loads(done.stdout), "fresh process")
 
 
@@ -122,5 +130,15 @@ def worker() -> int:
     return 0
 
 
+def main() -> None:
+    code = worker()
+    # The result is out and flushed; the interpreter's teardown can only lose it. Once (a tiny point at batch 64
+    # on the H200, 2026-12-01) a CUDA memory pool's destructor aborted the process at exit, after the result
+    # was written, and the point was recorded as failed, its measurements lost. So the process ends here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(worker())
+    main()

@@ -15,10 +15,10 @@ from .engines.base import RolloutOutput
 from .reference import Reference
 
 
-def _margin(logits: torch.Tensor) -> dict:
-    top = torch.topk(logits.float(), 2)
-    return {"reference_top2_tokens": [int(t) for t in top.indices],
-            "reference_top2_margin": float(top.values[0] - top.values[1])}
+def _margin(reference: Reference, batch: int, row: int, step: int) -> dict:
+    values, tokens = reference.top2_logits[batch][row, step], reference.top2_tokens[batch][row, step]
+    return {"reference_top2_tokens": [int(t) for t in tokens],
+            "reference_top2_margin": float(values[0] - values[1])}
 
 
 def compare(output: RolloutOutput, reference: Reference, request_ids: list[list[int]] | None = None) -> dict:
@@ -38,7 +38,7 @@ def compare(output: RolloutOutput, reference: Reference, request_ids: list[list[
             # length minus the new tokens; the engine's offset must equal it and the engine's
             # sequence must carry the same prompt before it.
             off = got.response_offsets[b][row]
-            ref_off = ref_seq.shape[1] - reference.logits[b].shape[1]
+            ref_off = ref_seq.shape[1] - reference.steps(b)
             prompt_ok = off == ref_off and row < seq.shape[0] and seq.shape[1] - off == ref_seq.shape[1] - ref_off \
                 and torch.equal(seq[row, :off], ref_seq[row, :ref_off])
             if not prompt_ok:
@@ -59,8 +59,8 @@ def compare(output: RolloutOutput, reference: Reference, request_ids: list[list[
                     first = {"kind": "tokens", "request": request, "step": step,
                              "engine_token": int(response[step]) if step < response.numel() else None,
                              "reference_token": int(ref_response[step]) if step < ref_response.numel() else None}
-                    if step < reference.logits[b].shape[1]:
-                        first.update(_margin(reference.logits[b][row, step]))
+                    if step < reference.steps(b):
+                        first.update(_margin(reference, b, row, step))
     return {"ok": tokens_ok and masks_ok and offsets_ok, "tokens": tokens_ok, "attention_mask": masks_ok,
             "response_offsets": offsets_ok, "mismatch": first}
 

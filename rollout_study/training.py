@@ -54,7 +54,19 @@ def optimizer_flags(optimizer: torch.optim.Optimizer) -> dict:
     return flags
 
 
-def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
+def response_keep(attention_mask: torch.Tensor, response_offset: int) -> torch.Tensor:
+    """Which next-token predictions the loss counts: those of response tokens (position t predicts t+1)."""
+    keep = torch.zeros(attention_mask.shape[0], attention_mask.shape[1] - 1, dtype=torch.bool,
+                       device=attention_mask.device)
+    keep[:, response_offset - 1:] = True
+    return keep & attention_mask[:, 1:].bool()
+
+
+def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, response_offset: int,
+                 count: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean negative log-likelihood of the response tokens; `count`: what to divide the sum by instead of
+    these rows' own response tokens (a chunk of a batch divides by the whole batch's, so the chunks' losses
+    and gradients add up to the batch's)."""
     # The same masks and positions as the rollout saw them (generate() counts positions from the
     # first real token); a padding query sees itself, so no row is fully masked and no NaN
     # reaches the gradients.
@@ -65,11 +77,35 @@ def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, r
                    use_cache=False).logits[:, :-1].float()
     targets = sequences[:, 1:]
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-    # Position t predicts token t+1: keep the predictions of response tokens only.
-    keep = torch.zeros_like(targets, dtype=torch.bool)
-    keep[:, response_offset - 1:] = True
-    keep &= attention_mask[:, 1:].bool()
-    return -torch.where(keep, log_probs, 0.0).sum() / keep.sum().clamp(min=1)
+    keep = response_keep(attention_mask, response_offset)
+    total = keep.sum().clamp(min=1) if count is None else count
+    return -torch.where(keep, log_probs, 0.0).sum() / total
+
+
+# Tokens one forward and backward of the update holds at a time. The activations kept for backward grow
+# with every token (about 181 KB per token and layer in the 1B shape, FP32, measured with saved-tensor
+# hooks), and the float32 logits three times over (logits, log-softmax, its gradient): a batch of 64
+# rollouts of 544 tokens in the 1B shape would hold about 100 GB of activations and 54 GB of logits, more
+# than an H200 has. Rows are cut into chunks of at most this many tokens (at least one row), each chunk's
+# loss divided by the whole batch's response tokens, so the gradient is the batch's (summed in another order).
+BACKWARD_TOKENS = 8192
+
+
+def _backward(model, rollout, device, chunk_tokens: int = BACKWARD_TOKENS) -> list[float]:
+    batches = len(rollout.sequences)
+    batch_losses = []
+    for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
+        seq, mask = seq.to(device), mask.to(device)
+        count = response_keep(mask, offsets[0]).sum().clamp(min=1)
+        rows = max(1, chunk_tokens // seq.shape[1])
+        total = None
+        for start in range(0, seq.shape[0], rows):
+            loss = response_nll(model, seq[start:start + rows], mask[start:start + rows], offsets[0], count) / batches
+            loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        batch_losses.append(total * batches)
+    # One device-to-host read for the losses, not one per batch.
+    return torch.stack(batch_losses).float().cpu().tolist()
 
 
 class NonFiniteUpdate(FloatingPointError):
@@ -78,17 +114,6 @@ class NonFiniteUpdate(FloatingPointError):
     def __init__(self, message: str, weights_changed: bool = False):
         super().__init__(message)
         self.weights_changed = weights_changed
-
-
-def _backward(model, rollout, device) -> list[float]:
-    batches = len(rollout.sequences)
-    batch_losses = []
-    for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
-        loss = response_nll(model, seq.to(device), mask.to(device), offsets[0]) / batches
-        loss.backward()
-        batch_losses.append(loss.detach() * batches)
-    # One device-to-host read for the losses, not one per batch.
-    return torch.stack(batch_losses).float().cpu().tolist()
 
 
 def all_finite(tensors) -> bool:

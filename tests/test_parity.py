@@ -6,14 +6,20 @@ import torch
 
 from rollout_study import parity
 from rollout_study.engines.base import RolloutOutput
+from rollout_study.engines.eager import generate
 from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 
 
 @pytest.fixture
-def ref_and_ids(tiny):
+def tiny_and_workload(tiny):
     params, loaded = tiny()
-    w = random_workload(6, 4, 16, params.vocab, seed=4)
+    return loaded, random_workload(6, 4, 16, params.vocab, seed=4)
+
+
+@pytest.fixture
+def ref_and_ids(tiny_and_workload):
+    loaded, w = tiny_and_workload
     return reference(loaded.model, w.batches, 8, 0, "cpu"), [b.request_ids for b in w.batches]
 
 
@@ -26,7 +32,7 @@ def test_identical_output_passes(ref_and_ids):
     assert parity.compare(clone(ref.output), ref, ids)["ok"]
 
 
-def test_one_changed_token_is_caught_with_diagnosis(ref_and_ids):
+def test_one_changed_token_is_caught_with_diagnosis(ref_and_ids, tiny_and_workload):
     ref, ids = ref_and_ids
     out = clone(ref.output)
     step, row, batch = 5, 1, 1
@@ -37,9 +43,11 @@ def test_one_changed_token_is_caught_with_diagnosis(ref_and_ids):
     m = result["mismatch"]
     assert m["kind"] == "tokens" and m["request"] == ids[batch][row] and m["step"] == step
     assert m["reference_token"] == original and m["engine_token"] == (original + 1) % 1024
-    logits = ref.logits[batch][row, step]
-    top = torch.topk(logits, 2)
-    assert m["reference_top2_tokens"][0] == original
+    # The reference keeps only the top two of each step: they are those of generate()'s whole logits
+    loaded, w = tiny_and_workload
+    out = generate(loaded.model, w.batches[batch], 8, 0, "cpu", return_dict_in_generate=True, output_logits=True)
+    top = torch.topk(out.logits[step][row].float(), 2)
+    assert m["reference_top2_tokens"] == [int(t) for t in top.indices] and m["reference_top2_tokens"][0] == original
     assert m["reference_top2_margin"] == pytest.approx(float(top.values[0] - top.values[1]))
     assert m["reference_top2_margin"] >= 0
 

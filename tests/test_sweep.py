@@ -2,6 +2,7 @@
 files, and a two-point CPU sweep through the sweep notebook to HTML."""
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -228,6 +229,34 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
     frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
     assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
                                    "sweep points, all invocations"]
+
+
+def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cannot_lose_it():
+    # An exit handler that aborts stands for the CUDA memory pool destructor that once did (H200, batch 64)
+    script = ("import atexit, os, rollout_study.launch as launch\n"
+              "launch.worker = lambda: (atexit.register(os.abort), print('result'), 0)[-1]\n"
+              "launch.main()\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # buffered, as a plain interpreter is
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env=env)
+    assert (done.returncode, done.stdout) == (0, "result\n"), done.stderr[-2000:]  # ended, and nothing lost
+
+
+def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_path):
+    # A native abort's tail is stack frames alone: the message that names the error comes first.
+    from rollout_study.launch import LaunchError
+
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    frames = "".join(f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(400))
+
+    def aborted(params):
+        raise LaunchError(f"fresh process exited -6: terminate called: CUDA error: invalid argument\n{frames}")
+
+    sweep.run_local(spec, tmp_path, progress=False, launcher=aborted)
+    errors = [p["error"] for p in json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))["points"]]
+    assert len(errors) == 2 and all(e.startswith("fresh process exited -6: terminate called: CUDA error") for e in errors)
+    assert all(e.rstrip().endswith("frame #399: <unknown function> + 0x18f") and "characters left out" in e
+               for e in errors)
 
 
 @pytest.fixture(scope="module")

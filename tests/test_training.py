@@ -50,6 +50,38 @@ def test_loss_counts_response_tokens_only(tiny):
         assert training.response_nll(model, tail, mask, 8) != base  # ...and response tokens are targets
 
 
+def test_an_update_cut_into_chunks_of_rows_has_the_whole_batchs_loss_and_gradient(tiny):
+    # The update holds at most BACKWARD_TOKENS tokens at a time (the 1B shape at batch 64 would not fit an
+    # H200 whole); each chunk divides by the batch's response tokens, so nothing but the summation order moves.
+    _, loaded = tiny()
+    model = loaded.model
+    w = random_workload(10, 5, 16, 1024, seed=3)  # two batches of five, left-padded to other lengths
+    rollout = reference(model, w.batches, 6, 0, "cpu").output
+
+    def update(chunk_tokens):
+        model.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            losses = training._backward(model, rollout, "cpu", chunk_tokens=chunk_tokens)
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad(set_to_none=True)
+        return losses, grads
+
+    width = rollout.sequences[0].shape[1]
+    whole_losses, whole = update(10 ** 6)
+    for chunk_tokens in (1, 2 * width, 3 * width):  # a row at a time; two rows; three and the remaining two
+        losses, cut = update(chunk_tokens)
+        assert losses == pytest.approx(whole_losses, rel=1e-5)
+        assert cut.keys() == whole.keys() and whole
+        for name, grad in whole.items():
+            torch.testing.assert_close(cut[name], grad, rtol=1e-4, atol=1e-6)
+    # ...and a chunk that divided by its own tokens, not the batch's, would give other numbers
+    with torch.no_grad():
+        seq, mask, offset = rollout.sequences[0], rollout.attention_masks[0], rollout.response_offsets[0][0]
+        own = training.response_nll(model, seq[:2], mask[:2], offset)
+        shared = training.response_nll(model, seq[:2], mask[:2], offset, training.response_keep(mask, offset).sum())
+    assert float(own) != pytest.approx(float(shared))
+
+
 def test_non_finite_gradient_is_refused_and_not_applied(tiny):
     model, trainer = in_place_trainer(tiny)
     w = random_workload(4, 4, 16, 1024, seed=1)

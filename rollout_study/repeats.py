@@ -26,6 +26,7 @@ from pathlib import Path
 from .effects import MIN_SAMPLES
 from .files import write_json_atomic
 from .params import StudyParams
+from .record import excerpt
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval
 
@@ -158,7 +159,7 @@ def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict
             failed = "side by side" if side is None else "alone"
             reason = (side_entry or {}).get("error") if side is None else entry.get("error")
             out.append(Verdict(entry["slug"], "not compared", (), f"the {failed} run has no result"
-                               + (f" ({reason[-200:]})" if reason else "")))
+                               + (f" ({excerpt(reason, 100)})" if reason else "")))
             continue
         found = tuple(shifts(side, alone))
         if not found:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .files import write_json_atomic
 from .params import ParameterError, StudyParams
-from .record import ResultError
+from .record import ResultError, excerpt
 from .result import Result
 
 REPORTS = ("hazards", "sweep")
@@ -164,15 +164,16 @@ def _earlier_walls(folder: Path) -> list[dict]:
 
 def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseException | None = None) -> None:
     """A point's (or a repeat's) outcome: its result written and its status, or why it failed."""
-    from .launch import LaunchError, excerpt
+    from .launch import LaunchError
 
     if result is not None:
         result.write(folder / entry["file"])
         entry["status"] = "valid" if result.is_valid else "invalid"
     elif error is not None:
         (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
-        entry.update(status="failed", error=excerpt(str(error) if isinstance(error, LaunchError)
-                                                     else f"{type(error).__name__}: {error}"))
+        # A LaunchError's message is already the head and tail of the process's output (launch.fresh_process)
+        entry.update(status="failed", error=str(error) if isinstance(error, LaunchError)
+                     else excerpt(f"{type(error).__name__}: {error}"))
 
 
 class _Record:

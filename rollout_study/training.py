@@ -86,18 +86,26 @@ def response_nll(model, sequences: torch.Tensor, attention_mask: torch.Tensor, r
 # with every token (about 181 KB per token and layer in the 1B shape, FP32, measured with saved-tensor
 # hooks), and the float32 logits three times over (logits, log-softmax, its gradient): a batch of 64
 # rollouts of 544 tokens in the 1B shape would hold about 100 GB of activations and 54 GB of logits, more
-# than an H200 has. Rows are cut into chunks of at most this many tokens (at least one row), each chunk's
-# loss divided by the whole batch's response tokens, so the gradient is the batch's (summed in another order).
+# than an H200 has. A batch over this many tokens is cut into as few chunks of rows as keep each under it,
+# the rows shared evenly (a row is never cut), each chunk's loss divided by the whole batch's response
+# tokens, so the gradient is the batch's, summed in another order. (With bfloat16 master weights the chunks'
+# gradients add up in bfloat16: within a rounding step of the whole batch's.)
 BACKWARD_TOKENS = 8192
 
 
-def _backward(model, rollout, device, chunk_tokens: int = BACKWARD_TOKENS) -> list[float]:
+def backward_chunks(rows: int, width: int, budget: int | None = None) -> int:
+    """How many chunks a batch of `rows` rows of `width` tokens is cut into."""
+    budget = BACKWARD_TOKENS if budget is None else budget
+    return min(rows, max(1, math.ceil(rows * width / budget)))
+
+
+def _backward(model, rollout, device, chunk_tokens: int | None = None) -> list[float]:
     batches = len(rollout.sequences)
     batch_losses = []
     for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
         seq, mask = seq.to(device), mask.to(device)
         count = response_keep(mask, offsets[0]).sum().clamp(min=1)
-        rows = max(1, chunk_tokens // seq.shape[1])
+        rows = math.ceil(seq.shape[0] / backward_chunks(seq.shape[0], seq.shape[1], chunk_tokens))
         total = None
         for start in range(0, seq.shape[0], rows):
             loss = response_nll(model, seq[start:start + rows], mask[start:start + rows], offsets[0], count) / batches
@@ -180,6 +188,7 @@ class Trainer:
                 "adapter": None if self.adapter is None else {"kind": "LoRA", "targets": list(sync.LORA_TARGETS),
                                                                "rank": self.adapter.peft_config["default"].r},
                 "moves_off_device": sync.moved_away(self.path, self.device),
+                "backward_tokens_per_chunk": BACKWARD_TOKENS,
                 "retains_replaced_weights": self.retain_replaced,
                 "optimizer_flags": optimizer_flags(self.optimizer)}
 

@@ -242,21 +242,23 @@ def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cann
     assert (done.returncode, done.stdout) == (0, "result\n"), done.stderr[-2000:]  # ended, and nothing lost
 
 
-def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_path):
-    # A native abort's tail is stack frames alone: the message that names the error comes first.
-    from rollout_study.launch import LaunchError
+def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_path, monkeypatch):
+    # A native abort's tail is stack frames alone: the message that names the error comes first. Through the
+    # real launcher, with the process's exit faked: its output is cut once, in the middle, and said so.
+    from rollout_study import launch
 
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
-    frames = "".join(f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(400))
-
-    def aborted(params):
-        raise LaunchError(f"fresh process exited -6: terminate called: CUDA error: invalid argument\n{frames}")
-
-    sweep.run_local(spec, tmp_path, progress=False, launcher=aborted)
+    stderr = "terminate called: CUDA error: invalid argument\n" + "".join(
+        f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(400))
+    monkeypatch.setattr(launch.subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a[0], -6, stdout="", stderr=stderr))
+    sweep.run_local(spec, tmp_path, progress=False, launcher=launch.fresh_process)
     errors = [p["error"] for p in json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))["points"]]
-    assert len(errors) == 2 and all(e.startswith("fresh process exited -6: terminate called: CUDA error") for e in errors)
-    assert all(e.rstrip().endswith("frame #399: <unknown function> + 0x18f") and "characters left out" in e
-               for e in errors)
+    assert len(errors) == 2
+    for error in errors:
+        assert error.startswith("fresh process exited -6: terminate called: CUDA error: invalid argument")
+        assert error.rstrip().endswith("frame #399: <unknown function> + 0x18f")
+        assert f"[... {len(stderr) - 3000} characters left out ...]" in error  # cut once, by the launcher
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def test_an_update_cut_into_chunks_of_rows_has_the_whole_batchs_loss_and_gradien
 
     width = rollout.sequences[0].shape[1]
     whole_losses, whole = update(10 ** 6)
-    for chunk_tokens in (1, 2 * width, 3 * width):  # a row at a time; two rows; three and the remaining two
+    for chunk_tokens in (1, 2 * width, 3 * width):  # a row at a time; rows 2, 2 and 1; rows 3 and 2
         losses, cut = update(chunk_tokens)
         assert losses == pytest.approx(whole_losses, rel=1e-5)
         assert cut.keys() == whole.keys() and whole
@@ -80,6 +80,14 @@ def test_an_update_cut_into_chunks_of_rows_has_the_whole_batchs_loss_and_gradien
         own = training.response_nll(model, seq[:2], mask[:2], offset)
         shared = training.response_nll(model, seq[:2], mask[:2], offset, training.response_keep(mask, offset).sum())
     assert float(own) != pytest.approx(float(shared))
+
+
+def test_a_batch_is_cut_into_the_fewest_chunks_under_the_budget_with_its_rows_shared_evenly():
+    assert training.backward_chunks(8, 64) == 1  # the tiny reference workload: one piece
+    assert training.backward_chunks(16, 544, 8192) == 2  # 8 + 8 rows, not 15 + 1
+    assert training.backward_chunks(64, 544, 8192) == 5  # the 1B shape's corner: 13 rows (7,072 tokens) each
+    assert training.backward_chunks(3, 10_000, 8192) == 3  # a row over the budget is still one chunk
+    assert training.backward_chunks(64, 544) == training.backward_chunks(64, 544, training.BACKWARD_TOKENS)
 
 
 def test_non_finite_gradient_is_refused_and_not_applied(tiny):

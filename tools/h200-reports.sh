@@ -78,7 +78,8 @@ sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep ne
   # Code that only runs on CUDA (captures) is first run there: a sweep on it when its tests fail would
   # spend the session on failed points. The sweep runs no profiling process (profile: false), so a
   # failing profiler or tracing test does not stop it (it is in cuda-tests.txt for the next session).
-  if ! tail -1 /tmp/out/cuda-tests.txt | grep -q " passed" ||
+  # pytest's summary line, not the file's last line: an abort at the interpreter's exit can follow it
+  if ! grep -qE "^=+ .*[0-9]+ passed.* in [0-9.]+s" /tmp/out/cuda-tests.txt ||
      grep -E "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt | grep -vqE "::[^ ]*(profil|tracing|kernel_sums)"; then
     echo "CUDA tests the sweep needs did not all pass: no sweep"; grep -E " (FAILED|ERROR)" /tmp/out/cuda-tests.txt
     return 1
@@ -243,6 +244,12 @@ case $step in
     wait_for_model
     if [ "${SMOKE:-0}" = 1 ]; then
       PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
+      # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
+      # point measured before the change would be measured again. An invalid one (parity) does not.
+      smoke=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null | tail -1)
+      if [ -z "$smoke" ] || grep -q '"status": "failed"' "$smoke/sweep.json"; then
+        echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
+      fi
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import hazards
+from ..record import excerpt
 from ..result import Result
 from .markdown import table
 from .notebook import Block
@@ -124,7 +125,7 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
     out = [Block("heading", title(results), 2), Block("answer", "Answer", answer_lines(cells, results))]
     if failed:
         out.append(Block("warning", "points that did not run: " + "; ".join(
-            f"{e['slug']}: {e.get('error', '')[-300:]}" for e in failed)))
+            f"{e['slug']}: {excerpt(e.get('error', ''), 150)}" for e in failed)))
     if not results[0].cuda_graph:
         out.append(Block("warning", "no CUDA graph (CPU run): the graph engine ran its steps eagerly, so nothing "
                                     "could go stale; the verdicts show the engine's decisions only"))

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import repeats
 from .. import sweep_curves as curves
 from . import host
+from ..record import excerpt
 from ..result import Result
 from .markdown import table
 from .notebook import Block
@@ -81,7 +82,7 @@ def crossover_table(points) -> pd.DataFrame:
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
-    return pd.DataFrame([{"point": r.slug, "status": r.status, "why": r.reason[-500:]} for r in rejected],
+    return pd.DataFrame([{"point": r.slug, "status": r.status, "why": excerpt(r.reason, 250)} for r in rejected],
                         columns=["point", "status", "why"])
 
 

@@ -323,18 +323,46 @@ def finished(points: list[tuple[dict, Result | None]]) -> list[Result]:
     return [result for _, result in points if result is not None]
 
 
-def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) -> list[str]:
-    """Why a sweep folder is not publishable: failed or invalid points, and its report's own checks.
-
-    `loaded`: what `load(folder)` returned, where the caller has it already."""
-    from . import hazards, repeats
-
-    record, points = loaded or load(folder)
+def point_problems(points: list[tuple[dict, Result | None]]) -> list[str]:
+    """Each point that failed (no result) or whose result is invalid, with why."""
     problems = []
     for entry, result in points:
         why = [entry.get("error") or "no result"] if result is None else result.validity_problems()
         if why:
             problems.append(f"point {entry['slug']}: {'; '.join(why)}")
+    return problems
+
+
+def missing_points(record: dict) -> list[str]:
+    """The spec's points the record has no outcome for (an interrupted sweep)."""
+    try:
+        spec = SweepSpec.from_dict(record.get("spec") or {}, source="the sweep's record")
+        expected = [slug for slug, _ in spec.points()]
+    except ParameterError as err:
+        return [f"its spec cannot be read ({err})"]
+    done = {entry.get("slug") for entry in record.get("points", [])}
+    return [slug for slug in expected if slug not in done]
+
+
+def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) -> list[str]:
+    """Why a sweep folder is not publishable: points not run, its report's own checks, and (hazard sweeps)
+    failed or invalid points.
+
+    A curve sweep (report `sweep`) records a point that fails, runs out of memory or loses parity as such and
+    goes on: each point's outcome is a finding of the sweep, listed first in its report and never plotted, so
+    it does not stop the sweep from being published; a sweep with no valid point, or with points it never
+    ran, does. A hazard sweep's matrix needs every cell. `loaded`: what `load(folder)` returned, where the
+    caller has it already."""
+    from . import hazards, repeats
+
+    record, points = loaded or load(folder)
+    curves = record.get("spec", {}).get("report") == "sweep"
+    problems = [] if curves else point_problems(points)
+    if curves and points and len(point_problems(points)) == len(points):
+        problems.append("no valid point")
+    missing = missing_points(record)
+    if missing:
+        problems.append(f"{len(missing)} point(s) of the spec not run (first: {missing[0]})")
     if not points:
         problems.append("no points")
     problems += repeats.problems(record)

@@ -215,6 +215,41 @@ def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_pack
     assert "report.blocks(" in code[-1].source and "def " not in "".join(c.source for c in code)
 
 
+def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):
+    # "A point that runs out of memory or fails is recorded as such and the sweep goes on": such points are
+    # findings of the sweep (listed first, never plotted); a sweep that never ran some points is no result.
+    import dataclasses
+
+    from rollout_study.present import index
+
+    spec = dataclasses.replace(sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml")), repeat_alone=0)
+    first_slug = spec.points()[0][0]
+    valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+
+    def one_runs_out_of_memory(params):
+        if params.name.endswith(first_slug):
+            return valid
+        raise RuntimeError("out of memory (simulated)")
+
+    sweep.run_local(spec, tmp_path, progress=False, launcher=one_runs_out_of_memory)
+    assert sweep.validity_problems(tmp_path) == []
+    assert sweep.point_problems(sweep.load(tmp_path)[1])[0].endswith("RuntimeError: out of memory (simulated)")
+    (row,) = [r for r in index.entries(tmp_path.parent) if r["folder"] == tmp_path.name]
+    assert row["validity"] == "valid sweep; 1 of 2 points failed or invalid (listed in its report)"
+
+    record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
+    record["points"] = record["points"][:1]  # interrupted: the second point never ran
+    (tmp_path / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    assert sweep.validity_problems(tmp_path) == [f"1 point(s) of the spec not run (first: {spec.points()[1][0]})"]
+
+    def everything_fails(params):
+        raise RuntimeError("out of memory (simulated)")
+
+    none_valid = tmp_path.parent / "none-valid"
+    sweep.run_local(spec, none_valid, progress=False, launcher=everything_fails)
+    assert sweep.validity_problems(none_valid) == ["no valid point"]
+
+
 def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
 

@@ -72,8 +72,17 @@ def sweep_entry(folder: Path, row: dict) -> dict:
     return {**row, "label": label, "model": named if first else "-",
             "machine": first.machine if first else "-", "date": first.metadata.get("time_start", "-") if first else "-",
             "graph": "-" if first is None else ("CUDA graph" if first.cuda_graph else "no CUDA graph (CPU run)"),
-            "validity": "valid" if not problems else "INVALID: " + "; ".join(problems),
+            "validity": _sweep_validity(problems, sweep.point_problems(loaded[1]), len(loaded[1])),
             "answer": f"sweep of {len(loaded[1])} points ({record['spec'].get('report')})\n{answer}"}
+
+
+def _sweep_validity(problems: list[str], failed_points: list[str], points: int) -> str:
+    """A curve sweep publishes its failed and invalid points as findings: the row says how many."""
+    if problems:
+        return "INVALID: " + "; ".join(problems)
+    if failed_points:
+        return f"valid sweep; {len(failed_points)} of {points} points failed or invalid (listed in its report)"
+    return "valid"
 
 
 def entries(root: Path) -> list[dict]:
@@ -90,7 +99,7 @@ def _table(rows: list[dict]) -> str:
     body = []
     for r in rows:
         e = {k: html.escape(str(v)) for k, v in r.items() if k != "links"}
-        css = "ok" if r["validity"] == "valid" else "bad"
+        css = "ok" if r["validity"].startswith("valid") else "bad"
         links = " ".join(f'<a href="{e["folder"]}/{html.escape(name)}">{html.escape(name)}</a>' for name in r["links"])
         body.append(f"<tr><td>{e['folder']}</td><td class=\"answer\">{e['answer']}</td><td>{e['model']}</td>"
                     f"<td>{e['machine']}</td><td>{e['graph']}</td><td>{e['date']}</td>"

@@ -13,8 +13,8 @@ A list entry may be a mapping of several parameters that go together, for exampl
 (the axis name is then only a label).
 Each point's result is written to `points/<slug>-<hash>.json` as soon as it is done, and
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
-run again into the same folder, skips points whose valid result is already there (the hash is of
-the point's parameters). A point that fails or runs out of memory is recorded and the sweep goes on.
+run again into the same folder, skips points whose result is already there, valid or invalid (the hash
+is of the point's parameters; a failed point, with no result, runs again). A point that fails or runs out of memory is recorded and the sweep goes on.
 
 Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
 (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -117,7 +117,10 @@ def point_hash(params: StudyParams) -> str:
 
 
 def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
-    """A valid result of this point from the same code on the same kind of device: safe to keep on resume.
+    """A result of this point from the same code on the same kind of device: kept on resume, valid or not.
+
+    An invalid one too: the same code measuring again gives a lost parity (a near-tie, say) another draw,
+    and running a point until it passes would pick the results. A point that failed (no result) runs again.
 
     The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
     package and the study notebook, less what only presents), so edits elsewhere between the sessions
@@ -142,7 +145,7 @@ def _existing(folder: Path, file: str, params: StudyParams, current: dict | None
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
         return False
-    return result.is_valid and same_code and result.metadata.get("device") == device
+    return same_code and result.metadata.get("device") == device
 
 
 def _now() -> str:

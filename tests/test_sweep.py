@@ -226,16 +226,28 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     first_slug = spec.points()[0][0]
     valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
 
-    def one_runs_out_of_memory(params):
-        if params.name.endswith(first_slug):
-            return valid
-        raise RuntimeError("out of memory (simulated)")
+    invalid = point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    invalid.calls[-1].parity.ok = False
+    from rollout_study import environment
 
-    sweep.run_local(spec, tmp_path, progress=False, launcher=one_runs_out_of_memory)
+    for result in (valid, invalid):  # measured by this code, on this kind of device: what a resume keeps
+        result.metadata.update(git=environment.git_commit(), device="cpu")
+        result.metadata.setdefault("software", {}).update(
+            {name: environment.package_version(name) for name in ("torch", "transformers")})
+
+    def one_loses_parity(params):
+        return valid if params.name.endswith(first_slug) else invalid
+
+    sweep.run_local(spec, tmp_path, progress=False, launcher=one_loses_parity)
     assert sweep.validity_problems(tmp_path) == []
-    assert sweep.point_problems(sweep.load(tmp_path)[1])[0].endswith("RuntimeError: out of memory (simulated)")
+    assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1
     (row,) = [r for r in index.entries(tmp_path.parent) if r["folder"] == tmp_path.name]
     assert row["validity"] == "valid sweep; 1 of 2 points failed or invalid (listed in its report)"
+    # Resumed, the invalid point is kept as the valid one is: a second draw until it passes would pick results
+    again = []
+    rerun = sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or 1 / 0)
+    assert again == [] and [p["status"] for p in rerun["points"]] == ["kept from an earlier run"] * 2
+    assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1  # still invalid, still listed
 
     record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
     record["points"] = record["points"][:1]  # interrupted: the second point never ran

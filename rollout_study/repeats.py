@@ -51,11 +51,12 @@ def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
 
 def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     """Run the sampled points one at a time, each alone in a fresh local process; returns sweep.json's
-    `repeats` block (also on disk). A repeat whose valid result is already there (resume) is kept."""
+    `repeats` block (also on disk). A repeat whose result is already there (resume) is kept as a point's is
+    (sweep._existing); a curve sweep's point that failed or is invalid side by side is not repeated."""
     from .environment import now
     from .launch import STUDY_MODE, fresh_process
     from .pipeline import say
-    from .sweep import SWEEP_FILE, _existing, point_hash, settle
+    from .sweep import SWEEP_FILE, _existing, kept_status, point_hash, settle
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
     folder = Path(folder)
@@ -65,12 +66,16 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     began = time.perf_counter()
     block = {"rule": RULE, "start": now(), "end": None, "seconds": 0.0, "points": []}
     record["repeats"] = block
+    side_by_side = {e.get("order"): e.get("status", "") for e in record.get("points", [])}
     for order, slug, params in sample(spec, spec.repeat_alone):
         entry = {"order": order, "slug": slug, "hash": point_hash(params),
                  "file": f"{REPEATS_FOLDER}/{slug}-{point_hash(params)}.json"}
         start = time.perf_counter()
-        if _existing(folder, entry["file"], params):
-            entry["status"] = "kept from an earlier run"
+        if spec.report == "sweep" and not _usable(side_by_side.get(order, "")):
+            # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
+            entry["status"] = NOT_REPEATED
+        elif _existing(folder, entry["file"], params):
+            entry["status"] = kept_status(folder, entry["file"])
         else:
             try:
                 settle(folder, entry, launcher(params))
@@ -85,12 +90,19 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     return block
 
 
+NOT_REPEATED = "not repeated: its side-by-side run failed or is invalid"
+
+
+def _usable(status: str) -> bool:
+    return status == "valid" or status == "kept from an earlier run"
+
+
 def load(folder: Path, record: dict) -> list[tuple[dict, Result | None]]:
     """Each repeat's entry and result (None where it failed or its file is missing)."""
     out = []
     for entry in (record.get("repeats") or {}).get("points", []):
         path = Path(folder) / entry["file"]
-        ran = entry.get("status") != "failed" and path.is_file()
+        ran = entry.get("status") not in ("failed", NOT_REPEATED) and path.is_file()
         out.append((entry, Result.read(path) if ran else None))
     return out
 
@@ -100,7 +112,7 @@ def problems(record: dict) -> list[str]:
     wanted = int((record.get("spec") or {}).get("repeat_alone") or 0)
     entries = (record.get("repeats") or {}).get("points", [])
     out = [f"repeat of point {e['slug']} alone: {e.get('error') or e['status']}"
-           for e in entries if e.get("status") in ("failed", "invalid")]
+           for e in entries if e.get("status") == "failed" or e.get("status", "").startswith("invalid")]
     if len(entries) < wanted:
         out.append(f"repeat_alone is {wanted} but {len(entries)} repeat(s) ran (resume the sweep with --into)")
     return out

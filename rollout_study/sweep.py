@@ -13,8 +13,8 @@ A list entry may be a mapping of several parameters that go together, for exampl
 (the axis name is then only a label).
 Each point's result is written to `points/<slug>-<hash>.json` as soon as it is done, and
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
-run again into the same folder, skips points whose result is already there, valid or invalid (the hash
-is of the point's parameters; a failed point, with no result, runs again). A point that fails or runs out of memory is recorded and the sweep goes on.
+run again into the same folder, skips points whose result is already there, valid or invalid for parity
+(the hash is of the point's parameters; a failed point, or one whose result records a failure, runs again). A point that fails or runs out of memory is recorded and the sweep goes on.
 
 Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
 (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -68,7 +68,15 @@ class SweepSpec:
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
         spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat)
-        total = len(spec.points())  # every point validated before anything runs
+        points = spec.points()  # every point validated before anything runs
+        total = len(points)
+        seen: dict[str, str] = {}
+        for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4)
+            digest = point_hash(params)
+            if digest in seen:
+                raise ParameterError(f"{source}: points {seen[digest]!r} and {slug!r} have the same parameters; "
+                                     "allowed: each value of an axis once")
+            seen[digest] = slug
         if repeat > total:
             raise ParameterError(f"{source}: repeat_alone must be at most the sweep's {total} point(s), got {repeat}")
         return spec
@@ -119,8 +127,9 @@ def point_hash(params: StudyParams) -> str:
 def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
     """A result of this point from the same code on the same kind of device: kept on resume, valid or not.
 
-    An invalid one too: the same code measuring again gives a lost parity (a near-tie, say) another draw,
-    and running a point until it passes would pick the results. A point that failed (no result) runs again.
+    An invalid one too where parity alone failed: the same code measuring again gives a lost parity (a
+    near-tie, say) another draw, and running a point until it passes would pick the results. A point that
+    failed (no result), or whose result records a failure (out of memory in a phase), runs again.
 
     The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
     package and the study notebook, less what only presents), so edits elsewhere between the sessions
@@ -145,7 +154,18 @@ def _existing(folder: Path, file: str, params: StudyParams, current: dict | None
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
         return False
-    return same_code and result.metadata.get("device") == device
+    # Invalid for parity alone: kept. A failure the study caught (out of memory in a phase, say) may pass on
+    # another try, as a failed process's may: run again.
+    parity_only = not result.failures and all(run.valid for run in result.cold_starts)
+    return (result.is_valid or parity_only) and same_code and result.metadata.get("device") == device
+
+
+KEPT = "kept from an earlier run"
+
+
+def kept_status(folder: Path, file: str) -> str:
+    """The status of a point (or repeat) kept on resume: whether its kept result is valid stays in sight."""
+    return KEPT if Result.read(folder / file).is_valid else f"invalid, {KEPT}"
 
 
 def _now() -> str:
@@ -204,7 +224,7 @@ class _Record:
             file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
             if _existing(self.folder, file, params, current):
-                self.done(entry, status="kept from an earlier run", wall_s=None)
+                self.done(entry, status=kept_status(self.folder, file), wall_s=None)
             else:
                 todo.append((entry, params))
         return todo
@@ -219,7 +239,7 @@ class _Record:
         wall = self.data["wall"]
         wall.update(end=_now(), seconds=self.data["wall_s"],
                     total_seconds=self.data["wall_s"] + sum(w.get("seconds") or 0.0 for w in wall["earlier"]))
-        wall["points_kept" if entry["status"].startswith("kept") else "points_run"] += 1
+        wall["points_kept" if entry["status"].endswith(KEPT) else "points_run"] += 1
         write_json_atomic(self.data, self.folder / SWEEP_FILE)
         if self.progress:
             say(f"[{len(self.data['points'])}/{self.total}] {entry['slug']}: {entry['status']}")
@@ -336,15 +356,18 @@ def point_problems(points: list[tuple[dict, Result | None]]) -> list[str]:
     return problems
 
 
-def missing_points(record: dict) -> list[str]:
-    """The spec's points the record has no outcome for (an interrupted sweep)."""
-    try:
-        spec = SweepSpec.from_dict(record.get("spec") or {}, source="the sweep's record")
-        expected = [slug for slug, _ in spec.points()]
-    except ParameterError as err:
-        return [f"its spec cannot be read ({err})"]
+def missing_points(record: dict) -> tuple[int, int] | None:
+    """(points of the spec without an outcome, points of the spec), counted from the spec's axes alone (not
+    through today's parameter checks, which may refuse an older record); None where the axes cannot be read."""
+    axes = (record.get("spec") or {}).get("sweep")
+    if not isinstance(axes, dict) or not axes or not all(isinstance(v, list) for v in axes.values()):
+        return None
+    total = 1
+    for values in axes.values():
+        total *= len(values)
+    # By slug: older records have no `order`, and a spec with two points of one slug is refused (from_dict)
     done = {entry.get("slug") for entry in record.get("points", [])}
-    return [slug for slug in expected if slug not in done]
+    return max(0, total - len(done)), total
 
 
 def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) -> list[str]:
@@ -364,8 +387,10 @@ def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) ->
     if curves and points and len(point_problems(points)) == len(points):
         problems.append("no valid point")
     missing = missing_points(record)
-    if missing:
-        problems.append(f"{len(missing)} point(s) of the spec not run (first: {missing[0]})")
+    if missing is None:
+        problems.append("the record's spec has no readable axes: which points should have run is unknown")
+    elif missing[0]:
+        problems.append(f"{missing[0]} of the spec's {missing[1]} point(s) not run (resume with --into)")
     if not points:
         problems.append("no points")
     problems += repeats.problems(record)

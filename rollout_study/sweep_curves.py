@@ -263,9 +263,10 @@ class Crossover:
     @property
     def text(self) -> str:
         if self.batch is None:
-            return f"none in the swept range (batch {self.swept[0]} to {self.swept[-1]})"
+            return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return f"batch {self.batch} ({self.speedup:.2f}x): already under {CROSSOVER}x at the smallest batch swept"
+            return (f"batch {self.batch} ({self.speedup:.2f}x): already under {CROSSOVER}x at the smallest batch with "
+                    "a valid point")
         return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})")
 
 

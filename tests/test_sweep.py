@@ -16,6 +16,7 @@ from rollout_study import cli, repeats, sweep
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures
+from rollout_study.params import ParameterError
 from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
 
@@ -94,7 +95,7 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert (found.batch, found.before) == (4, (2, 2.5)) and found.speedup == pytest.approx(1.25)
     assert found.text.startswith("batch 4 (1.25x")
     (absent,) = curves.crossovers(_by_batch({1: 20.0, 8: 60.0}))  # 5x, 1.67x
-    assert absent.batch is None and absent.text == "none in the swept range (batch 1 to 8)"
+    assert absent.batch is None and absent.text == "none in the valid points' range (batch 1 to 8)"
     (at_once,) = curves.crossovers(_by_batch({2: 90.0, 4: 20.0}))
     assert at_once.batch == 2 and "already under" in at_once.text
 
@@ -246,20 +247,52 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     # Resumed, the invalid point is kept as the valid one is: a second draw until it passes would pick results
     again = []
     rerun = sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or 1 / 0)
-    assert again == [] and [p["status"] for p in rerun["points"]] == ["kept from an earlier run"] * 2
-    assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1  # still invalid, still listed
+    assert again == [] and [p["status"] for p in rerun["points"]] == [
+        "kept from an earlier run", "invalid, kept from an earlier run"]  # kept, and still said to be invalid
+    assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1
+    # ...but a result that records a failure (out of memory in a phase) may pass on another try: run again
+    from rollout_study.record import Failure
+
+    invalid.failures.append(Failure("graph", "reuse", 0, "steady", "OutOfMemoryError: CUDA (simulated)"))
+    invalid.write(tmp_path / rerun["points"][1]["file"])
+    sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or valid)
+    assert [p.name for p in again] == [spec.points()[1][1].name]
 
     record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
     record["points"] = record["points"][:1]  # interrupted: the second point never ran
     (tmp_path / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
-    assert sweep.validity_problems(tmp_path) == [f"1 point(s) of the spec not run (first: {spec.points()[1][0]})"]
+    assert sweep.validity_problems(tmp_path) == ["1 of the spec's 2 point(s) not run (resume with --into)"]
 
     def everything_fails(params):
         raise RuntimeError("out of memory (simulated)")
 
+    with pytest.raises(ParameterError, match="have the same parameters"):  # 1e-4 twice: one point, twice
+        sweep.SweepSpec.from_dict({**spec.to_dict(), "sweep": {"lr": [0.0001, 1e-4]}})
+
     none_valid = tmp_path.parent / "none-valid"
     sweep.run_local(spec, none_valid, progress=False, launcher=everything_fails)
     assert sweep.validity_problems(none_valid) == ["no valid point"]
+
+
+def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_stays_a_problem(tmp_path):
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
+    ((order, slug, _),) = repeats.sample(spec, 1)
+    valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+
+    def sampled_fails(params):
+        if params.name.endswith(slug):
+            raise RuntimeError("out of memory (simulated)")
+        return valid
+
+    sweep.run_local(spec, tmp_path, progress=False, launcher=sampled_fails)
+    ran = []
+    block = repeats.run(spec, tmp_path, progress=False, launcher=lambda p: ran.append(p) or valid)
+    assert ran == [] and [e["status"] for e in block["points"]] == [repeats.NOT_REPEATED]
+    record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
+    assert repeats.problems(record) == [] and sweep.validity_problems(tmp_path) == []
+    # An invalid repeat kept on resume is still an invalid repeat
+    record["repeats"]["points"][0]["status"] = "invalid, kept from an earlier run"
+    assert repeats.problems(record) == [f"repeat of point {slug} alone: invalid, kept from an earlier run"]
 
 
 def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):

@@ -19,7 +19,7 @@ TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model r
           None: "Runs without a readable result"}
 STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
-         ".ok{color:#070}.bad{color:#c00;font-weight:bold}.answer{white-space:pre-line;font-size:90%}")
+         ".ok{color:#070}.warn{color:#a60;font-weight:bold}.bad{color:#c00;font-weight:bold}.answer{white-space:pre-line;font-size:90%}")
 
 
 def entry(folder: Path) -> dict | None:
@@ -99,7 +99,7 @@ def _table(rows: list[dict]) -> str:
     body = []
     for r in rows:
         e = {k: html.escape(str(v)) for k, v in r.items() if k != "links"}
-        css = "ok" if r["validity"].startswith("valid") else "bad"
+        css = "ok" if r["validity"] == "valid" else ("warn" if r["validity"].startswith("valid sweep;") else "bad")
         links = " ".join(f'<a href="{e["folder"]}/{html.escape(name)}">{html.escape(name)}</a>' for name in r["links"])
         body.append(f"<tr><td>{e['folder']}</td><td class=\"answer\">{e['answer']}</td><td>{e['model']}</td>"
                     f"<td>{e['machine']}</td><td>{e['graph']}</td><td>{e['date']}</td>"

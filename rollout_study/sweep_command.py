@@ -19,7 +19,7 @@ def command(args) -> list[str]:
     from . import pipeline, publish, repeats
     from .files import writable
     from .pipeline import say
-    from .sweep import SWEEP_FILE, SweepSpec, load, run_local, run_ray, validity_problems
+    from .sweep import SWEEP_FILE, SweepSpec, load, point_problems, run_local, run_ray, validity_problems
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
     if args.executor == "ray":
@@ -61,6 +61,9 @@ def command(args) -> list[str]:
     publish.write_index(folder.parent)
     problems += validity_problems(folder)
     say(f"sweep folder: {folder}")
+    findings = point_problems(load(folder)[1]) if spec.report == "sweep" else []
+    if findings:  # a curve sweep's failed and invalid points are its findings, not errors: said all the same
+        say(f"{len(findings)} point(s) failed or are invalid (listed in the report, never plotted); first: {findings[0]}")
     for problem in problems:
         say(f"error: {problem}")
     return problems

@@ -272,6 +272,12 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     none_valid = tmp_path.parent / "none-valid"
     sweep.run_local(spec, none_valid, progress=False, launcher=everything_fails)
     assert sweep.validity_problems(none_valid) == ["no valid point"]
+    # A model none of whose points is valid has no curve: the answer says so rather than nothing
+    record, loaded_points = sweep.load(none_valid)
+    lines = report.answer_lines(record, loaded_points, none_valid)
+    assert "model synthetic (auto): no valid point; 2 failed or invalid (listed below), so no curve" in lines
+    record, loaded_points = sweep.load(tmp_path)  # one valid point of that model: no such line
+    assert not any("no valid point" in line for line in report.answer_lines(record, loaded_points, tmp_path))
 
 
 def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_stays_a_problem(tmp_path):

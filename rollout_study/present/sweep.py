@@ -219,6 +219,23 @@ def _parts(folder, record: dict, loaded):
     return usable, rejected, verdicts
 
 
+def _models_without_a_valid_point(loaded: list[tuple[dict, Result | None]], usable: list) -> list[str]:
+    """A model (name and dtype, as the points' parameters give them) of which no point is valid has no
+    figure and no table: the answer says so, where it would otherwise say nothing."""
+    def model(params: dict) -> tuple:
+        return params.get("model"), params.get("dtype")
+
+    slugs = {p.slug for p in usable}
+    valid = {model(entry.get("params") or {}) for entry, _ in loaded if entry.get("slug") in slugs}
+    counts: dict[tuple, int] = {}
+    for entry, _ in loaded:
+        key = model(entry.get("params") or {})
+        if key not in valid:
+            counts[key] = counts.get(key, 0) + 1
+    return [f"model {name} ({dtype}): no valid point; {n} failed or invalid (listed below), so no curve"
+            for (name, dtype), n in counts.items()]
+
+
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
     usable, rejected, verdicts = _parts(folder, record, loaded)
     wall = record.get("wall") or {}
@@ -226,6 +243,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
              f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
+    lines += _models_without_a_valid_point(loaded, usable)
     for points in curves.by_model(usable).values():
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):

@@ -287,7 +287,8 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("sweep_file", help="YAML with a 'sweep:' mapping of parameters to lists, e.g. "
                                           "params/sweep-h200.yaml")
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
-    sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (points with a result from the same code are kept)")
+    sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (a point's result from "
+                       "the same code is kept, invalid for parity included; a failed point runs again)")
     sweep.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: one point after another; ray: one point per GPU as Ray tasks")
     sweep.add_argument("--address", default=None, help="with --executor ray: an existing cluster (default: a "

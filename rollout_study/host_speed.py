@@ -7,8 +7,8 @@ hour apart, ran the tiny model's generate() steady calls in 48-63 ms and in 79-9
 compilation in 15.6 s and 24.1 s, while the graph's replays did not move. The code differed only in the
 garbage collection before each call (outside the timed region, and off during it), and host speed was
 not measured then: a slower host is the likely cause, not yet a measured one. A sweep spread over
-sessions mixes machines, so every result now says how fast its host ran, and the sweep report compares
-its points.
+sessions mixes machines, so every result now says how fast its host ran (the sweep report gives it per
+point, beside the spread of each point's generate() calls: present/host.py).
 """
 from __future__ import annotations
 

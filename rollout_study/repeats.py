@@ -94,7 +94,9 @@ NOT_REPEATED = "not repeated: its side-by-side run failed or is invalid"
 
 
 def _usable(status: str) -> bool:
-    return status == "valid" or status == "kept from an earlier run"
+    from .sweep import KEPT
+
+    return status in ("valid", KEPT)
 
 
 def load(folder: Path, record: dict) -> list[tuple[dict, Result | None]]:
@@ -108,11 +110,16 @@ def load(folder: Path, record: dict) -> list[tuple[dict, Result | None]]:
 
 
 def problems(record: dict) -> list[str]:
-    """Why the repeats make a sweep unpublishable: missing, failed or invalid ones."""
-    wanted = int((record.get("spec") or {}).get("repeat_alone") or 0)
+    """Why the repeats make a sweep unpublishable: missing or failed ones, and (hazard sweeps) invalid ones.
+
+    A curve sweep's repeat that lost parity alone is a finding as its points' are (the report says "not
+    compared"): kept on resume, it must not block publishing for good."""
+    spec = record.get("spec") or {}
+    wanted = int(spec.get("repeat_alone") or 0)
     entries = (record.get("repeats") or {}).get("points", [])
-    out = [f"repeat of point {e['slug']} alone: {e.get('error') or e['status']}"
-           for e in entries if e.get("status") == "failed" or e.get("status", "").startswith("invalid")]
+    invalid_blocks = spec.get("report") != "sweep"
+    out = [f"repeat of point {e['slug']} alone: {e.get('error') or e['status']}" for e in entries
+           if e.get("status") == "failed" or (invalid_blocks and e.get("status", "").startswith("invalid"))]
     if len(entries) < wanted:
         out.append(f"repeat_alone is {wanted} but {len(entries)} repeat(s) ran (resume the sweep with --into)")
     return out
@@ -167,6 +174,9 @@ def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict
     out = []
     for entry, alone in repeated:
         side_entry, side = by_order.get(entry["order"], (None, None))
+        if entry.get("status") == NOT_REPEATED:
+            out.append(Verdict(entry["slug"], "not repeated", (), NOT_REPEATED))
+            continue
         if side is None or alone is None:
             failed = "side by side" if side is None else "alone"
             reason = (side_entry or {}).get("error") if side is None else entry.get("error")

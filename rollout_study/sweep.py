@@ -36,6 +36,8 @@ from .files import write_json_atomic
 from .params import ParameterError, StudyParams
 from .record import ResultError, excerpt
 from .result import Result
+# Whether a sweep folder may be published: in sweep_validity.py, read from here by its callers
+from .sweep_validity import missing_points, point_problems, validity_problems  # noqa: F401
 
 REPORTS = ("hazards", "sweep")
 SWEEP_FILE = "sweep.json"
@@ -72,11 +74,11 @@ class SweepSpec:
         total = len(points)
         seen: dict[str, str] = {}
         for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4)
-            digest = point_hash(params)
-            if digest in seen:
-                raise ParameterError(f"{source}: points {seen[digest]!r} and {slug!r} have the same parameters; "
-                                     "allowed: each value of an axis once")
-            seen[digest] = slug
+            for key in (point_hash(params), slug):
+                if key in seen:
+                    raise ParameterError(f"{source}: points {seen[key]!r} and {slug!r} have the same parameters or "
+                                         "name; allowed: each value of an axis once")
+                seen[key] = slug
         if repeat > total:
             raise ParameterError(f"{source}: repeat_alone must be at most the sweep's {total} point(s), got {repeat}")
         return spec
@@ -345,55 +347,3 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[Result]]:
 def finished(points: list[tuple[dict, Result | None]]) -> list[Result]:
     return [result for _, result in points if result is not None]
 
-
-def point_problems(points: list[tuple[dict, Result | None]]) -> list[str]:
-    """Each point that failed (no result) or whose result is invalid, with why."""
-    problems = []
-    for entry, result in points:
-        why = [entry.get("error") or "no result"] if result is None else result.validity_problems()
-        if why:
-            problems.append(f"point {entry['slug']}: {'; '.join(why)}")
-    return problems
-
-
-def missing_points(record: dict) -> tuple[int, int] | None:
-    """(points of the spec without an outcome, points of the spec), counted from the spec's axes alone (not
-    through today's parameter checks, which may refuse an older record); None where the axes cannot be read."""
-    axes = (record.get("spec") or {}).get("sweep")
-    if not isinstance(axes, dict) or not axes or not all(isinstance(v, list) for v in axes.values()):
-        return None
-    total = 1
-    for values in axes.values():
-        total *= len(values)
-    # By slug: older records have no `order`, and a spec with two points of one slug is refused (from_dict)
-    done = {entry.get("slug") for entry in record.get("points", [])}
-    return max(0, total - len(done)), total
-
-
-def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) -> list[str]:
-    """Why a sweep folder is not publishable: points not run, its report's own checks, and (hazard sweeps)
-    failed or invalid points.
-
-    A curve sweep (report `sweep`) records a point that fails, runs out of memory or loses parity as such and
-    goes on: each point's outcome is a finding of the sweep, listed first in its report and never plotted, so
-    it does not stop the sweep from being published; a sweep with no valid point, or with points it never
-    ran, does. A hazard sweep's matrix needs every cell. `loaded`: what `load(folder)` returned, where the
-    caller has it already."""
-    from . import hazards, repeats
-
-    record, points = loaded or load(folder)
-    curves = record.get("spec", {}).get("report") == "sweep"
-    problems = [] if curves else point_problems(points)
-    if curves and points and len(point_problems(points)) == len(points):
-        problems.append("no valid point")
-    missing = missing_points(record)
-    if missing is None:
-        problems.append("the record's spec has no readable axes: which points should have run is unknown")
-    elif missing[0]:
-        problems.append(f"{missing[0]} of the spec's {missing[1]} point(s) not run (resume with --into)")
-    if not points:
-        problems.append("no points")
-    problems += repeats.problems(record)
-    if record.get("spec", {}).get("report") == "hazards":
-        problems += hazards.problems(hazards.matrix(finished(points)))
-    return problems

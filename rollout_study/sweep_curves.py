@@ -17,8 +17,8 @@ any update), and every speed-up is over the `eager` variant (Hugging Face genera
     break-even          rollouts per update U from (or up to) which the variant pays off (breakeven.py)
     growth              least squares ms = a + b x new tokens per variant and batch: slope b
                         (ms per new token), intercept a, R^2 (None where every ms is equal)
-    crossover           per variant and new tokens: the smallest swept batch whose speed-up is under
-                        `CROSSOVER`, or none in the swept range
+    crossover           per variant and new tokens: the smallest batch with a valid point whose speed-up
+                        is under `CROSSOVER`, or none in the valid points' range
 """
 from __future__ import annotations
 
@@ -255,7 +255,7 @@ def growth(points: list[Point]) -> list[Growth]:
 class Crossover:
     variant: str
     new_tokens: int
-    batch: int | None  # the smallest swept batch under CROSSOVER; None: none in the swept range
+    batch: int | None  # the smallest valid point's batch under CROSSOVER; None: none in the valid points' range
     speedup: float | None  # the speed-up there
     before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
     swept: tuple[int, ...]

@@ -94,9 +94,10 @@ BACKWARD_TOKENS = 8192
 
 
 def backward_chunks(rows: int, width: int, budget: int | None = None) -> int:
-    """How many chunks a batch of `rows` rows of `width` tokens is cut into."""
-    budget = BACKWARD_TOKENS if budget is None else budget
-    return min(rows, max(1, math.ceil(rows * width / budget)))
+    """How many chunks a batch of `rows` rows of `width` tokens is cut into: the fewest of at most `budget`
+    tokens each (a row over the budget is a chunk of its own)."""
+    per_chunk = max(1, (BACKWARD_TOKENS if budget is None else budget) // width)
+    return math.ceil(rows / per_chunk)
 
 
 def _backward(model, rollout, device, chunk_tokens: int | None = None) -> list[float]:
@@ -105,10 +106,11 @@ def _backward(model, rollout, device, chunk_tokens: int | None = None) -> list[f
     for seq, mask, offsets in zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets):
         seq, mask = seq.to(device), mask.to(device)
         count = response_keep(mask, offsets[0]).sum().clamp(min=1)
-        rows = math.ceil(seq.shape[0] / backward_chunks(seq.shape[0], seq.shape[1], chunk_tokens))
+        chunks = backward_chunks(seq.shape[0], seq.shape[1], chunk_tokens)
         total = None
-        for start in range(0, seq.shape[0], rows):
-            loss = response_nll(model, seq[start:start + rows], mask[start:start + rows], offsets[0], count) / batches
+        # tensor_split shares the rows evenly: chunk sizes differ by at most one row
+        for rows, row_mask in zip(torch.tensor_split(seq, chunks), torch.tensor_split(mask, chunks)):
+            loss = response_nll(model, rows, row_mask, offsets[0], count) / batches
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
         batch_losses.append(total * batches)

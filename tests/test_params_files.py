@@ -33,3 +33,5 @@ def test_the_smoke_sweep_runs_the_h200_sweeps_two_heaviest_points_with_their_par
     smoke, full = _keys("sweep-h200-smoke.yaml"), _keys("sweep-h200.yaml")
     assert len(smoke) == 2 and set(smoke) <= set(full)
     assert all("batch_size=64" in key and "max_new_tokens=512" in key for key in smoke)
+    assert sorted(key.split("-dtype=")[0] for key in smoke) == [
+        "model=smollm2-135m-instruct", "model=synthetic-llama-3.2-1b"]  # the two larger models, not the tiny one

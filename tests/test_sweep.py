@@ -266,7 +266,7 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     def everything_fails(params):
         raise RuntimeError("out of memory (simulated)")
 
-    with pytest.raises(ParameterError, match="have the same parameters"):  # 1e-4 twice: one point, twice
+    with pytest.raises(ParameterError, match="have the same parameters or name"):  # 1e-4 twice: one point, twice
         sweep.SweepSpec.from_dict({**spec.to_dict(), "sweep": {"lr": [0.0001, 1e-4]}})
 
     none_valid = tmp_path.parent / "none-valid"
@@ -280,24 +280,45 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     assert not any("no valid point" in line for line in report.answer_lines(record, loaded_points, tmp_path))
 
 
-def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_stays_a_problem(tmp_path):
+def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_is_a_finding(tmp_path):
+    from rollout_study import environment
+
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
     ((order, slug, _),) = repeats.sample(spec, 1)
     valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    invalid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    invalid.calls[-1].parity.ok = False
+    for result in (valid, invalid):  # measured by this code, on this kind of device: what a resume keeps
+        result.metadata.update(git=environment.git_commit(), device="cpu")
+        result.metadata.setdefault("software", {}).update(
+            {name: environment.package_version(name) for name in ("torch", "transformers")})
 
     def sampled_fails(params):
         if params.name.endswith(slug):
             raise RuntimeError("out of memory (simulated)")
         return valid
 
-    sweep.run_local(spec, tmp_path, progress=False, launcher=sampled_fails)
+    failed_side = tmp_path / "failed-side"
+    sweep.run_local(spec, failed_side, progress=False, launcher=sampled_fails)
     ran = []
-    block = repeats.run(spec, tmp_path, progress=False, launcher=lambda p: ran.append(p) or valid)
+    block = repeats.run(spec, failed_side, progress=False, launcher=lambda p: ran.append(p) or valid)
     assert ran == [] and [e["status"] for e in block["points"]] == [repeats.NOT_REPEATED]
-    record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
-    assert repeats.problems(record) == [] and sweep.validity_problems(tmp_path) == []
-    # An invalid repeat kept on resume is still an invalid repeat
-    record["repeats"]["points"][0]["status"] = "invalid, kept from an earlier run"
+    assert sweep.validity_problems(failed_side) == []
+    record, loaded_points = sweep.load(failed_side)
+    line = [x for x in report.answer_lines(record, loaded_points, failed_side) if x.startswith("repeated alone")]
+    assert line == ["repeated alone: 0 point(s), 0 moved by running side by side, 0 not moved; "
+                    "1 sampled point(s) not repeated (failed or invalid side by side)"]
+
+    # A repeat that loses parity alone: a finding of a curve sweep, kept on resume (not drawn again)
+    lost_alone = tmp_path / "lost-alone"
+    sweep.run_local(spec, lost_alone, progress=False, launcher=lambda p: valid)
+    repeats.run(spec, lost_alone, progress=False, launcher=lambda p: invalid)
+    block = repeats.run(spec, lost_alone, progress=False, launcher=lambda p: ran.append(p) or valid)
+    assert ran == [] and [e["status"] for e in block["points"]] == ["invalid, kept from an earlier run"]
+    record = json.loads((lost_alone / "sweep.json").read_text(encoding="utf-8"))
+    assert repeats.problems(record) == [] and sweep.validity_problems(lost_alone) == []
+    # ...while a hazard sweep, whose matrix needs every cell, refuses it
+    record["spec"]["report"] = "hazards"
     assert repeats.problems(record) == [f"repeat of point {slug} alone: invalid, kept from an earlier run"]
 
 

@@ -82,12 +82,14 @@ def test_an_update_cut_into_chunks_of_rows_has_the_whole_batchs_loss_and_gradien
     assert float(own) != pytest.approx(float(shared))
 
 
-def test_a_batch_is_cut_into_the_fewest_chunks_under_the_budget_with_its_rows_shared_evenly():
+def test_a_batch_is_cut_into_the_fewest_chunks_under_the_budget_with_its_rows_shared_evenly(monkeypatch):
     assert training.backward_chunks(8, 64) == 1  # the tiny reference workload: one piece
-    assert training.backward_chunks(16, 544, 8192) == 2  # 8 + 8 rows, not 15 + 1
-    assert training.backward_chunks(64, 544, 8192) == 5  # the 1B shape's corner: 13 rows (7,072 tokens) each
+    assert training.backward_chunks(16, 544, 8192) == 2  # 15 rows fit: two chunks of 8
+    assert training.backward_chunks(64, 544, 8192) == 5  # the 1B shape's corner: 13 rows (7,072 tokens) at most
+    assert training.backward_chunks(5, 3000, 8192) == 3  # 2 rows fit: 2, 2, 1 (never 3 rows, 9,000 tokens)
     assert training.backward_chunks(3, 10_000, 8192) == 3  # a row over the budget is still one chunk
-    assert training.backward_chunks(64, 544) == training.backward_chunks(64, 544, training.BACKWARD_TOKENS)
+    monkeypatch.setattr(training, "BACKWARD_TOKENS", 544)  # the budget is read at each call
+    assert training.backward_chunks(4, 544) == 4
 
 
 def test_non_finite_gradient_is_refused_and_not_applied(tiny):

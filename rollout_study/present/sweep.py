@@ -30,7 +30,8 @@ DEFINITIONS = [
     "U from which (or up to which) first + (U-1) x steady is no dearer than the baseline's",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
-    f"crossover: per variant and new tokens, the smallest swept batch whose speed-up is under {curves.CROSSOVER}x",
+    f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
+    f"{curves.CROSSOVER}x",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart",
 ]
 
@@ -251,11 +252,14 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             crossings = [f"{c.new_tokens} tokens: {c.text}" for c in curves.crossovers(points) if c.variant == variant]
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"under {curves.CROSSOVER}x from: " + "; ".join(crossings))
+    ran = [v for v in verdicts if v.verdict != "not repeated"]
     if verdicts:
-        moved = [v.slug for v in verdicts if v.verdict == "moved"]
-        lines.append(f"repeated alone: {len(verdicts)} point(s), {len(moved)} moved by running side by side"
+        moved = [v.slug for v in ran if v.verdict == "moved"]
+        skipped = len(verdicts) - len(ran)
+        lines.append(f"repeated alone: {len(ran)} point(s), {len(moved)} moved by running side by side"
                      + (f" ({', '.join(moved)})" if moved else "")
-                     + f", {sum(v.verdict == 'not moved' for v in verdicts)} not moved")
+                     + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
+                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid side by side)" if skipped else ""))
     return lines + host_lines(loaded)
 
 

@@ -18,6 +18,14 @@ def point_problems(points: list[tuple[dict, Result | None]]) -> list[str]:
     return problems
 
 
+def failed_points(folder: str | os.PathLike) -> list[str]:
+    """The points that failed (no result) or whose result records a failure (out of memory in a phase, say),
+    as against a lost parity alone: what stops the H200 run after its smoke sweep (tools/h200-reports.sh)."""
+    from .sweep import load
+
+    return [entry["slug"] for entry, result in load(folder)[1] if result is None or result.failures]
+
+
 def missing_points(record: dict) -> tuple[int, int] | None:
     """(points of the spec without an outcome, points of the spec), counted from the spec's axes alone (not
     through today's parameter checks, which may refuse an older record); None where the axes cannot be read."""

@@ -255,8 +255,12 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
 
     invalid.failures.append(Failure("graph", "reuse", 0, "steady", "OutOfMemoryError: CUDA (simulated)"))
     invalid.write(tmp_path / rerun["points"][1]["file"])
+    from rollout_study.sweep_validity import failed_points
+
+    assert failed_points(tmp_path) == [spec.points()[1][0]]  # what stops the H200 run after its smoke sweep
     sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or valid)
     assert [p.name for p in again] == [spec.points()[1][1].name]
+    assert failed_points(tmp_path) == []  # a lost parity alone would not count either (above: kept, not failed)
 
     record = json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))
     record["points"] = record["points"][:1]  # interrupted: the second point never ran

@@ -248,9 +248,8 @@ case $step in
       # point measured before the change would be measured again. An invalid one (parity) does not.
       smoke=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null | tail -1)
       # failed: no result, or a result that records a failure (out of memory in a phase); parity alone is not
-      if [ -z "$smoke" ] || ! python3 -c "import sys; from rollout_study import sweep
-bad = [e['slug'] for e, r in sweep.load(sys.argv[1])[1] if r is None or r.failures]
-print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
+      if [ -z "$smoke" ] || ! python3 -c "import sys; from rollout_study.sweep_validity import failed_points as f; \
+bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
         echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
       fi
     fi

@@ -72,10 +72,13 @@ def _git(*args, root: str = ROOT) -> str | None:
         return None
 
 
-# What a measured call never runs: the presentation layer, and the notebooks that only read result
-# files. Left out of the fingerprint, so a report's table can change between the sessions of a long
+# What a measured call never runs: the presentation layer, the notebooks that only read result files, and
+# the modules that only read finished sweeps (a sweep report's numbers, whether a folder may be published,
+# comparing two runs). Left out of the fingerprint, so these can change between the sessions of a long
 # sweep without measuring its points again (the sweep's report is drawn by the code of its last session).
-NOT_MEASURING = ("rollout_study/present/", "notebooks/report.ipynb", "notebooks/hazards.ipynb", "notebooks/sweep.ipynb")
+NOT_MEASURING = ("rollout_study/present/", "rollout_study/sweep_curves.py", "rollout_study/sweep_validity.py",
+                 "rollout_study/compare.py", "notebooks/report.ipynb", "notebooks/hazards.ipynb",
+                 "notebooks/sweep.ipynb")
 
 
 def code_fingerprint(root: str | None = None) -> str:

@@ -216,6 +216,16 @@ def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_pack
     assert "report.blocks(" in code[-1].source and "def " not in "".join(c.source for c in code)
 
 
+def _as_if_measured_here(*results: Result) -> None:
+    """Fixture results marked as measured by this code on this kind of device: what a resume keeps."""
+    from rollout_study import environment
+
+    for result in results:
+        result.metadata.update(git=environment.git_commit(), device="cpu")
+        result.metadata.setdefault("software", {}).update(
+            {name: environment.package_version(name) for name in ("torch", "transformers")})
+
+
 def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):
     # "A point that runs out of memory or fails is recorded as such and the sweep goes on": such points are
     # findings of the sweep (listed first, never plotted); a sweep that never ran some points is no result.
@@ -229,12 +239,7 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
 
     invalid = point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
     invalid.calls[-1].parity.ok = False
-    from rollout_study import environment
-
-    for result in (valid, invalid):  # measured by this code, on this kind of device: what a resume keeps
-        result.metadata.update(git=environment.git_commit(), device="cpu")
-        result.metadata.setdefault("software", {}).update(
-            {name: environment.package_version(name) for name in ("torch", "transformers")})
+    _as_if_measured_here(valid, invalid)
 
     def one_loses_parity(params):
         return valid if params.name.endswith(first_slug) else invalid
@@ -285,17 +290,12 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
 
 
 def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_is_a_finding(tmp_path):
-    from rollout_study import environment
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
     ((order, slug, _),) = repeats.sample(spec, 1)
     valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
     invalid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
     invalid.calls[-1].parity.ok = False
-    for result in (valid, invalid):  # measured by this code, on this kind of device: what a resume keeps
-        result.metadata.update(git=environment.git_commit(), device="cpu")
-        result.metadata.setdefault("software", {}).update(
-            {name: environment.package_version(name) for name in ("torch", "transformers")})
+    _as_if_measured_here(valid, invalid)
 
     def sampled_fails(params):
         if params.name.endswith(slug):

@@ -52,11 +52,11 @@ def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
 def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     """Run the sampled points one at a time, each alone in a fresh local process; returns sweep.json's
     `repeats` block (also on disk). A repeat whose result is already there (resume) is kept as a point's is
-    (sweep._existing); a curve sweep's point that failed or is invalid side by side is not repeated."""
+    (sweep.kept_status); a curve sweep's point that failed or is invalid side by side is not repeated."""
     from .environment import now
     from .launch import STUDY_MODE, fresh_process
     from .pipeline import say
-    from .sweep import SWEEP_FILE, _existing, kept_status, point_hash, settle
+    from .sweep import SWEEP_FILE, kept_status, point_hash, settle
 
     launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
     folder = Path(folder)
@@ -74,8 +74,8 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
         if spec.report == "sweep" and not _usable(side_by_side.get(order, "")):
             # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
             entry["status"] = NOT_REPEATED
-        elif _existing(folder, entry["file"], params):
-            entry["status"] = kept_status(folder, entry["file"])
+        elif kept := kept_status(folder, entry["file"], params):
+            entry["status"] = kept
         else:
             try:
                 settle(folder, entry, launcher(params))

@@ -14,7 +14,8 @@ A list entry may be a mapping of several parameters that go together, for exampl
 Each point's result is written to `points/<slug>-<hash>.json` as soon as it is done, and
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose result is already there, valid or invalid for parity
-(the hash is of the point's parameters; a failed point, or one whose result records a failure, runs again). A point that fails or runs out of memory is recorded and the sweep goes on.
+(the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
+again). A point that fails or runs out of memory is recorded and the sweep goes on.
 
 Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
 (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -126,8 +127,18 @@ def point_hash(params: StudyParams) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
 
 
+KEPT = "kept from an earlier run"
+
+
 def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
-    """A result of this point from the same code on the same kind of device: kept on resume, valid or not.
+    """Whether a result of this point from the same code on the same kind of device is kept on resume."""
+    return kept_status(folder, file, params, current) is not None
+
+
+def kept_status(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> str | None:
+    """The status of a point (or repeat) kept on resume, saying whether its result is valid; None where it runs.
+
+    A result of this point from the same code on the same kind of device is kept, valid or not.
 
     An invalid one too where parity alone failed: the same code measuring again gives a lost parity (a
     near-tie, say) another draw, and running a point until it passes would pick the results. A point that
@@ -143,7 +154,7 @@ def _existing(folder: Path, file: str, params: StudyParams, current: dict | None
     try:
         result = Result.read(folder / file)
     except (FileNotFoundError, ResultError, ValueError):
-        return False
+        return None
     current, recorded = current or git_commit(), result.metadata.get("git") or {}
     if recorded.get("code_sha256") and current.get("code_sha256"):
         same_code = recorded["code_sha256"] == current["code_sha256"]
@@ -155,19 +166,13 @@ def _existing(folder: Path, file: str, params: StudyParams, current: dict | None
     try:
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
-        return False
+        return None
     # Invalid for parity alone: kept. A failure the study caught (out of memory in a phase, say) may pass on
     # another try, as a failed process's may: run again.
     parity_only = not result.failures and all(run.valid for run in result.cold_starts)
-    return (result.is_valid or parity_only) and same_code and result.metadata.get("device") == device
-
-
-KEPT = "kept from an earlier run"
-
-
-def kept_status(folder: Path, file: str) -> str:
-    """The status of a point (or repeat) kept on resume: whether its kept result is valid stays in sight."""
-    return KEPT if Result.read(folder / file).is_valid else f"invalid, {KEPT}"
+    if not ((result.is_valid or parity_only) and same_code and result.metadata.get("device") == device):
+        return None
+    return KEPT if result.is_valid else f"invalid, {KEPT}"
 
 
 def _now() -> str:
@@ -225,8 +230,9 @@ class _Record:
             digest = point_hash(params)
             file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
-            if _existing(self.folder, file, params, current):
-                self.done(entry, status=kept_status(self.folder, file), wall_s=None)
+            kept = kept_status(self.folder, file, params, current)
+            if kept:
+                self.done(entry, status=kept, wall_s=None)
             else:
                 todo.append((entry, params))
         return todo

@@ -31,7 +31,7 @@ def command(args) -> list[str]:
     elif args.address:
         raise ParameterError("--address needs --executor ray")
     publish.check_name(spec.name, "name")
-    if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep._existing)
+    if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep.kept_status)
         folder = Path(args.into).resolve()
         if not (folder / SWEEP_FILE).is_file():
             raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {SWEEP_FILE})")

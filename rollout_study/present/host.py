@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..breakeven import BASELINE
 from ..result import Result
 
+
 def figures(result: Result | None) -> tuple[float | None, float | None]:
     """The point's (start, end) us per tiny operation; None where not recorded (a failed point, or one
     written before host speed was kept)."""

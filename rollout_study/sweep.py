@@ -181,7 +181,8 @@ def _now() -> str:
     return now()
 
 
-def _earlier_walls(folder: Path) -> list[dict]:
+def earlier_walls(folder: Path) -> list[dict]:
+    """The wall time of each invocation recorded in a sweep folder, oldest first."""
     try:
         with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
             wall = json.load(handle).get("wall")
@@ -214,7 +215,7 @@ class _Record:
         self.folder, self.progress, self.total = folder, progress, len(spec.points())
         # This invocation's wall time, and the earlier invocations' of a resumed sweep (one session
         # may not fit a sweep): their sum is the time the sweep took to run, pauses between them aside.
-        earlier = _earlier_walls(folder)
+        earlier = earlier_walls(folder)
         wall = {"executor": executor.split()[0], "gpus": gpus, "workers": workers, "start": _now(), "end": None,
                 "seconds": 0.0, "points_run": 0, "points_kept": 0, "earlier": earlier,
                 "total_seconds": sum(w.get("seconds") or 0.0 for w in earlier)}

@@ -2,6 +2,8 @@
 points alone, build the report, and name the folder; the steps live in sweep.py and repeats.py."""
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 from .params import ParameterError
@@ -31,6 +33,9 @@ def command(args) -> list[str]:
     elif args.address:
         raise ParameterError("--address needs --executor ray")
     publish.check_name(spec.name, "name")
+    if args.keep_from and not (Path(args.keep_from) / SWEEP_FILE).is_file():
+        raise ParameterError(f"--keep-from {args.keep_from!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a "
+                             "sweep folder whose points share parameters with this sweep's")
     if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep.kept_status)
         folder = Path(args.into).resolve()
         if not (folder / SWEEP_FILE).is_file():
@@ -39,11 +44,17 @@ def command(args) -> list[str]:
         if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
             raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
                                  f"not {spec.name!r}; allowed: a folder of the same sweep")
+        if args.keep_from and Path(args.keep_from).resolve() == folder:
+            raise ParameterError("--keep-from: the folder the sweep resumes (--into); allowed: another sweep folder")
     else:
         problem = writable(Path(args.output_root) / "probe.json")
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
+    if args.keep_from:
+        kept = keep_from(Path(args.keep_from), folder, spec)
+        if not args.quiet:
+            say(f"--keep-from: {len(kept)} point(s) of {args.keep_from} copied in (kept if from the same code)")
     try:
         if args.executor == "ray":
             run_ray(spec, folder, address=args.address, progress=not args.quiet)
@@ -67,3 +78,46 @@ def command(args) -> list[str]:
     for problem in problems:
         say(f"error: {problem}")
     return problems
+
+
+def keep_from(source: Path, folder: Path, spec) -> list[str]:
+    """Copy into `folder` the results in sweep folder `source` of points this sweep has; returns their files.
+
+    For a smoke sweep of a long sweep's corner points (params/sweep-h200-smoke.yaml): a point is the same
+    point when its parameters are (the file name holds their hash), so its result need not be measured
+    twice. The resume rule then decides, as for any result in the folder, whether it is kept (same code,
+    torch, Transformers and device) or run again. `source`'s invocations join this sweep's as earlier ones,
+    named by its sweep, so the time that measured the kept points stays in the sweep's wall time. Points
+    `folder` already holds are not overwritten.
+    """
+    from .files import write_json_atomic
+    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, load, point_hash
+
+    if not (source / SWEEP_FILE).is_file():
+        raise ParameterError(f"--keep-from {str(source)!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a sweep "
+                             "folder whose points share parameters with this sweep's")
+    if source.resolve() == folder.resolve():
+        raise ParameterError("--keep-from: the folder the sweep runs into; allowed: another sweep folder")
+    name = load(source)[0]["spec"].get("name")
+    files = [f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json" for slug, params in spec.points()]
+    copied = [file for file in files if (source / file).is_file() and not (folder / file).exists()]
+    if not copied:
+        return []
+    (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
+    for file in copied:
+        shutil.copy2(source / file, folder / file)
+    walls = [{**wall, "sweep": name} for wall in earlier_walls(source)]
+    path = folder / SWEEP_FILE
+    if not walls:  # a record without wall time (none was ever written so): nothing to add
+        return copied
+    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else \
+        {"schema_version": 1, "spec": spec.to_dict(), "executor": walls[-1].get("executor"), "points": []}
+    wall = record.get("wall")
+    if wall:  # copied in again (a copied point that failed here was deleted): its invocations count once
+        counted = {(w.get("sweep"), w.get("start")) for w in [*wall.get("earlier", []), wall]}
+        wall["earlier"] = [*wall.get("earlier", []), *(w for w in walls if (w["sweep"], w.get("start")) not in counted)]
+    else:  # a new folder: the last of source's invocations stands as this sweep's latest, the rest before it
+        record["wall"] = wall = {**walls[-1], "earlier": walls[:-1]}
+    wall["total_seconds"] = sum(w.get("seconds") or 0.0 for w in [*wall["earlier"], wall])
+    write_json_atomic(record, path)
+    return copied

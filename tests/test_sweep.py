@@ -342,6 +342,59 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
                                    "sweep points, all invocations"]
 
 
+def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys):
+    # params/sweep-h200-smoke.yaml runs the long sweep's corner first: its points are the sweep's own, so
+    # --keep-from copies them in (measured once), and the smoke's wall time joins the sweep's.
+    from rollout_study.sweep_command import keep_from
+
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    smoke = sweep.SweepSpec.from_dict({**spec.to_dict(), "name": "sweep-cpu-smoke", "repeat_alone": 0,
+                                       "sweep": {"batch": [{"batch_size": 2, "requests": 2}]}})
+    (smoke_slug, smoke_params), = smoke.points()
+    assert smoke_slug == spec.points()[1][0] and sweep.point_hash(smoke_params) == sweep.point_hash(spec.points()[1][1])
+    measured = point(2, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    _as_if_measured_here(measured)
+    smoke_folder = tmp_path / "smoke"
+    smoke_wall = sweep.run_local(smoke, smoke_folder, progress=False, launcher=lambda p: measured)["wall"]
+
+    folder, ran = tmp_path / "full", []
+    folder.mkdir()
+    assert keep_from(smoke_folder, folder, spec) == [f"points/{smoke_slug}-{sweep.point_hash(smoke_params)}.json"]
+    record = sweep.run_local(spec, folder, progress=False, launcher=lambda p: ran.append(p.name) or measured)
+    assert ran == [spec.points()[0][1].name]  # the smoke's point was not measured again
+    assert sorted((p["order"], p["status"]) for p in record["points"]) == [(0, "valid"), (1, sweep.KEPT)]
+    wall = record["wall"]
+    assert [(w["sweep"], w["start"], w["points_run"]) for w in wall["earlier"]] == [
+        ("sweep-cpu-smoke", smoke_wall["start"], 1)]
+    assert wall["total_seconds"] == pytest.approx(smoke_wall["seconds"] + wall["seconds"])
+    assert list(report.wall_table(record)["what"]) == [
+        "sweep points, invocation 1 (sweep-cpu-smoke, its points copied in)", "sweep points, invocation 2",
+        "sweep points, all invocations"]
+    # Copied again into the resumed folder (nothing new to copy): the smoke's time is not counted twice
+    assert keep_from(smoke_folder, folder, spec) == []
+    (folder / record["points"][0]["file"]).unlink()  # the kept one, as a failed point's result is deleted
+    assert len(keep_from(smoke_folder, folder, spec)) == 1
+    again = json.loads((folder / "sweep.json").read_text(encoding="utf-8"))["wall"]
+    assert [w.get("sweep") for w in again["earlier"]] == ["sweep-cpu-smoke"]
+    assert again["total_seconds"] == pytest.approx(wall["total_seconds"])
+    # A result from other code is copied but not kept: the resume rule decides, and the point runs again
+    other = tmp_path / "other"
+    other.mkdir()
+    measured.metadata["git"] = {**measured.metadata["git"], "code_sha256": "0" * 64}
+    measured.write(smoke_folder / f"points/{smoke_slug}-{sweep.point_hash(smoke_params)}.json")
+    keep_from(smoke_folder, other, spec)
+    ran.clear()
+    sweep.run_local(spec, other, progress=False, launcher=lambda p: ran.append(p.name) or measured)
+    assert len(ran) == 2
+    # Bad input: named, before any work, nothing written
+    runs = tmp_path / "runs"
+    args = ["sweep", str(REPO / "params" / "sweep-cpu.yaml"), "--output-root", str(runs)]
+    assert cli.main([*args, "--keep-from", str(tmp_path / "nowhere")]) == cli.EXIT_BAD_INPUT
+    assert "--keep-from" in capsys.readouterr().err and not runs.exists()
+    assert cli.main([*args, "--into", str(folder), "--keep-from", str(folder)]) == cli.EXIT_BAD_INPUT
+    assert "--keep-from: the folder the sweep resumes" in capsys.readouterr().err
+
+
 def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cannot_lose_it():
     # An exit handler that aborts stands for the CUDA memory pool destructor that once did (H200, batch 64)
     script = ("import atexit, os, rollout_study.launch as launch\n"

@@ -39,7 +39,7 @@
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
 #               params/sweep-h200-smoke.yaml next (the sweep's two heaviest points alone, packed into
-#               /tmp/out/sweep-h200-smoke.tgz for `fetch`)
+#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
@@ -135,7 +135,8 @@ case $step in
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
-    python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} 2>&1 | tail -40
+    python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} \
+      ${KEEP_FROM:+--keep-from "$KEEP_FROM"} 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
@@ -252,6 +253,7 @@ case $step in
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
         echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
       fi
+      export KEEP_FROM="$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   fetch)

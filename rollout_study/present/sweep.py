@@ -97,7 +97,10 @@ def wall_table(record: dict) -> pd.DataFrame:
     """Each invocation of the sweep (a resumed one has several), their sum, then the repeats alone."""
     wall = record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
     earlier = wall.get("earlier", [])
-    rows = [_wall_row(f"sweep points, invocation {i + 1}", w) for i, w in enumerate(earlier)]
+    # An invocation of another sweep whose points were copied in (--keep-from: a smoke run of the corner) is named
+    rows = [_wall_row(f"sweep points, invocation {i + 1}" + (f" ({w['sweep']}, its points copied in)"
+                                                             if w.get("sweep") else ""), w)
+            for i, w in enumerate(earlier)]
     rows.append(_wall_row("sweep points" + (f", invocation {len(earlier) + 1}" if earlier else ""), wall))
     if earlier:
         rows.append({"what": "sweep points, all invocations", "seconds": wall.get("total_seconds")})

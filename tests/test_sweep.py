@@ -342,7 +342,7 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
                                    "sweep points, all invocations"]
 
 
-def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys):
+def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys, monkeypatch):
     # params/sweep-h200-smoke.yaml runs the long sweep's corner first: its points are the sweep's own, so
     # --keep-from copies them in (measured once), and the smoke's wall time joins the sweep's.
     from rollout_study.sweep_command import keep_from
@@ -386,6 +386,25 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     ran.clear()
     sweep.run_local(spec, other, progress=False, launcher=lambda p: ran.append(p.name) or measured)
     assert len(ran) == 2
+    # Through the command, as tools/h200-reports.sh runs it after a passing smoke sweep
+    import yaml
+
+    from rollout_study import launch, pipeline
+
+    _as_if_measured_here(measured)  # measured by this code again
+    measured.write(smoke_folder / f"points/{smoke_slug}-{sweep.point_hash(smoke_params)}.json")
+    file = tmp_path / "sweep-cpu.yaml"
+    file.write_text(yaml.safe_dump({**spec.to_dict(), "repeat_alone": 0}), encoding="utf-8")
+    launched = []
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: launched.append(params.name) or measured)
+    monkeypatch.setattr(pipeline, "sweep_report_step", lambda folder, report, progress: [])
+    assert cli.main(["sweep", str(file), "--output-root", str(tmp_path / "cli"), "--quiet",
+                     "--keep-from", str(smoke_folder)]) == 0
+    assert launched == [spec.points()[0][1].name]
+    (done,) = [p for p in (tmp_path / "cli").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    record = json.loads((done / "sweep.json").read_text(encoding="utf-8"))
+    assert sorted(p["status"] for p in record["points"]) == [sweep.KEPT, "valid"]
+    assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-smoke"]
     # Bad input: named, before any work, nothing written
     runs = tmp_path / "runs"
     args = ["sweep", str(REPO / "params" / "sweep-cpu.yaml"), "--output-root", str(runs)]

@@ -1,0 +1,83 @@
+"""Probe: where a sweep point dies. Both corner points of the smoke sweep (batch 64, 512 new tokens; the 1B
+shape and SmolLM2) aborted on the H200 with "an illegal memory access", first seen in a destructor, their
+results lost with the process. This runs one point of a sweep file in this process, as the sweep would
+(the same parameters; engines may be narrowed), and says on stderr, flushed, as it goes: each measured
+call, update and reference before and after it (with a device synchronize after, so an asynchronous
+error surfaces at the step that caused it), and each failure the study records, with its traceback.
+The first failure names the step; CUDA errors are sticky, so what follows it is fallout.
+
+    python tools/probe_corner.py --match synthetic-llama-3.2-1b --match batch_size=64- \
+        --match max_new_tokens=512 [--engines eager,hf-continuous] [--out probe.json]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+from rollout_study import protocol
+from rollout_study.params import StudyParams
+from rollout_study.sweep import SweepSpec
+
+BEGAN = time.perf_counter()
+
+
+def say(text: str) -> None:
+    print(f"[{time.perf_counter() - BEGAN:7.1f} s] {text}", file=sys.stderr, flush=True)
+
+
+def announced(name: str, method):
+    def wrapper(self, *args, **kwargs):
+        what = f"{name} {' '.join(str(getattr(a, 'variant', a)) for a in args)}"
+        say(f"begin {what}")
+        out = method(self, *args, **kwargs)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        say(f"end   {what}  (allocated {torch.cuda.memory_allocated() / 2**30:.1f} GiB, "
+            f"reserved {torch.cuda.memory_reserved() / 2**30:.1f} GiB)" if torch.cuda.is_available() else f"end {what}")
+        return out
+    return wrapper
+
+
+class Loud(list):
+    def append(self, failure) -> None:
+        say(f"FAILURE engine={failure.engine} policy={failure.policy} cycle={failure.cycle} phase={failure.phase}: "
+            f"{failure.error}\n{(failure.extra or {}).get('traceback', '')}")
+        super().append(failure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweep", default="params/sweep-h200.yaml")
+    parser.add_argument("--match", action="append", required=True, help="substring of the point's slug (all must match)")
+    parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
+    parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
+    args = parser.parse_args()
+    points = [(slug, p) for slug, p in SweepSpec.from_yaml(args.sweep).points() if all(m in slug for m in args.match)]
+    if len(points) != 1:
+        sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in points]}")
+    slug, params = points[0]
+    if args.engines:
+        params = StudyParams.from_dict({**params.to_dict(), "engines": args.engines.split(",")})
+    say(f"point {slug}, engines {params.engines}")
+    protocol.Study._measure = announced("call", protocol.Study._measure)
+    protocol.Study._update = announced("update", protocol.Study._update)
+    protocol.Study._settle_reference = announced("reference", protocol.Study._settle_reference)
+    study = protocol.Study(params)
+    study.failures = Loud()
+    try:
+        result = study.run()
+        say(f"done: {len(result.calls)} calls, {len(result.failures)} failures, valid {result.is_valid}")
+        if args.out:
+            result.write(args.out)
+    except BaseException as err:  # noqa: BLE001 - a probe says what killed it
+        say(f"RAISED {type(err).__name__}: {err}")
+    sys.stderr.flush()
+    os._exit(0)  # not the interpreter's teardown: a stale CUDA context aborts in destructors there
+
+
+if __name__ == "__main__":
+    main()

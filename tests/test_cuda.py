@@ -402,3 +402,33 @@ def test_a_named_shape_initializes_on_the_gpu_repeatably_and_the_tiny_model_as_o
     on_host = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "float32")
     assert on_gpu.info["init_device"] == "cpu" and "init_gpu" not in on_gpu.info
     assert all(torch.equal(a.cpu(), b) for a, b in zip(on_gpu.model.state_dict().values(), on_host.model.state_dict().values()))
+
+
+def _workspace_case(mode: str) -> tuple[int, dict | None, str]:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, str(here / "workspace_child.py"), mode], capture_output=True, text=True,
+                          timeout=600, cwd=here.parent)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, (json.loads(lines[-1]) if lines else None), done.stderr[-2000:]
+
+
+def test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces():
+    # The smoke sweep's corner points (batch 64; the 1B shape and SmolLM2) aborted with an illegal address:
+    # the first graph replay after hf-compile and hf-continuous ran. The graph's GEMMs keep the address of
+    # the workspace cuBLAS had at capture; torch.compile's CUDA graph trees free every workspace, and an
+    # empty_cache releases it. Each case runs in its own process (tests/workspace_child.py).
+    import warnings
+
+    code, unprotected, err = _workspace_case("unprotected")
+    warnings.warn(f"cuBLAS workspace, unprotected capture: exit {code}, {unprotected}")  # in the summary either way
+    if code == 0 and unprotected and unprotected["same_tokens"] and unprotected["junk_intact"]:
+        pytest.skip("the hazard did not show here (cuBLAS used no workspace for these GEMMs, or its memory was "
+                    "not reused): nothing to show the protection against")
+    code, protected, err = _workspace_case("protected")
+    assert code == 0, err
+    assert protected == {"mode": "protected", "captures": [2, 0], "same_tokens": True, "junk_intact": True}

@@ -17,8 +17,10 @@ import sys
 import time
 
 import torch
+import yaml
 
 from rollout_study import protocol
+from rollout_study.engines import static_runner
 from rollout_study.params import StudyParams
 from rollout_study.sweep import SweepSpec
 
@@ -54,15 +56,24 @@ def main() -> None:
     parser.add_argument("--sweep", default="params/sweep-h200.yaml")
     parser.add_argument("--match", action="append", required=True, help="substring of the point's slug (all must match)")
     parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE (YAML value): a parameter changed")
+    parser.add_argument("--unprotected", action="store_true", help="capture as before the graphs owned their "
+                        "cuBLAS workspace (static_runner.own_cublas_workspace a no-op), to show the hazard")
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
     points = [(slug, p) for slug, p in SweepSpec.from_yaml(args.sweep).points() if all(m in slug for m in args.match)]
     if len(points) != 1:
         sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in points]}")
     slug, params = points[0]
+    changes = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     if args.engines:
-        params = StudyParams.from_dict({**params.to_dict(), "engines": args.engines.split(",")})
-    say(f"point {slug}, engines {params.engines}")
+        changes["engines"] = args.engines.split(",")
+    if changes:
+        params = StudyParams.from_dict({**params.to_dict(), **changes})
+    if args.unprotected:
+        static_runner.own_cublas_workspace = lambda: None
+    say(f"point {slug}, engines {params.engines}, changed {changes or 'nothing'}"
+        + (", UNPROTECTED captures" if args.unprotected else ""))
     protocol.Study._measure = announced("call", protocol.Study._measure)
     protocol.Study._update = announced("update", protocol.Study._update)
     protocol.Study._settle_reference = announced("reference", protocol.Study._settle_reference)

@@ -29,7 +29,7 @@ def child(mode: str) -> None:
         for a, b in pairs:
             a @ b
     torch.cuda.current_stream().wait_stream(stream)
-    if mode == "protected":
+    if mode.startswith("protected"):
         torch._C._cuda_clearCublasWorkspaces()  # the capture allocates a new one, in the graph's pool
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle(), stream=stream):
@@ -39,19 +39,22 @@ def child(mode: str) -> None:
     before = [o.clone() for o in outs]
     torch._C._cuda_clearCublasWorkspaces()  # what CUDA graph trees do
     torch.cuda.empty_cache()  # what continuous batching's reset does
-    junk = [torch.full((8 * 2**20,), float("nan"), device="cuda") for _ in range(64)]  # 2 GiB over freed memory
+    # Over the freed memory: a replay that still writes to the old workspace corrupts these (with no junk the
+    # memory stays unmapped, and such a replay is an illegal address)
+    junk = [torch.full((8 * 2**20,), float("nan"), device="cuda") for _ in range(64)] if mode.endswith("junk") else []
     graph.replay()
     torch.cuda.synchronize()
     same = all(torch.equal(o, b) for o, b in zip(outs, before))
-    print(f"{mode}: replay after the clear {'gave the same output' if same else 'gave OTHER output'}", flush=True)
-    del junk
+    intact = all(bool(t.isnan().all()) for t in junk)
+    print(f"{mode}: replay after the clear {'gave the same output' if same else 'gave OTHER output'}"
+          + (f", junk {'intact' if intact else 'CORRUPTED'}" if junk else ""), flush=True)
 
 
 def main() -> None:
     if len(sys.argv) > 1:
         child(sys.argv[1])
         return
-    for mode in ("unprotected", "protected"):
+    for mode in ("unprotected", "unprotected-junk", "protected-junk"):
         done = subprocess.run([sys.executable, __file__, mode], capture_output=True, text=True, timeout=300)
         lines = (done.stdout + done.stderr).strip().splitlines()
         print(f"{mode}: exit {done.returncode}; " + " | ".join(lines[-3:] if done.returncode else lines[-1:]), flush=True)

@@ -126,6 +126,21 @@ def side_stream(device) -> "torch.cuda.Stream":
     return _SIDE_STREAMS[device]
 
 
+def own_cublas_workspace() -> None:
+    """Drop cuBLAS's cached workspaces, so the capture that follows allocates its own in the graph's pool.
+
+    A captured GEMM keeps the address of the workspace cuBLAS had for the capture stream. Allocated
+    by a warmup, in the default pool, that workspace is not the graph's: torch.compile's CUDA graph
+    trees (hf-compile) free every workspace before and after each recording, a later empty_cache
+    (continuous batching's reset, or a capture's) releases it, and a replay then wrote to unmapped
+    memory (an illegal address on the H200 at batch 64, the 1B shape and SmolLM2 alike) or, where
+    the memory was reused, into another tensor. Allocated during the capture it is a block of the
+    graph's private pool, which stays mapped as long as the graph lives, whoever frees the
+    workspace later. PyTorch's CUDA graph trees clear the workspaces before recording for the same reason.
+    """
+    torch._C._cuda_clearCublasWorkspaces()
+
+
 def _memory(device) -> tuple[int, int]:
     stats = torch.cuda.memory_stats(device)
     return stats.get("reserved_bytes.all.current", 0), stats.get("allocated_bytes.all.current", 0)
@@ -257,6 +272,7 @@ class StaticRunner:
         device = self.input_ids.device
         stream = side_stream(device)
         graphs, self.capture_notes = [], []
+        own_cublas_workspace()  # the first capture's pool growth includes it: it is memory the graphs hold
         for index, (name, _, limit, repeats) in enumerate(self.steps):
             # The capture empties the allocator's cache as it begins; emptied here first, the
             # reserved-memory difference is what the graph pool grew by.

@@ -419,16 +419,22 @@ def _workspace_case(mode: str) -> tuple[int, dict | None, str]:
 
 def test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces():
     # The smoke sweep's corner points (batch 64; the 1B shape and SmolLM2) aborted with an illegal address:
-    # the first graph replay after hf-compile and hf-continuous ran. The graph's GEMMs keep the address of
-    # the workspace cuBLAS had at capture; torch.compile's CUDA graph trees free every workspace, and an
-    # empty_cache releases it. Each case runs in its own process (tests/workspace_child.py).
+    # the first graph replay after hf-compile and hf-continuous ran. The graphs' GEMMs keep the address of
+    # the workspace cuBLAS had at capture; torch.compile's CUDA graph trees free every workspace. Each case
+    # runs in its own process (tests/workspace_child.py).
     import warnings
 
     code, unprotected, err = _workspace_case("unprotected")
-    warnings.warn(f"cuBLAS workspace, unprotected capture: exit {code}, {unprotected}")  # in the summary either way
-    if code == 0 and unprotected and unprotected["same_tokens"] and unprotected["junk_intact"]:
-        pytest.skip("the hazard did not show here (cuBLAS used no workspace for these GEMMs, or its memory was "
-                    "not reused): nothing to show the protection against")
+    assert code == 0 and unprotected, err
+    if "skip" in unprotected:
+        pytest.skip(unprotected["skip"])
+    # Whether the old capture's replay wrote into memory handed out again: said either way, not asserted
+    # (cuBLAS may choose GEMMs without a workspace at these shapes)
+    warnings.warn(f"cuBLAS workspace, the capture as before: {unprotected}")
+    if not unprotected["workspace_in_default_pool"]:
+        pytest.skip("no cuBLAS workspace of the expected size seen in the default pool after the old capture: "
+                    f"this test cannot see workspaces here ({unprotected})")
     code, protected, err = _workspace_case("protected")
     assert code == 0, err
-    assert protected == {"mode": "protected", "captures": [2, 0], "same_tokens": True, "junk_intact": True}
+    assert protected == {"mode": "protected", "captures": [2, 0], "workspace_in_default_pool": 0,
+                         "junk_on_that_block": False, "same_tokens": True, "junk_written": 0}

@@ -288,6 +288,10 @@ class StaticRunner:
             graphs.append(graph)
             self.capture_notes.append(self.capture_note(index, seconds, now_reserved - reserved,
                                                         now_allocated - allocated))
+        # And after: no cached workspace may point into this pool once the capture is done. Streams come
+        # from a pool torch recycles, so another library's capture stream can be this one, and its graphs
+        # would keep this pool's block after this engine drops its graphs and the pool is released.
+        own_cublas_workspace()
         self.graphs = tuple(graphs)
         return len(graphs)
 

@@ -40,11 +40,13 @@
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
 #               params/sweep-h200-smoke.yaml next (the sweep's two heaviest points alone, packed into
 #               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
+#   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
+#               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
 case $step in
-  part|fetch|sweep-pack) ;;
+  part|fetch|sweep-pack|corner) ;;
   *)  # every step that measures names its commit: the commit is computed where the tree was committed, never
       # here, where the copy's .git can be stale ($(git rev-parse HEAD) here once named a commit two changes
       # older than the code that ran; `publish` now refuses such results)
@@ -256,6 +258,15 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
+  corner)  # where a corner point dies, in the foreground (about 3 minutes): the 1B shape at batch 64 and 16 new
+    # tokens with the engines that broke the smoke (2026-12-02), captured as before the graphs owned their
+    # cuBLAS workspace, then as now; each call announced, each failure printed (tools/probe_corner.py)
+    M="--match synthetic-llama-3.2-1b --match batch_size=64- --match max_new_tokens=512"
+    for mode in unprotected protected; do
+      timeout 240 python3 tools/probe_corner.py $M --set max_new_tokens=16 --engines graph,hf-compile,hf-continuous \
+        $([ $mode = unprotected ] && echo --unprotected) > "$OUT/corner-$mode.txt" 2>&1
+      echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
+    done ;;
   fetch)
     tail -5 /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

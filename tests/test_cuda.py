@@ -406,13 +406,16 @@ def test_a_named_shape_initializes_on_the_gpu_repeatably_and_the_tiny_model_as_o
 
 def _workspace_case(mode: str) -> tuple[int, dict | None, str]:
     import json
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
+    # The package from this checkout, however the child's interpreter finds its own
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(here.parent), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(here / "workspace_child.py"), mode], capture_output=True, text=True,
-                          timeout=600, cwd=here.parent)
+                          timeout=600, cwd=here.parent, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     return done.returncode, (json.loads(lines[-1]) if lines else None), done.stderr[-2000:]
 
@@ -425,13 +428,12 @@ def test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces():
     import warnings
 
     code, unprotected, err = _workspace_case("unprotected")
-    assert code == 0 and unprotected, err
-    if "skip" in unprotected:
+    if unprotected and "skip" in unprotected:
         pytest.skip(unprotected["skip"])
-    # Whether the old capture's replay wrote into memory handed out again: said either way, not asserted
-    # (cuBLAS may choose GEMMs without a workspace at these shapes)
-    warnings.warn(f"cuBLAS workspace, the capture as before: {unprotected}")
-    if not unprotected["workspace_in_default_pool"]:
+    # Whether the old capture's replay wrote into memory handed out again (or died of it): said either way,
+    # not asserted (cuBLAS may choose GEMMs without a workspace at these shapes)
+    warnings.warn(f"cuBLAS workspace, the capture as before: exit {code}, {unprotected or err[-300:]}")
+    if code == 0 and unprotected and not unprotected["workspace_in_default_pool"]:
         pytest.skip("no cuBLAS workspace of the expected size seen in the default pool after the old capture: "
                     f"this test cannot see workspaces here ({unprotected})")
     code, protected, err = _workspace_case("protected")

@@ -31,9 +31,10 @@ WORKSPACE = 32 * 2**20  # torch's default cuBLAS workspace from Hopper on (CUBLA
 
 def active_blocks(stream, size: int) -> list[int]:
     """Addresses of the live blocks of `size` bytes allocated on `stream`, in the default pool."""
-    return [block["address"] for segment in torch.cuda.memory_snapshot()
-            if segment["stream"] == stream.cuda_stream and tuple(segment["segment_pool_id"]) == (0, 0)
-            for block in segment["blocks"] if block["state"] == "active_allocated" and block["size"] == size]
+    return [block.get("address") for segment in torch.cuda.memory_snapshot()
+            if segment.get("stream") == stream.cuda_stream and tuple(segment.get("segment_pool_id", ())) == (0, 0)
+            for block in segment.get("blocks", []) if block.get("state") == "active_allocated"
+            and block.get("size") == size]
 
 
 def main(mode: str) -> None:

@@ -70,9 +70,10 @@ def command(args) -> list[str]:
     if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
         folder = publish.finish_run(folder, spec.name)
     publish.write_index(folder.parent)
-    problems += validity_problems(folder)
+    loaded = load(folder)  # once: every point's result file, for the validity and the findings alike
+    problems += validity_problems(folder, loaded)
     say(f"sweep folder: {folder}")
-    findings = point_problems(load(folder)[1]) if spec.report == "sweep" else []
+    findings = point_problems(loaded[1]) if spec.report == "sweep" else []
     if findings:  # a curve sweep's failed and invalid points are its findings, not errors: said all the same
         say(f"{len(findings)} point(s) failed or are invalid (listed in the report, never plotted); first: {findings[0]}")
     for problem in problems:

@@ -54,8 +54,9 @@ def validity_problems(folder: str | os.PathLike, loaded: tuple | None = None) ->
 
     record, points = loaded or load(folder)
     curves = record.get("spec", {}).get("report") == "sweep"
-    problems = [] if curves else point_problems(points)
-    if curves and points and len(point_problems(points)) == len(points):
+    failed_or_invalid = point_problems(points)
+    problems = [] if curves else list(failed_or_invalid)
+    if curves and points and len(failed_or_invalid) == len(points):
         problems.append("no valid point")
     missing = missing_points(record)
     if missing is None:

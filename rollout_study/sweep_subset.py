@@ -1,0 +1,56 @@
+"""A sweep file that runs some of another sweep file's points, with the same parameters and so the same hashes.
+
+    name: sweep-h200-tiny
+    subset_of: sweep-h200.yaml      # a full sweep file, relative to this file's folder
+    repeat_alone: 0                 # the subset's own (default 0); nothing else may be set
+    sweep:                          # axes of that file, each cut to some of its values
+      model:
+        - {model: synthetic, dtype: float32}
+
+Everything else is taken from the full file when the subset is read, so a subset's point is the full
+sweep's point of the same values, and no copy of its parameters can drift from it. `--keep-from` copies
+a finished subset's results into the full sweep, measured once: one model's curves can be published
+while the others are still running, and a smoke run of the far corner is not measured twice.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .params import ParameterError
+
+ALLOWED = ("name", "subset_of", "repeat_alone", "sweep")
+
+
+def resolve(values: dict, path: str) -> dict:
+    """The sweep file's values as a full sweep file's: the full file's keys with the subset's axes cut."""
+    import yaml
+
+    extra = sorted(set(values) - set(ALLOWED))
+    if extra:
+        raise ParameterError(f"{path}: a subset file (subset_of) sets only {', '.join(ALLOWED)}; got "
+                             f"{', '.join(extra)} (every other parameter is the full sweep's, so its points keep "
+                             "their hashes)")
+    named = values["subset_of"]
+    full_path = os.path.join(os.path.dirname(path), named) if isinstance(named, str) else None
+    if full_path is None or not os.path.isfile(full_path):
+        raise ParameterError(f"{path}: subset_of must name a sweep file in the same folder, got {named!r}")
+    with open(full_path, encoding="utf-8") as handle:
+        full = yaml.safe_load(handle)
+    if not isinstance(full, dict) or not isinstance(full.get("sweep"), dict) or "subset_of" in full:
+        raise ParameterError(f"{path}: subset_of {named!r} is not a full sweep file (a 'sweep:' mapping, no "
+                             "subset_of of its own)")
+    axes, cut = values.get("sweep"), dict(full["sweep"])
+    if not isinstance(axes, dict) or not axes:
+        raise ParameterError(f"{path}: a subset file needs a 'sweep:' mapping of some of {named}'s axes to some "
+                             f"of their values; its axes: {', '.join(cut)}")
+    for key, options in axes.items():
+        if key not in cut:
+            raise ParameterError(f"{path}: sweep.{key} is no axis of {named}; allowed: {', '.join(cut)}")
+        if not isinstance(options, list) or not options or any(option not in cut[key] for option in options):
+            raise ParameterError(f"{path}: sweep.{key} must be a non-empty list of values of {named}'s "
+                                 f"sweep.{key} ({cut[key]!r}), got {options!r}")
+        cut[key] = [option for option in cut[key] if option in options]  # the full sweep's order
+    kept = {key: value for key, value in full.items() if key not in ("name", "repeat_alone", "sweep")}
+    return {**kept, "name": values.get("name") or Path(path).stem, "repeat_alone": values.get("repeat_alone", 0),
+            "sweep": cut}

@@ -112,7 +112,9 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else \
         {"schema_version": 1, "spec": spec.to_dict(), "executor": walls[-1].get("executor"), "points": []}
     known = earlier_walls(folder)
-    counted = {(w.get("sweep"), w.get("start")) for w in known}  # copied in before: each invocation counts once
+    # Each invocation counts once: one copied in before, or this sweep's own come back through a subset that
+    # kept them (the folder's own blocks carry no name: theirs is this sweep's)
+    counted = {(w.get("sweep") or spec.name, w.get("start")) for w in known}
     merged = sorted([*known, *(w for w in walls if (w["sweep"], w.get("start")) not in counted)],
                     key=lambda w: w.get("start") or "")  # in the order they ran
     record["wall"] = {**merged[-1], "earlier": merged[:-1],

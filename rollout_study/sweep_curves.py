@@ -5,10 +5,10 @@ Only valid points enter a curve; failed and invalid ones are returned apart (`sp
 as such. Variants are whatever engines each point ran; "steady" is the cycle-0 steady phase (before
 any update), and every speed-up is over the `eager` variant (Hugging Face generate()) of its own point.
 
-A sweep may split the engines into groups, one point each at the same model, batch and new tokens,
+A sweep may split the engines into groups, one point each with the same parameters but its engines,
 so that one engine's lost parity (a near-tie) invalidates its own point, not the others' figures.
-Every group runs eager, the base of its own speed-ups; eager's own rows (latency, after an update)
-come from the first valid point at that place only, so no curve draws it twice.
+Every group runs eager, the base of its own speed-ups; a variant's rows at one place (the parameters
+less the engines) come from the first valid point there that ran it, so no curve draws one twice.
 
     speed-up            eager's steady median / the variant's, with its 95% bootstrap interval
     ms per token        steady median / (requests x new tokens): the wall time per generated token
@@ -27,6 +27,7 @@ come from the first valid point at that place only, so no curve draws it twice.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
@@ -41,7 +42,7 @@ CROSSOVER = 1.5  # speed-up under which a graph no longer clearly pays for its c
 class Point:
     slug: str
     result: Result
-    shows_baseline: bool = True  # False: an earlier point at the same place shows eager's own rows
+    shown_before: frozenset = frozenset()  # variants an earlier valid point at the same place shows
 
     @property
     def model(self) -> tuple[str, str, str]:
@@ -67,12 +68,8 @@ class Point:
         return self.result.samples(variant, 0, "steady")
 
     def variants(self) -> list[str]:
-        """The variants whose own rows this point gives (eager only where it shows the baseline)."""
-        return [v for v in self.result.checked_variants() if self.shows_baseline or v != BASELINE]
-
-    @property
-    def place(self) -> tuple:
-        return self.model, self.batch, self.requests, self.new_tokens
+        """The variants whose rows this point gives: those it ran that no earlier point at its place shows."""
+        return [v for v in self.result.checked_variants() if v not in self.shown_before]
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ class Rejected:
 
 def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
     """Valid points (curves) and the rest (the failures table)."""
-    usable, rejected = [], []
+    usable, rejected, places = [], [], []
     for entry, result in loaded:
         if result is None:
             rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
@@ -92,12 +89,22 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
             rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
         else:
             usable.append(Point(entry["slug"], result))
-    shown: set[tuple] = set()  # places whose eager an earlier valid point shows
+            places.append(_place(entry, usable[-1]))
+    shown: dict = {}  # place -> the variants the valid points before show there
     for i, point in enumerate(usable):
-        if point.place in shown:
-            usable[i] = Point(point.slug, point.result, shows_baseline=False)
-        shown.add(point.place)
+        ran, seen = set(point.result.checked_variants()), shown.setdefault(places[i], set())
+        if ran & seen:
+            usable[i] = Point(point.slug, point.result, frozenset(ran & seen))
+        seen |= ran
     return usable, rejected
+
+
+def _place(entry: dict, point: Point):
+    """Where a point sits: its parameters less the engines (and the name), else its place on the curves."""
+    params = entry.get("params")
+    if isinstance(params, dict):
+        return json.dumps({k: v for k, v in params.items() if k not in ("name", "engines")}, sort_keys=True)
+    return point.model, point.batch, point.requests, point.new_tokens
 
 
 def by_model(points: list[Point]) -> dict[tuple[str, str, str], list[Point]]:

@@ -31,15 +31,22 @@ def resolve(values: dict, path: str) -> dict:
         raise ParameterError(f"{path}: a subset file (subset_of) sets only {', '.join(ALLOWED)}; got "
                              f"{', '.join(extra)} (every other parameter is the full sweep's, so its points keep "
                              "their hashes)")
+    from .sweep import SweepSpec
+
     named = values["subset_of"]
     full_path = os.path.join(os.path.dirname(path), named) if isinstance(named, str) else None
-    if full_path is None or not os.path.isfile(full_path):
+    if full_path is None or os.path.basename(named) != named or not os.path.isfile(full_path):
         raise ParameterError(f"{path}: subset_of must name a sweep file in the same folder, got {named!r}")
     with open(full_path, encoding="utf-8") as handle:
         full = yaml.safe_load(handle)
     if not isinstance(full, dict) or not isinstance(full.get("sweep"), dict) or "subset_of" in full:
         raise ParameterError(f"{path}: subset_of {named!r} is not a full sweep file (a 'sweep:' mapping, no "
                              "subset_of of its own)")
+    full.setdefault("name", Path(full_path).stem)
+    SweepSpec.from_dict(dict(full), source=full_path)  # the full file valid first, with its own messages
+    name = values.get("name") or Path(path).stem
+    if name == full["name"]:  # its folders would pass for the full sweep's (--into checks the name)
+        raise ParameterError(f"{path}: name must differ from the full sweep's ({full['name']!r}), got {name!r}")
     axes, cut = values.get("sweep"), dict(full["sweep"])
     if not isinstance(axes, dict) or not axes:
         raise ParameterError(f"{path}: a subset file needs a 'sweep:' mapping of some of {named}'s axes to some "
@@ -47,10 +54,13 @@ def resolve(values: dict, path: str) -> dict:
     for key, options in axes.items():
         if key not in cut:
             raise ParameterError(f"{path}: sweep.{key} is no axis of {named}; allowed: {', '.join(cut)}")
-        if not isinstance(options, list) or not options or any(option not in cut[key] for option in options):
+        if not isinstance(options, list) or not options:
             raise ParameterError(f"{path}: sweep.{key} must be a non-empty list of values of {named}'s "
                                  f"sweep.{key} ({cut[key]!r}), got {options!r}")
+        unknown = [option for option in options if option not in cut[key]]
+        if unknown:  # equal values match (512 and 512.0); YAML reads 1e-4 as text: 1.0e-4 is the number
+            raise ParameterError(f"{path}: sweep.{key} has {unknown!r}, not among {named}'s sweep.{key}; allowed: "
+                                 f"{cut[key]!r}")
         cut[key] = [option for option in cut[key] if option in options]  # the full sweep's order
     kept = {key: value for key, value in full.items() if key not in ("name", "repeat_alone", "sweep")}
-    return {**kept, "name": values.get("name") or Path(path).stem, "repeat_alone": values.get("repeat_alone", 0),
-            "sweep": cut}
+    return {**kept, "name": name, "repeat_alone": values.get("repeat_alone", 0), "sweep": cut}

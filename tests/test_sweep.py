@@ -138,7 +138,8 @@ def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_
     usable, rejected = curves.split(loaded({"lost": Result.from_dict(lost), "graph": graph,
                                             "compiled": compiled, "b4": other}))
     assert [(r.slug, r.status) for r in rejected] == [("lost", "invalid")]  # the others keep their figures
-    assert [(p.slug, p.shows_baseline) for p in usable] == [("graph", True), ("compiled", False), ("b4", True)]
+    assert [(p.slug, p.shown_before) for p in usable] == [("graph", frozenset()), ("compiled", {"eager"}),
+                                                          ("b4", frozenset())]
     ratios = {(r.variant, r.batch): r.ratio.point for r in curves.speedups(usable)}
     assert ratios == {("graph[reuse]", 2): pytest.approx(10.0), ("hf-compile", 2): pytest.approx(4.0),
                       ("hf-compile", 4): pytest.approx(5.0)}  # each over its own point's eager: 120 / 30
@@ -148,6 +149,24 @@ def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_
     assert after == [(2, 50.0), (4, 1)]
     assert [r.variant for r in curves.latencies(usable) if r.batch == 2] == ["eager", "graph[reuse]", "hf-compile"]
     assert [(g.variant, g.batch) for g in curves.growth(usable) if g.variant == "eager"] == [("eager", 2), ("eager", 4)]
+
+
+def test_a_place_is_the_points_parameters_less_its_engines_and_each_variant_is_drawn_once_there():
+    def entry(slug: str, engines: list, prompt_len: int) -> dict:
+        return {"slug": slug, "status": "valid", "params": {"name": f"s-{slug}", "engines": engines,
+                                                            "batch_size": 2, "prompt_len": prompt_len}}
+
+    twice = point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)})
+    again = point(2, 16, {"eager": (1, 120.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1), "hf-compile": (1, 60.0, 1, 1)})
+    longer = point(2, 16, {"eager": (1, 300.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)})  # another prompt length
+    usable, _ = curves.split([(entry("a", ["eager", "graph"], 8), twice),
+                              (entry("b", ["eager", "graph", "hf-compile"], 8), again),
+                              (entry("c", ["eager", "graph"], 16), longer)])
+    assert [set(p.shown_before) for p in usable] == [set(), {"eager", "graph[reuse]"}, set()]
+    ratios = sorted((r.variant, r.ratio.point) for r in curves.speedups(usable))
+    assert ratios == [("graph[reuse]", pytest.approx(10.0)), ("graph[reuse]", pytest.approx(10.0)),
+                      ("hf-compile", pytest.approx(2.0))]  # a's graph and c's; b's hf-compile over b's eager
+    assert sorted(r.steady_ms for r in curves.latencies(usable) if r.variant == "eager") == [100.0, 300.0]
 
 
 def test_repeat_sample_is_deterministic_and_independent_of_the_name(tmp_path):
@@ -212,11 +231,12 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     full = yaml.safe_load((REPO / "params" / "sweep-cpu.yaml").read_text(encoding="utf-8"))
     full["sweep"]["max_new_tokens"] = [4, 6]
     (tmp_path / "full.yaml").write_text(yaml.safe_dump(full), encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text(yaml.safe_dump({**full, "sweep": {"max_new_tokens": 4}}), encoding="utf-8")
     whole = {f"{slug}-{sweep.point_hash(params)}" for slug, params in
              sweep.SweepSpec.from_yaml(str(tmp_path / "full.yaml")).points()}
 
-    def subset(name: str, **values) -> Path:
-        path = tmp_path / f"{name}.yaml"
+    def subset(file: str, **values) -> Path:
+        path = tmp_path / f"{file}.yaml"
         path.write_text(yaml.safe_dump({"subset_of": "full.yaml", **values}), encoding="utf-8")
         return path
 
@@ -230,7 +250,11 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
                                                                            if k not in shared}
     for values, fragment in [
             ({"sweep": {"prompt_len": [8]}}, "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
-            ({"sweep": {"max_new_tokens": [5]}}, "sweep.max_new_tokens must be a non-empty list of values of"),
+            ({"sweep": {"max_new_tokens": [5, 4]}}, "sweep.max_new_tokens has [5], not among full.yaml's "
+                                                   "sweep.max_new_tokens; allowed: [4, 6]"),
+            ({"sweep": {"max_new_tokens": [4]}, "name": "sweep-cpu"}, "name must differ from the full sweep's"),
+            ({"subset_of": "../full.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file in the same"),
+            ({"subset_of": "broken.yaml", "sweep": {"max_new_tokens": [4]}}, "broken.yaml: sweep.max_new_tokens must"),
             ({"sweep": {"max_new_tokens": []}}, "sweep.max_new_tokens must be a non-empty list"),
             ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1}, "sets only name, subset_of, repeat_alone, sweep; got lr"),
             ({}, "needs a 'sweep:' mapping of some of full.yaml's axes"),
@@ -472,9 +496,9 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
                                        "sweep": {"batch": [{"batch_size": 1, "requests": 1}]}})
     first_folder = tmp_path / "first"
     sweep.run_local(first, first_folder, progress=False, launcher=lambda p: measured)
-    ran_later = json.loads((first_folder / "sweep.json").read_text(encoding="utf-8"))
-    ran_later["wall"]["start"] = "2099-01-01T00:00:00+00:00"  # after the smoke, though named first below
-    (first_folder / "sweep.json").write_text(json.dumps(ran_later), encoding="utf-8")
+    ran_first = json.loads((first_folder / "sweep.json").read_text(encoding="utf-8"))
+    ran_first["wall"]["start"] = "2000-01-01T00:00:00+00:00"  # before the smoke, named first below too...
+    (first_folder / "sweep.json").write_text(json.dumps(ran_first), encoding="utf-8")
     launched.clear()
     assert cli.main(["sweep", str(file), "--output-root", str(tmp_path / "both"), "--quiet",
                      "--keep-from", str(first_folder), "--keep-from", str(smoke_folder)]) == 0
@@ -482,8 +506,8 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     (done,) = [p for p in (tmp_path / "both").iterdir() if p.is_dir() and not p.name.startswith(".")]
     record = json.loads((done / "sweep.json").read_text(encoding="utf-8"))
     assert [p["status"] for p in record["points"]] == [sweep.KEPT, sweep.KEPT]
-    # in the order they ran, the smoke's first
-    assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-smoke", "sweep-cpu-first"]
+    # ...and the smoke's, named second, started once this test began: listed in the order they ran
+    assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-first", "sweep-cpu-smoke"]
     assert record["wall"]["total_seconds"] == pytest.approx(sum(w["seconds"] for w in [*record["wall"]["earlier"],
                                                                                         record["wall"]]))
     # Bad input: named, before any work, nothing written
@@ -497,6 +521,27 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     assert cli.main([*args, "--into", str(folder), "--keep-from", str(smoke_folder), "--keep-from", str(folder)]) \
         == cli.EXIT_BAD_INPUT
     assert "--keep-from: the folder the sweep resumes" in capsys.readouterr().err
+
+
+def test_a_sweeps_own_invocation_that_comes_back_through_a_subset_counts_once(tmp_path):
+    from rollout_study.sweep_command import keep_from
+
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    subset = sweep.SweepSpec.from_dict({**spec.to_dict(), "name": "sweep-cpu-part", "repeat_alone": 0,
+                                        "sweep": {"batch": [{"batch_size": 2, "requests": 2}]}})
+    measured = point(2, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    _as_if_measured_here(measured)
+    full, part = tmp_path / "full", tmp_path / "part"
+    own = sweep.run_local(spec, full, progress=False, launcher=lambda p: measured)["wall"]
+    part.mkdir()
+    assert len(keep_from(full, part, subset)) == 1  # the subset built from the full sweep's folder...
+    part_wall = sweep.run_local(subset, part, progress=False, launcher=lambda p: measured)["wall"]
+    (full / "points" / f"{subset.points()[0][0]}-{sweep.point_hash(subset.points()[0][1])}.json").unlink()
+    assert len(keep_from(part, full, spec)) == 1  # ...and copied back: the full sweep's invocation comes with it
+    wall = json.loads((full / "sweep.json").read_text(encoding="utf-8"))["wall"]
+    assert sorted((w.get("sweep") or "own", w["start"]) for w in [*wall["earlier"], wall]) == sorted(
+        [("own", own["start"]), ("sweep-cpu-part", part_wall["start"])])
+    assert wall["total_seconds"] == pytest.approx(own["seconds"] + part_wall["seconds"])
 
 
 def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cannot_lose_it():

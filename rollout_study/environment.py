@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import os
 import platform
@@ -40,6 +41,20 @@ def _driver() -> str | None:
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_names() -> tuple[str, ...] | None:
+    """The host's GPU models (nvidia-smi, without initializing CUDA in this process), or None where it cannot tell.
+
+    A sweep's parent process asks it: a result is kept on resume only from the GPU model this host has."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+    return names if out.returncode == 0 and names else None
 
 
 def gpu_clocks() -> dict | None:

@@ -143,12 +143,13 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
     near-tie, say) another draw, and running a point until it passes would pick the results. A point that
     failed (no result), or whose result records a failure (out of memory in a phase), runs again.
 
+    On a GPU, the same model of GPU where nvidia-smi names this host's (else the device type alone).
     The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
     package and the study notebook, less what only presents), so edits elsewhere between the sessions
     of a long sweep keep it; for a result that predates the fingerprint, the same commit, clean then
     and now. And the same torch and Transformers.
     `current`: this process's `git_commit()`, when the caller took it once for many points."""
-    from .environment import git_commit, package_version
+    from .environment import git_commit, gpu_names, package_version
 
     try:
         result = Result.read(folder / file)
@@ -170,6 +171,9 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
     # another try, as a failed process's may: run again.
     parity_only = not result.failures and all(run.valid for run in result.cold_starts)
     if not ((result.is_valid or parity_only) and same_code and result.metadata.get("device") == device):
+        return None
+    recorded_gpu, here = (result.metadata.get("hardware") or {}).get("gpu"), gpu_names() if device == "cuda" else None
+    if recorded_gpu and here and recorded_gpu not in here:  # another GPU model's figures: measured again here
         return None
     return KEPT if result.is_valid else f"invalid, {KEPT}"
 

@@ -312,6 +312,24 @@ def _as_if_measured_here(*results: Result) -> None:
             {name: environment.package_version(name) for name in ("torch", "transformers")})
 
 
+def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_path, monkeypatch):
+    from rollout_study import environment
+    from rollout_study.params import StudyParams
+
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    slug, params = spec.points()[0]
+    measured = point(1, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    _as_if_measured_here(measured)
+    measured.metadata.update(device="cuda", hardware={**measured.metadata["hardware"], "gpu": "NVIDIA H200"})
+    file = f"points/{slug}-{sweep.point_hash(params)}.json"
+    measured.write(tmp_path / file)
+    monkeypatch.setattr(StudyParams, "resolved_device", lambda self: "cuda")  # as on a GPU host
+    for names, kept in [(("NVIDIA H200", "NVIDIA H200"), sweep.KEPT), (("NVIDIA H100 80GB HBM3",), None),
+                        (None, sweep.KEPT)]:  # None: nvidia-smi cannot tell, the device type decides alone
+        monkeypatch.setattr(environment, "gpu_names", lambda names=names: names)
+        assert sweep.kept_status(tmp_path, file, params) == kept, names
+
+
 def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):
     # "A point that runs out of memory or fails is recorded as such and the sweep goes on": such points are
     # findings of the sweep (listed first, never plotted); a sweep that never ran some points is no result.

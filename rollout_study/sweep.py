@@ -172,7 +172,8 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
     parity_only = not result.failures and all(run.valid for run in result.cold_starts)
     if not ((result.is_valid or parity_only) and same_code and result.metadata.get("device") == device):
         return None
-    recorded_gpu, here = (result.metadata.get("hardware") or {}).get("gpu"), gpu_names() if device == "cuda" else None
+    recorded_gpu = (result.metadata.get("hardware") or {}).get("gpu")
+    here = gpu_names() if device == "cuda" else None
     if recorded_gpu and here and recorded_gpu not in here:  # another GPU model's figures: measured again here
         return None
     return KEPT if result.is_valid else f"invalid, {KEPT}"

@@ -89,9 +89,9 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     point is the same point when its parameters are (the file name holds their hash), so its result need
     not be measured twice. The resume rule then decides, as for any result in the folder, whether it is
     kept (same code, torch, Transformers and device) or run again. `source`'s invocations join this
-    sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept points
-    stays in the sweep's wall time. Points `folder` already holds are not overwritten. `source` is a sweep folder other than `folder`, as
-    `command` checks before any work.
+    sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept
+    points stays in the sweep's wall time. Points `folder` already holds are not overwritten. `source` is
+    a sweep folder other than `folder`, as `command` checks before any work.
     """
     from .files import write_json_atomic
     from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, load, point_hash

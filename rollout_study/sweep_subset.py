@@ -26,13 +26,13 @@ def resolve(values: dict, path: str) -> dict:
     """The sweep file's values as a full sweep file's: the full file's keys with the subset's axes cut."""
     import yaml
 
+    from .sweep import SweepSpec  # the full file is validated as any sweep file
+
     extra = sorted(set(values) - set(ALLOWED))
     if extra:
         raise ParameterError(f"{path}: a subset file (subset_of) sets only {', '.join(ALLOWED)}; got "
                              f"{', '.join(extra)} (every other parameter is the full sweep's, so its points keep "
                              "their hashes)")
-    from .sweep import SweepSpec
-
     named = values["subset_of"]
     full_path = os.path.join(os.path.dirname(path), named) if isinstance(named, str) else None
     if full_path is None or os.path.basename(named) != named or not os.path.isfile(full_path):

@@ -97,10 +97,18 @@ wait_for_model() {  # until the third `part` call has joined and installed the S
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
 sweep_needs_model() {  # whether params/$SWEEP.yaml has a pretrained (SmolLM2) point: else no `part` calls
-  # exit 0 yes, 1 no; anything else (no such file, an import error) stops the step rather than read as "no"
-  python3 -c "import sys; from rollout_study.params import PRETRAINED_SOURCES; from rollout_study.sweep import \
-SweepSpec; sys.exit(0 if any(p.model in PRETRAINED_SOURCES for _, p in SweepSpec.from_yaml(sys.argv[1]).points()) else 1)" \
-    "params/$SWEEP.yaml" 2>/tmp/needs-model.err
+  # 0 yes, 1 no; an error (no such file, an import error) exits 2 and stops the step rather than read as "no"
+  python3 - "params/$SWEEP.yaml" 2>/tmp/needs-model.err <<'PY'
+import sys
+try:
+    from rollout_study.params import PRETRAINED_SOURCES
+    from rollout_study.sweep import SweepSpec
+    found = any(p.model in PRETRAINED_SOURCES for _, p in SweepSpec.from_yaml(sys.argv[1]).points())
+except Exception as err:
+    print(f"{type(err).__name__}: {err}", file=sys.stderr)
+    sys.exit(2)
+sys.exit(0 if found else 1)
+PY
   local rc=$?; [ $rc -le 1 ] && return $rc
   echo "error: cannot read params/$SWEEP.yaml:"; tail -3 /tmp/needs-model.err; exit 2
 }

@@ -29,6 +29,7 @@ import hashlib
 import itertools
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +144,8 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
     near-tie, say) another draw, and running a point until it passes would pick the results. A point that
     failed (no result), or whose result records a failure (out of memory in a phase), runs again.
 
-    On a GPU, the same model of GPU where nvidia-smi names this host's (else the device type alone).
+    On a GPU, the same model of GPU where nvidia-smi names this host's (else the device type alone; MIG
+    slices of one card model are not told apart; under Ray, the head's GPUs are the host's).
     The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
     package and the study notebook, less what only presents), so edits elsewhere between the sessions
     of a long sweep keep it; for a result that predates the fingerprint, the same commit, clean then
@@ -174,9 +176,15 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
         return None
     recorded_gpu = (result.metadata.get("hardware") or {}).get("gpu")
     here = gpu_names() if device == "cuda" else None
-    if recorded_gpu and here and recorded_gpu not in here:  # another GPU model's figures: measured again here
+    if recorded_gpu and here and _card(recorded_gpu) not in {_card(name) for name in here}:
+        print(f"{file}: measured on {recorded_gpu}, this host has {', '.join(here)}: runs again", file=sys.stderr)
         return None
     return KEPT if result.is_valid else f"invalid, {KEPT}"
+
+
+def _card(name: str) -> str:
+    """A GPU's model: CUDA names a MIG slice after its card ("... MIG 1g.18gb"), nvidia-smi the card."""
+    return name.split(" MIG ", 1)[0].strip()
 
 
 def _now() -> str:

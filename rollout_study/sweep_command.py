@@ -88,7 +88,7 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     For a subset of a long sweep (sweep_subset.py: a smoke run of its corner, one model's points): a
     point is the same point when its parameters are (the file name holds their hash), so its result need
     not be measured twice. The resume rule then decides, as for any result in the folder, whether it is
-    kept (same code, torch, Transformers and device) or run again. `source`'s invocations join this
+    kept (same code, torch, Transformers, device and GPU model) or run again. `source`'s invocations join this
     sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept
     points stays in the sweep's wall time. Points `folder` already holds are not overwritten. `source` is
     a sweep folder other than `folder`, as `command` checks before any work.

@@ -189,9 +189,10 @@ def captures(points: list[Point]) -> list[Capture]:
     """Every non-eager variant's first call: capture time, captures, memory deltas."""
     rows = []
     for p in points:
-        previous = None
+        previous, shown = None, set(p.variants())
         for call in p.result.calls:  # run order
-            if (call.cycle, call.phase) == (0, "first") and call.engine != BASELINE and not call.diagnostic:
+            if (call.cycle, call.phase) == (0, "first") and call.engine != BASELINE and not call.diagnostic \
+                    and call.variant in shown:
                 memory, start = call.memory_bytes, call.memory_bytes.get("phase_start_allocated")
                 rows.append(Capture(call.variant, p.new_tokens, p.batch, call.breakdown_ms["capture"], call.captures,
                                     _minus(memory.get("peak_allocated"), start), _minus(memory.get("allocated"), start),
@@ -226,7 +227,7 @@ class BreakEvenPoint:
 
 def break_evens(points: list[Point]) -> list[BreakEvenPoint]:
     return [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even)
-            for p in points for row in break_even_rows(p.result)]
+            for p in points for row in break_even_rows(p.result) if row.candidate in p.variants()]
 
 
 # -- growth with new tokens -------------------------------------------------------------------

@@ -167,6 +167,11 @@ def test_a_place_is_the_points_parameters_less_its_engines_and_each_variant_is_d
     assert ratios == [("graph[reuse]", pytest.approx(10.0)), ("graph[reuse]", pytest.approx(10.0)),
                       ("hf-compile", pytest.approx(2.0))]  # a's graph and c's; b's hf-compile over b's eager
     assert sorted(r.steady_ms for r in curves.latencies(usable) if r.variant == "eager") == [100.0, 300.0]
+    # every table: graph[reuse] once per place (a's and c's), hf-compile from b
+    assert sorted(r.variant for r in curves.captures(usable)) == ["graph[reuse]", "graph[reuse]", "hf-compile"]
+    assert sorted(r.candidate for r in curves.break_evens(usable)) == ["graph[reuse]", "graph[reuse]", "hf-compile"]
+    assert sorted(r.variant for r in curves.after_update(usable) if r.variant != "eager") == [
+        "graph[reuse]", "graph[reuse]", "hf-compile"]
 
 
 def test_repeat_sample_is_deterministic_and_independent_of_the_name(tmp_path):
@@ -312,7 +317,7 @@ def _as_if_measured_here(*results: Result) -> None:
             {name: environment.package_version(name) for name in ("torch", "transformers")})
 
 
-def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_path, monkeypatch):
+def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_path, monkeypatch, capsys):
     from rollout_study import environment
     from rollout_study.params import StudyParams
 
@@ -328,6 +333,12 @@ def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_pa
                         (None, sweep.KEPT)]:  # None: nvidia-smi cannot tell, the device type decides alone
         monkeypatch.setattr(environment, "gpu_names", lambda names=names: names)
         assert sweep.kept_status(tmp_path, file, params) == kept, names
+    assert "measured on NVIDIA H200, this host has NVIDIA H100 80GB HBM3: runs again" in capsys.readouterr().err
+    # CUDA names a MIG slice after its card, nvidia-smi the card: the card model is what is compared
+    measured.metadata["hardware"]["gpu"] = "NVIDIA H200 MIG 3g.71gb"
+    measured.write(tmp_path / file)
+    monkeypatch.setattr(environment, "gpu_names", lambda: ("NVIDIA H200",))
+    assert sweep.kept_status(tmp_path, file, params) == sweep.KEPT
 
 
 def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):

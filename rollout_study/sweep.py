@@ -53,6 +53,7 @@ class SweepSpec:
     axes: dict  # parameter -> list of values, in file order
     base: dict = field(default_factory=dict)
     repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
+    subset_of: str | None = None  # the full sweep file whose points these are (sweep_subset.py): a label
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "sweep") -> "SweepSpec":
@@ -60,7 +61,9 @@ class SweepSpec:
             raise ParameterError(f"{source}: a sweep file needs a 'sweep:' mapping of parameter names to lists")
         values = dict(values)
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
-        repeat = values.pop("repeat_alone", 0)
+        repeat, subset_of = values.pop("repeat_alone", 0), values.pop("subset_of", None)
+        if subset_of is not None and not isinstance(subset_of, str):
+            raise ParameterError(f"{source}: subset_of must name a sweep file, got {subset_of!r}")
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
             raise ParameterError(f"{source}: repeat_alone must be an integer >= 0 (points run again alone after "
                                  f"the sweep), got {repeat!r}")
@@ -71,7 +74,7 @@ class SweepSpec:
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat)
+        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, subset_of)
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
@@ -116,7 +119,8 @@ class SweepSpec:
 
     def to_dict(self) -> dict:
         repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
-        return {"name": self.name, "report": self.report, **repeat, "sweep": self.axes, **self.base}
+        subset = {"subset_of": self.subset_of} if self.subset_of else {}
+        return {"name": self.name, "report": self.report, **subset, **repeat, "sweep": self.axes, **self.base}
 
 
 def _slug(value) -> str:

@@ -63,4 +63,4 @@ def resolve(values: dict, path: str) -> dict:
                                  f"{cut[key]!r}")
         cut[key] = [option for option in cut[key] if option in options]  # the full sweep's order
     kept = {key: value for key, value in full.items() if key not in ("name", "repeat_alone", "sweep")}
-    return {**kept, "name": name, "repeat_alone": values.get("repeat_alone", 0), "sweep": cut}
+    return {**kept, "name": name, "subset_of": named, "repeat_alone": values.get("repeat_alone", 0), "sweep": cut}

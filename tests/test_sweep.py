@@ -250,9 +250,12 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     keys = [f"{slug}-{sweep.point_hash(params)}" for slug, params in spec.points()]
     assert (spec.name, spec.repeat_alone, spec.report) == ("part", 0, "sweep")  # named after its file
     assert len(keys) == 2 and set(keys) <= whole and "max_new_tokens=4" in keys[0]  # the full file's order
-    shared = ("name", "repeat_alone", "sweep")
+    shared = ("name", "repeat_alone", "sweep", "subset_of")
     assert {k: v for k, v in spec.to_dict().items() if k not in shared} == {k: v for k, v in full.items()
                                                                            if k not in shared}
+    assert spec.subset_of == "full.yaml" and sweep.SweepSpec.from_dict(spec.to_dict()) == spec  # recorded, read back
+    record = {"spec": spec.to_dict(), "wall": {"executor": "local", "seconds": 1.0}}
+    assert report.answer_lines(record, [], tmp_path)[1].startswith("a subset of full.yaml: its points")
     for values, fragment in [
             ({"sweep": {"prompt_len": [8]}}, "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
             ({"sweep": {"max_new_tokens": [5, 4]}}, "sweep.max_new_tokens has [5], not among full.yaml's "

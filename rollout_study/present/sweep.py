@@ -249,6 +249,9 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
              f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
+    if record["spec"].get("subset_of"):
+        lines.append(f"a subset of {record['spec']['subset_of']}: its points with these values, the same parameters "
+                     "and hashes (the whole sweep keeps them with --keep-from)")
     lines += _models_without_a_valid_point(loaded, usable)
     for points in curves.by_model(usable).values():
         rows = curves.speedups(points)

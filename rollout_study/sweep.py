@@ -201,9 +201,13 @@ def earlier_walls(folder: Path) -> list[dict]:
     """The wall time of each invocation recorded in a sweep folder, oldest first."""
     try:
         with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
-            wall = json.load(handle).get("wall")
+            return invocations(json.load(handle).get("wall"))
     except (OSError, ValueError):
         return []
+
+
+def invocations(wall: dict | None) -> list[dict]:
+    """The invocations of a sweep record's `wall` block, oldest first (the latest is the block itself)."""
     if not wall:
         return []
     return [*wall.get("earlier", []), {k: v for k, v in wall.items() if k not in ("earlier", "total_seconds")}]

@@ -88,13 +88,13 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     For a subset of a long sweep (sweep_subset.py: a smoke run of its corner, one model's points): a
     point is the same point when its parameters are (the file name holds their hash), so its result need
     not be measured twice. The resume rule then decides, as for any result in the folder, whether it is
-    kept (same code, torch, Transformers, device and GPU model) or run again. `source`'s invocations join this
-    sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept
+    kept (same code, torch, Transformers, device and GPU model) or run again. `source`'s invocations join
+    this sweep's, named by its sweep and in the order all of them ran, so the time that measured the kept
     points stays in the sweep's wall time. Points `folder` already holds are not overwritten. `source` is
     a sweep folder other than `folder`, as `command` checks before any work.
     """
     from .files import write_json_atomic
-    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, load, point_hash
+    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, invocations, load, point_hash
 
     name = load(source)[0]["spec"].get("name")
     files = [f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json" for slug, params in spec.points()]
@@ -111,7 +111,7 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
         return copied
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else \
         {"schema_version": 1, "spec": spec.to_dict(), "executor": walls[-1].get("executor"), "points": []}
-    known = earlier_walls(folder)
+    known = invocations(record.get("wall"))
     # Each invocation counts once: one copied in before, or this sweep's own come back through a subset that
     # kept them (the folder's own blocks carry no name: theirs is this sweep's)
     counted = {(w.get("sweep") or spec.name, w.get("start")) for w in known}

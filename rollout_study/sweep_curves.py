@@ -93,8 +93,8 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
     shown: dict = {}  # place -> the variants the valid points before show there
     for i, point in enumerate(usable):
         ran, seen = set(point.result.checked_variants()), shown.setdefault(places[i], set())
-        if ran & seen:
-            usable[i] = Point(point.slug, point.result, frozenset(ran & seen))
+        if before := frozenset(ran & seen):
+            usable[i] = Point(point.slug, point.result, before)
         seen |= ran
     return usable, rejected
 
@@ -211,9 +211,12 @@ class AfterUpdate:
 
 
 def after_update(points: list[Point]) -> list[AfterUpdate]:
-    return _ordered([AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
-                     for p in points for variant, (first, steady) in costs_after_update(p.result).items()
-                     if variant in p.variants()])
+    rows = []
+    for p in points:
+        shown = p.variants()
+        rows += [AfterUpdate(variant, p.new_tokens, p.batch, first, steady)
+                 for variant, (first, steady) in costs_after_update(p.result).items() if variant in shown]
+    return _ordered(rows)
 
 
 @dataclass(frozen=True)
@@ -226,8 +229,12 @@ class BreakEvenPoint:
 
 
 def break_evens(points: list[Point]) -> list[BreakEvenPoint]:
-    return [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even)
-            for p in points for row in break_even_rows(p.result) if row.candidate in p.variants()]
+    rows = []
+    for p in points:
+        shown = p.variants()
+        rows += [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even)
+                 for row in break_even_rows(p.result) if row.candidate in shown]
+    return rows
 
 
 # -- growth with new tokens -------------------------------------------------------------------

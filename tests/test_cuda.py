@@ -23,14 +23,29 @@ pytestmark = [pytest.mark.cuda,
 NEW = 16
 
 
-@pytest.fixture
-def setup():
+def _setup(dtype: str):
     from rollout_study import models
 
     params = StudyParams.from_dict({"device": "cuda"})
-    loaded = models.load(params, "cuda", "float16")
+    loaded = models.load(params, "cuda", dtype)
     workload = random_workload(8, 4, 32, params.vocab, seed=7)
     return loaded.model, workload
+
+
+@pytest.fixture
+def setup():
+    return _setup("float16")
+
+
+@pytest.fixture
+def setup_fp32():
+    """For tests that read staleness off parity after a real update. The tiny model's near-uniform logits
+    tie in FP16 (params/sweep-h200.yaml), and the update need not be bit-reproducible on the GPU (attention's
+    backward may accumulate with atomics), so in FP16 a fresh graph can leave generate()'s tokens at a tie
+    in one run and not the next: a possible cause of the one failure of the assign case (2026-12-02, its
+    traceback lost to a later abort; it passed in the rerun and in the run before). In FP32 no engine has
+    left generate()'s tokens on this model."""
+    return _setup("float32")
 
 
 def _call(engine, workload):
@@ -114,9 +129,9 @@ STALE_UNDER = {
 
 
 @pytest.mark.parametrize("path", list(STALE_UNDER))
-def test_each_update_path_under_each_policy(setup, path):
+def test_each_update_path_under_each_policy(setup_fp32, path):
     """recapture and reuse match generate() after every sync; the weaker checks replay stale graphs where expected."""
-    model, workload = setup
+    model, workload = setup_fp32
     params = StudyParams.from_dict({"device": "cuda", "update_path": path, "policy": "all", "lr": 0.05})
     trainer = training.Trainer(model, params, "cuda")
     model = trainer.rollout_model

@@ -75,6 +75,7 @@ class SweepComparison:
     walls: tuple[dict, dict]  # each sweep.json's `wall` block (older files: executor and seconds only)
     same_points: bool  # the same point parameters (hashes), whatever the sweeps are called
     points: tuple[int, int]
+    launchers: tuple[str, str] = ("-", "-")  # how each started the points it ran (sweep.json entries' launcher)
 
     @property
     def ratio(self) -> float | None:
@@ -84,19 +85,23 @@ class SweepComparison:
 
     def rows(self) -> list[dict]:
         keys = ("executor", "gpus", "workers", "start", "end")
-        return [{"sweep": name, **{key: wall.get(key) for key in keys},
+        return [{"sweep": name, **{key: wall.get(key) for key in keys}, "launcher": launcher,
                  "invocations": 1 + len(wall.get("earlier", [])),
-                 "seconds": wall.get("total_seconds", wall.get("seconds"))} for name, wall in zip(self.names, self.walls)]
+                 "seconds": wall.get("total_seconds", wall.get("seconds"))}
+                for name, wall, launcher in zip(self.names, self.walls, self.launchers)]
 
     def text(self) -> str:
         from .present.text import align, number
 
-        header = ["sweep", "executor", "gpus", "workers", "invocations", "seconds", "start", "end"]
+        header = ["sweep", "executor", "launcher", "gpus", "workers", "invocations", "seconds", "start", "end"]
         lines = align(header, [[number(row[k]) if k == "seconds" else str(row[k] if row[k] is not None else "-")
                                 for k in header] for row in self.rows()], left=2)
         lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x"))
         lines.append("same points: " + ("yes" if self.same_points else "NO, the sweeps ran different points")
                      + f" ({self.points[0]} and {self.points[1]})")
+        if self.launchers[0] != self.launchers[1]:
+            lines.append("launchers differ: each point's start-up depends on its launcher, so the ratio is not the "
+                         "executors' alone")
         if any(wall.get("earlier") for wall in self.walls):
             lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
         return "\n".join(lines)
@@ -115,6 +120,10 @@ def compare_sweeps(a, b) -> SweepComparison:
     def wall(record):
         return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
 
+    def launchers(record):  # a point kept from an earlier sweep ran under that sweep's launcher: not counted
+        used = sorted({p["launcher"] for p in record.get("points", []) if p.get("launcher")})
+        return ", ".join(used) if used else "fresh (not recorded)" if record.get("points") else "-"
+
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
     return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),
-                           hashes[0] == hashes[1], tuple(len(h) for h in hashes))
+                           hashes[0] == hashes[1], tuple(len(h) for h in hashes), tuple(launchers(r) for r in records))

@@ -21,6 +21,9 @@ from .result import Result
 
 
 STUDY_MODE = "study"
+# How a sweep starts its points (a sweep file's `launcher:`): a new interpreter each, or a child of the
+# fork server that imported the study once (forkserver.py); either way a fresh process per point.
+LAUNCHERS = ("fresh", "fork-server")
 
 
 class LaunchError(RuntimeError):
@@ -32,13 +35,24 @@ def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | N
     request = json.dumps({"params": params.to_dict(), "mode": mode})
     env = {**os.environ, "TEARDOWN_CUPTI": "1"}
     done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
-                          text=True, timeout=timeout, env=env, preexec_fn=_die_with_parent)
+                          text=True, timeout=timeout, env=env, preexec_fn=die_with_parent)
     if done.returncode != 0 or not done.stdout.strip():
         raise LaunchError(f"fresh process exited {done.returncode}: {excerpt(done.stderr or done.stdout)}")
     return Result.from_dict(json.loads(done.stdout), "fresh process")
 
 
-def _die_with_parent() -> None:
+def point_launcher(kind: str = "fresh"):
+    """`launcher(params) -> Result`: one sweep point's whole study in a fresh process of the kind asked."""
+    if kind not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
+    if kind == "fork-server":
+        from .forkserver import run_forked
+
+        return lambda params: run_forked(params, STUDY_MODE)
+    return lambda params: fresh_process(params, mode=STUDY_MODE)
+
+
+def die_with_parent() -> None:
     """In the child, before exec: ask Linux to end it when its parent dies, so none is orphaned."""
     try:
         import ctypes
@@ -101,20 +115,25 @@ def run_study(params: StudyParams, progress: bool = False, command: str | None =
     return result
 
 
-def worker() -> int:
-    """The fresh process's side: parameters on stdin, result JSON on stdout."""
+def run_request(request: dict, command: str) -> Result:
+    """What a fresh process runs: `{"params": {...}, "mode": ...}`, "study" being the whole study of one
+    sweep point (with its own profiling and cold-start processes)."""
     from .protocol import run_in_process
 
-    request = json.loads(sys.stdin.read())
     params = StudyParams.from_dict(request["params"], source="launcher")
     mode = request.get("mode", "measure")
+    if mode == STUDY_MODE:
+        return run_study(params, progress=False, command=command)
+    return run_in_process(params, progress=False, command=command, mode=mode)
+
+
+def worker() -> int:
+    """The fresh process's side: parameters on stdin, result JSON on stdout."""
+    request = json.loads(sys.stdin.read())
     out = sys.stdout
     sys.stdout = sys.stderr  # the result is the only thing on the real stdout
-    command = "fresh process (rollout_study.launch)"
     try:
-        # "study": the whole study of one sweep point (with its own profiling and cold-start processes).
-        result = (run_study(params, progress=False, command=command) if mode == STUDY_MODE
-                  else run_in_process(params, progress=False, command=command, mode=mode))
+        result = run_request(request, "fresh process (rollout_study.launch)")
     finally:
         sys.stdout = out
     json.dump(result.to_dict(), out, allow_nan=False)

@@ -54,11 +54,12 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     `repeats` block (also on disk). A repeat whose result is already there (resume) is kept as a point's is
     (sweep.kept_status); a curve sweep's point that failed or is invalid side by side is not repeated."""
     from .environment import now
-    from .launch import STUDY_MODE, fresh_process
+    from .launch import point_launcher
     from .pipeline import say
     from .sweep import SWEEP_FILE, kept_status, point_hash, settle
 
-    launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
+    kind = spec.launcher if launcher is None else "given"
+    launcher = launcher or point_launcher(spec.launcher)
     folder = Path(folder)
     (folder / REPEATS_FOLDER).mkdir(parents=True, exist_ok=True)
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
@@ -77,6 +78,7 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
         elif kept := kept_status(folder, entry["file"], params):
             entry["status"] = kept
         else:
+            entry["launcher"] = kind
             try:
                 settle(folder, entry, launcher(params))
             except Exception as err:  # recorded; the other repeats and the report go on

@@ -17,9 +17,12 @@ run again into the same folder, skips points whose result is already there, vali
 (the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
 again). A point that fails or runs out of memory is recorded and the sweep goes on.
 
-Executors: `local` runs the points one after another; `ray` runs each as a Ray task with one GPU
-(`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
-sweep or on an existing cluster by address; points sharing a host are pinned to disjoint cores.
+Executors: `local` runs the points one after another; `ray` (sweep_ray.py) runs each as a Ray task with
+one GPU (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
+sweep or on an existing cluster by address; points sharing a host are pinned to disjoint cores. Either
+way each point runs in a fresh process of the sweep file's `launcher:` (launch.LAUNCHERS): a new
+interpreter (`fresh`, the default) or a child of a fork server that imported the study once
+(`fork-server`, forkserver.py); each entry of `sweep.json` names the one that ran it.
 `sweep.json` records the sweep's wall time (start, end, seconds, executor, GPUs and workers), so
 runs of one sweep on different machines can be compared (`rollout-study compare A B`).
 """
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .files import write_json_atomic
+from .launch import LAUNCHERS
 from .params import ParameterError, StudyParams
 from .record import ResultError, excerpt
 from .result import Result
@@ -53,6 +57,7 @@ class SweepSpec:
     axes: dict  # parameter -> list of values, in file order
     base: dict = field(default_factory=dict)
     repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
+    launcher: str = "fresh"  # how the local executor starts each point's fresh process (launch.LAUNCHERS)
     subset_of: str | None = None  # the full sweep file whose points these are (sweep_subset.py): a label
 
     @classmethod
@@ -62,6 +67,9 @@ class SweepSpec:
         values = dict(values)
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
         repeat, subset_of = values.pop("repeat_alone", 0), values.pop("subset_of", None)
+        launcher = values.pop("launcher", "fresh")
+        if launcher not in LAUNCHERS:
+            raise ParameterError(f"{source}: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if subset_of is not None and not isinstance(subset_of, str):
             raise ParameterError(f"{source}: subset_of must name a sweep file, got {subset_of!r}")
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
@@ -74,7 +82,7 @@ class SweepSpec:
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, subset_of)
+        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of)
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
@@ -120,7 +128,9 @@ class SweepSpec:
     def to_dict(self) -> dict:
         repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
         subset = {"subset_of": self.subset_of} if self.subset_of else {}
-        return {"name": self.name, "report": self.report, **subset, **repeat, "sweep": self.axes, **self.base}
+        launcher = {"launcher": self.launcher} if self.launcher != "fresh" else {}
+        return {"name": self.name, "report": self.report, **subset, **repeat, **launcher, "sweep": self.axes,
+                **self.base}
 
 
 def _slug(value) -> str:
@@ -277,78 +287,25 @@ class _Record:
 def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=None) -> dict:
     """Every point one after another, each in a fresh process; returns the sweep record (also on disk).
 
-    `launcher(params) -> Result` runs one point; the default is a fresh process running the whole study.
+    `launcher(params) -> Result` runs one point; the default is the spec's (a fresh process running the whole
+    study: a new interpreter, or a child of the fork server), and each entry names the one that ran it.
     """
     import torch
 
-    from .launch import STUDY_MODE, fresh_process
+    from .launch import point_launcher
 
-    launcher = launcher or (lambda params: fresh_process(params, mode=STUDY_MODE))
+    kind = spec.launcher if launcher is None else "given"
+    launcher = launcher or point_launcher(spec.launcher)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     for entry, params in record.pending(spec):
         start = time.perf_counter()
         try:
             result = launcher(params)
         except Exception as err:  # out of memory, a crash: recorded, and the sweep goes on
-            record.done(entry, error=err, wall_s=time.perf_counter() - start)
+            record.done(entry, error=err, wall_s=time.perf_counter() - start, launcher=kind)
             continue
-        record.done(entry, result, wall_s=time.perf_counter() - start)
+        record.done(entry, result, wall_s=time.perf_counter() - start, launcher=kind)
     return record.data
-
-
-def _ray_point(params_dict: dict, cores_per_gpu: int) -> tuple[dict, float]:
-    """One point as a Ray task: pinned to its GPU's share of the host's cores, run in a fresh process."""
-    import ray
-
-    from .launch import STUDY_MODE, fresh_process
-
-    gpus = ray.get_gpu_ids()
-    if gpus and cores_per_gpu and hasattr(os, "sched_setaffinity"):
-        # Points that share a host get disjoint cores (of those this process may use), so their
-        # host-bound work does not contend; where the share is empty or refused, the point runs unpinned.
-        allowed = sorted(os.sched_getaffinity(0))
-        share = allowed[int(gpus[0]) * cores_per_gpu:(int(gpus[0]) + 1) * cores_per_gpu]
-        try:
-            if share:
-                os.sched_setaffinity(0, share)
-        except OSError:
-            pass
-    start = time.perf_counter()
-    result = fresh_process(StudyParams.from_dict(params_dict, source="ray task"), mode=STUDY_MODE)
-    return result.to_dict(), time.perf_counter() - start
-
-
-def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress: bool = True) -> dict:
-    """Every point as a Ray task, one GPU each (`num_gpus=1`; one CPU each without CUDA), on a local
-    Ray instance started for the sweep, or on an existing cluster at `address`."""
-    import ray
-    import torch
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": os.cpu_count()}))
-    try:
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        cuda = torch.cuda.is_available() or gpus > 0
-        workers = gpus if cuda else int(ray.cluster_resources().get("CPU", 1))
-        record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress,
-                         gpus=gpus, workers=workers)
-        cores = (os.cpu_count() or 1) // max(gpus, 1) if cuda else 0
-        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1)(_ray_point)
-        running = {task.remote(params.to_dict(), cores): entry for entry, params in record.pending(spec)}
-        while running:
-            (ready,), _ = ray.wait(list(running), num_returns=1)
-            entry = running.pop(ready)
-            try:
-                data, wall_s = ray.get(ready)
-                record.done(entry, Result.from_dict(data, "ray task"), wall_s=wall_s)
-            except Exception as err:  # the task's own error, unwrapped where Ray wrapped it
-                record.done(entry, error=getattr(err, "cause", None) or err, wall_s=None)
-        return record.data
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | None]]]:

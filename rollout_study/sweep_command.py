@@ -21,7 +21,8 @@ def command(args) -> list[str]:
     from . import pipeline, publish, repeats
     from .files import writable
     from .pipeline import say
-    from .sweep import SWEEP_FILE, SweepSpec, load, point_problems, run_local, run_ray, validity_problems
+    from .sweep import SWEEP_FILE, SweepSpec, load, point_problems, run_local, validity_problems
+    from .sweep_ray import run_ray
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
     if args.executor == "ray":

@@ -455,3 +455,20 @@ def test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces():
     assert code == 0, err
     assert protected == {"mode": "protected", "captures": [2, 0], "workspace_in_default_pool": 0,
                          "junk_on_that_block": False, "same_tokens": True, "junk_written": 0}
+
+
+def test_a_fork_server_child_runs_a_point_on_the_gpu_with_its_own_cuda():
+    """The sweep's fork-server launcher: the server imports torch and transformers without setting up CUDA,
+    so its child can (torch refuses a child of a process that had); the child's study runs on the GPU, and
+    this process's CUDA set-up before the call does not reach the server."""
+    from rollout_study import forkserver
+
+    torch.cuda.init()  # this process has CUDA; the server, started below, must not inherit it
+    params = StudyParams.from_dict({"device": "cuda", "engines": ["eager", "graph"], "policy": "reuse",
+                                    "max_new_tokens": 8, "requests": 2, "batch_size": 2, "iterations": 1,
+                                    "cold_starts": 0, "profile": False, "instrument": False})
+    for _ in range(2):  # the second child comes from the same server
+        result = forkserver.run_forked(params, "measure")
+        assert result.valid and result.metadata["device"] == "cuda"
+        assert result.metadata["command"] == "fresh process (fork server)"
+        assert {c.engine for c in result.calls} == {"eager", "graph"}

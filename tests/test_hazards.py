@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from rollout_study import hazards, publish, sweep
+from rollout_study import hazards, publish, sweep, sweep_ray
 from rollout_study.params import ParameterError
 from rollout_study.present import hazards as report
 from rollout_study.present import index
@@ -257,16 +257,18 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
     assert all(c.kind not in hazards.WRONG and c.parity.split("/")[0] == c.parity.split("/")[1] for c in peers)
 
 
-def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path):
+@pytest.mark.parametrize("launcher, command", [("fresh", "fresh process (rollout_study.launch)"),
+                                               ("fork-server", "fresh process (fork server)")])
+def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command):
     pytest.importorskip("ray")
     spec = sweep.SweepSpec.from_dict({"name": "hz-ray", "sweep": {"update_path": ["copy", "data-copy"]},
-                                      **{**SMALL, "policy": "both"}})
-    record = sweep.run_ray(spec, tmp_path, progress=False)
+                                      "launcher": launcher, **{**SMALL, "policy": "both"}})
+    record = sweep_ray.run_ray(spec, tmp_path, progress=False)
     assert record["executor"] == "ray (local instance)"
-    assert sorted(p["status"] for p in record["points"]) == ["valid", "valid"]
+    assert sorted((p["status"], p["launcher"]) for p in record["points"]) == [("valid", launcher)] * 2
     _, points = sweep.load(tmp_path)
     assert [e["slug"] for e, _ in points] == ["update_path=copy", "update_path=data-copy"]  # the spec's order
-    assert all(r.metadata["command"] == "fresh process (rollout_study.launch)" for _, r in points)
+    assert all(r.metadata["command"] == command for _, r in points)
     assert sweep.validity_problems(tmp_path) == []
 
 

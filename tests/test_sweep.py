@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from result_fixture import make_call, make_result_dict
 from rollout_study import cli, repeats, sweep
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures
-from rollout_study.params import ParameterError
+from rollout_study.params import ParameterError, StudyParams
 from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
 
@@ -736,6 +737,13 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_OK
     out = capsys.readouterr().out
     assert "wall time A / B: 2.00x" in out and "same points: yes (2 and 2)" in out
+    assert "launchers differ" not in out
+    for entry in record["points"]:
+        entry["launcher"] = "fork-server"
+    (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "launchers differ: each point's start-up depends on its launcher" in out and " fork-server " in out
     record["points"] = record["points"][:1]
     (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
     assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_FAILED
@@ -786,3 +794,36 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     # Only the present/ folder: a module whose name merely begins with "present" still measures.
     (tmp_path / "rollout_study/presentation.py").write_text("P = 2\n")
     assert code_fingerprint(str(tmp_path)) != first
+
+
+def test_a_two_point_cpu_sweep_through_the_fork_server_runs_each_point_in_a_forked_child(tmp_path):
+    spec = sweep.SweepSpec.from_dict({**yaml.safe_load((REPO / "params" / "sweep-cpu.yaml").read_text()),
+                                      "launcher": "fork-server", "repeat_alone": 1})
+    assert sweep.SweepSpec.from_dict(spec.to_dict()) == spec  # sweep.json's spec reads back the same
+    record = sweep.run_local(spec, tmp_path, progress=False)
+    assert [(p["status"], p["launcher"]) for p in record["points"]] == [("valid", "fork-server")] * 2
+    block = repeats.run(spec, tmp_path, progress=False)
+    assert [(p["status"], p["launcher"]) for p in block["points"]] == [("valid", "fork-server")]
+    _, points = sweep.load(tmp_path)
+    assert {r.metadata["command"] for _, r in points} == {"fresh process (fork server)"}
+    assert sweep.validity_problems(tmp_path) == []
+
+
+def test_a_fork_server_childs_failure_comes_back_with_its_output_and_the_server_goes_on():
+    from rollout_study import forkserver
+    from rollout_study.launch import LaunchError
+
+    params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 2, "requests": 1, "batch_size": 1,
+                                    "iterations": 1, "cycles": 1, "control_cycles": 0, "cold_starts": 0,
+                                    "profile": False, "instrument": False, "engines": ["eager"]})
+    with pytest.raises(LaunchError, match=r"(?s)fork-server child exited 1: .*mode must be one of measure"):
+        forkserver.run_forked(params, "no-such-mode")
+    assert forkserver.run_forked(params, "first_only").calls  # the next child runs
+
+
+def test_a_sweep_files_launcher_is_checked_before_any_work(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sweep:\n  batch_size: [1, 2]\ndevice: cpu\nlauncher: spawn\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert "launcher must be one of fresh, fork-server, got 'spawn'" in capsys.readouterr().err and not runs.exists()

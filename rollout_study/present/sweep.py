@@ -249,6 +249,10 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
              f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
+    started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
+    if started:
+        counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
+        lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}")
     if record["spec"].get("subset_of"):
         lines.append(f"a subset of {record['spec']['subset_of']}: its points with these values, the same parameters "
                      "and hashes (the whole sweep keeps them with --keep-from)")

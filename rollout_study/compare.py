@@ -112,6 +112,8 @@ def compare_sweeps(a, b) -> SweepComparison:
     import json
     from pathlib import Path
 
+    from .sweep import KEPT
+
     records = []
     for folder in (a, b):
         with open(Path(folder) / "sweep.json", encoding="utf-8") as handle:
@@ -120,9 +122,12 @@ def compare_sweeps(a, b) -> SweepComparison:
     def wall(record):
         return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
 
-    def launchers(record):  # a point kept from an earlier sweep ran under that sweep's launcher: not counted
-        used = sorted({p["launcher"] for p in record.get("points", []) if p.get("launcher")})
-        return ", ".join(used) if used else "fresh (not recorded)" if record.get("points") else "-"
+    def launchers(record):
+        # A point kept from an earlier folder ran under that folder's launcher: not counted. Before entries named
+        # theirs, every point ran in a new interpreter.
+        used = sorted({p.get("launcher", "fresh") for p in record.get("points", [])
+                       if not str(p.get("status", "")).endswith(KEPT)})
+        return ", ".join(used) if used else "-"
 
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
     return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),

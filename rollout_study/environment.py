@@ -201,7 +201,8 @@ def software() -> dict:
 
 
 def process_age_ms() -> float | None:
-    """Milliseconds since this process started (Linux /proc), i.e. interpreter and import time so far."""
+    """Milliseconds since this process started (Linux /proc), i.e. interpreter and import time so far (in a
+    fork server's child: since the fork, the imports having been done by the server)."""
     try:
         with open("/proc/self/stat", encoding="utf-8") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()

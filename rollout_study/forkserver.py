@@ -8,19 +8,28 @@ imports torch, transformers' Llama and the package once (`_server_imports`), and
 forked from it, a new process with its own CUDA context, caching allocator and compile caches, as a new
 interpreter has; only the imports are done already.
 
-The server must never set up CUDA: a process forked after that cannot use it. It imports only, with
+What a child shares with its server besides the imports: the values of the variables read at import
+(`READ_AT_IMPORT`; a child whose caller has other values stops with an error) and the hash seed. The
+server must never set up CUDA: a process forked after that cannot use it. It imports only, with
 PYTORCH_NVML_BASED_CUDA_CHECK set so that torch.cuda.is_available(), which an import may call, asks NVML
 and not the CUDA driver. Each child takes the caller's environment (without that variable, unless the
-caller has it) and cores before its study starts, and stops with an error if torch says its CUDA state
-came from the server. Its output goes to a file whose head and tail a failure quotes, as a new
-interpreter's does.
+caller has it, and with those the imports set) and cores before its study starts, and stops with an error
+where torch says its CUDA state came from the server, or where CUDA, there for the caller, is not there
+for it. Its output goes to a file whose head and tail a failure quotes, as a new interpreter's does; it
+ends when its caller ends. A script that calls it guards its main code (`if __name__ == "__main__"`), as
+multiprocessing asks: the child imports the caller's main module.
 """
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
+import select
+import signal
 import tempfile
+import threading
+import time
+from multiprocessing import forkserver
 
 from .launch import LaunchError, die_with_parent, run_request
 from .params import StudyParams
@@ -31,68 +40,133 @@ COMMAND = "fresh process (fork server)"
 _context = None
 
 
+# Variables read once, when the server imports torch, transformers or huggingface_hub (OpenMP's thread count
+# among them): a child whose caller has other values than the server had at its start would run with the
+# server's, so it stops instead.
+READ_AT_IMPORT = ("TORCH", "PYTORCH", "HF_", "TRANSFORMERS", "HUGGINGFACE", "PYTHONHASHSEED", "MKL_", "OMP_")
+SERVER_OWN = ("PYTORCH_NVML_BASED_CUDA_CHECK",)  # _server_imports.py's
+
+
 def _server():
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        # Imported once by the server when the first child is asked for (a failed import is skipped there
-        # by multiprocessing: the child then imports what it needs itself, slower but the same).
+        # Imported once by the server when the first child is asked for. multiprocessing skips an ImportError
+        # there (the child then imports what it needs itself, slower but the same); any other error ends the
+        # server, and every point then fails with it.
         _context.set_forkserver_preload(["rollout_study._server_imports"])
     return _context
 
 
 def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> Result:
-    """Run the protocol in a child of the fork server; its result comes back typed, its errors as LaunchError."""
+    """Run the protocol in a child of the fork server; its result comes back typed, its errors as LaunchError
+    (the child killed where it outlives `timeout` seconds, or where this call ends any other way)."""
+    import torch
+
     context = _server()
     receive, send = context.Pipe(duplex=False)
     with tempfile.NamedTemporaryFile("w+", prefix="rollout-study-point-", suffix=".log", delete=False) as log:
         path = log.name
+    child, payload = None, None
     try:
-        # The caller's environment and cores, as a new interpreter would inherit them: the server's are those of
-        # its own start, and a Ray task's (CUDA_VISIBLE_DEVICES, its share of the cores) are set per task.
+        # What a new interpreter would inherit: the caller's environment and cores (the server's are those of
+        # its own start; a Ray task's CUDA_VISIBLE_DEVICES and share of the cores are set per task), and
+        # whether CUDA is there, which the child checks (a driver set up in the server would hide it).
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, path,
-                                                     dict(os.environ), cores))
+        caller = {"pid": os.getpid(), "environ": dict(os.environ), "cores": cores,
+                  "cuda": torch.cuda.is_available()}
+        child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, path, caller))
         child.start()
         send.close()  # the child holds the only writing end: EOF once it is gone, whatever ended it
-        payload = None
         if receive.poll(timeout):
             try:
                 payload = receive.recv_bytes()
             except EOFError:
                 pass
         child.join(None if payload is not None or timeout is None else 5)
-        if child.is_alive():
+    finally:
+        if child is not None and child.is_alive():
             child.kill()
             child.join()
+        send.close()
         receive.close()
         with open(path, encoding="utf-8", errors="replace") as handle:
             output = handle.read()
-    finally:
         os.unlink(path)
     if child.exitcode != 0 or payload is None:
         raise LaunchError(f"fork-server child exited {child.exitcode}: {excerpt(output)}")
     return Result.from_dict(json.loads(payload), "fork-server child")
 
 
-def _child(request: dict, send, log_path: str, environ: dict, cores: list[int] | None) -> None:
+def _end_with(pid: int) -> None:
+    """End this process when `pid` (the caller) ends: its parent is the server, and a study left running
+    after its sweep was stopped would share the GPU with the next one's points."""
+    def watch():
+        try:
+            fd = os.pidfd_open(pid)
+            select.select([fd], [], [])  # readable once that process has ended; no wake-ups before
+        except (AttributeError, OSError):  # no pidfd (an old kernel): look every second
+            while _alive(pid):
+                time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="end-with-caller", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _differs_from_server(environ: dict, started_with: dict, now: dict) -> list[str]:
+    """Variables read at import whose caller's value is neither the one the server started with nor the one
+    its imports set (the caller's own imports may have set it the same way since)."""
+    keys = {k for k in (*environ, *started_with) if k.startswith(READ_AT_IMPORT) and k not in SERVER_OWN}
+    return sorted(k for k in keys if environ.get(k) != started_with.get(k)
+                  and not (now.get(k) != started_with.get(k) and environ.get(k) == now.get(k)))
+
+
+def _child(request: dict, send, log_path: str, caller: dict) -> None:
     """The child's side: its output to the log, the study, the result JSON through the pipe, then out."""
     code = 1
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
+        # multiprocessing hands each child the caller's end of the pipe whose closing tells the server its caller
+        # is gone: held here, it would keep the server alive after the caller died
+        alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+        if alive is not None:
+            os.close(alive)
+            forkserver._forkserver._forkserver_alive_fd = None
         die_with_parent()
-        # Before CUDA is set up here: the caller's variables (not the server's NVML switch), cores
+        _end_with(caller["pid"])
+        from . import _server_imports as server  # imported by the server (or now, where its preload failed)
+
+        stale = _differs_from_server(caller["environ"], server.STARTED_WITH, dict(os.environ))
+        if stale:
+            values = "; ".join(f"{k}: {caller['environ'].get(k)!r} here, {server.STARTED_WITH.get(k)!r} there"
+                               for k in stale)
+            raise LaunchError(f"the caller's {', '.join(stale)} differ from the fork server's, which read them at "
+                              f"import ({values}); run the sweep with launcher: fresh, or start it with these values")
+        # Before CUDA is set up here: the caller's variables, with those the imports set as a new interpreter's
+        # imports would (not the server's NVML switch), and cores
+        set_by_imports = {k: v for k, v in os.environ.items()
+                          if server.STARTED_WITH.get(k) != v and k not in SERVER_OWN}
         os.environ.clear()
-        os.environ.update(environ, TEARDOWN_CUPTI="1")
-        if cores:
-            os.sched_setaffinity(0, cores)
+        os.environ.update(caller["environ"], **set_by_imports, TEARDOWN_CUPTI="1")
+        if caller["cores"]:
+            os.sched_setaffinity(0, caller["cores"])
         import torch
 
-        if torch.cuda._is_in_bad_fork():
-            raise LaunchError("the fork server set up CUDA before forking this child; run the sweep with "
-                              "launcher: fresh")
+        if torch.cuda._is_in_bad_fork() or (caller["cuda"] and not torch.cuda.is_available()):
+            raise LaunchError("CUDA is not usable in this child of the fork server (the server set it up before "
+                              "forking, or its driver did); run the sweep with launcher: fresh")
         result = run_request(request, COMMAND)
         send.send_bytes(json.dumps(result.to_dict(), allow_nan=False).encode())
         code = 0

@@ -53,7 +53,8 @@ def point_launcher(kind: str = "fresh"):
 
 
 def die_with_parent() -> None:
-    """In the child, before exec: ask Linux to end it when its parent dies, so none is orphaned."""
+    """In a child (before exec, or a fork server's child): ask Linux to end it when its parent dies, so none
+    is orphaned."""
     try:
         import ctypes
         import signal

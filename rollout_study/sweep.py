@@ -57,7 +57,7 @@ class SweepSpec:
     axes: dict  # parameter -> list of values, in file order
     base: dict = field(default_factory=dict)
     repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
-    launcher: str = "fresh"  # how the local executor starts each point's fresh process (launch.LAUNCHERS)
+    launcher: str = "fresh"  # how each point's fresh process starts, under either executor (launch.LAUNCHERS)
     subset_of: str | None = None  # the full sweep file whose points these are (sweep_subset.py): a label
 
     @classmethod

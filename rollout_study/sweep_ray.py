@@ -52,7 +52,9 @@ def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress:
         record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress,
                          gpus=gpus, workers=workers)
         cores = (os.cpu_count() or 1) // max(gpus, 1) if cuda else 0
-        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1)(_ray_point)
+        # max_calls=0: a worker runs task after task. Ray's default for GPU tasks is a new worker each, which
+        # would start a new fork server each; the worker itself never touches the GPU (its point's process does).
+        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1, max_calls=0)(_ray_point)
         running = {task.remote(params.to_dict(), cores, spec.launcher): entry for entry, params in record.pending(spec)}
         while running:
             (ready,), _ = ray.wait(list(running), num_returns=1)

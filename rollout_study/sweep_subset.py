@@ -2,7 +2,8 @@
 
     name: sweep-h200-tiny
     subset_of: sweep-h200.yaml      # a full sweep file, relative to this file's folder
-    repeat_alone: 0                 # the subset's own (default 0); nothing else may be set
+    repeat_alone: 0                 # the subset's own (default 0)
+    launcher: fresh                 # optional: the subset's own, else the full file's; nothing else may be set
     sweep:                          # axes of that file, each cut to some of its values
       model:
         - {model: synthetic, dtype: float32}
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .params import ParameterError
 
-ALLOWED = ("name", "subset_of", "repeat_alone", "sweep")
+ALLOWED = ("name", "subset_of", "repeat_alone", "launcher", "sweep")  # launcher: how, not what, a point runs
 
 
 def resolve(values: dict, path: str) -> dict:
@@ -63,4 +64,6 @@ def resolve(values: dict, path: str) -> dict:
                                  f"{cut[key]!r}")
         cut[key] = [option for option in cut[key] if option in options]  # the full sweep's order
     kept = {key: value for key, value in full.items() if key not in ("name", "repeat_alone", "sweep")}
-    return {**kept, "name": name, "subset_of": named, "repeat_alone": values.get("repeat_alone", 0), "sweep": cut}
+    launcher = {"launcher": values["launcher"]} if "launcher" in values else {}
+    return {**kept, "name": name, "subset_of": named, "repeat_alone": values.get("repeat_alone", 0), **launcher,
+            "sweep": cut}

@@ -738,6 +738,15 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "wall time A / B: 2.00x" in out and "same points: yes (2 and 2)" in out
     assert "launchers differ" not in out
+    # A sweep from before entries named their launcher ran new interpreters: the same as `fresh`
+    old, new = tmp_path / "old", tmp_path / "new"
+    for target, launcher in ((old, None), (new, "fresh")):
+        target.mkdir()
+        for entry in record["points"]:
+            entry.pop("launcher", None) if launcher is None else entry.update(launcher=launcher)
+        (target / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    assert cli.main(["compare", str(old), str(new)]) == cli.EXIT_OK
+    assert "launchers differ" not in capsys.readouterr().out
     for entry in record["points"]:
         entry["launcher"] = "fork-server"
     (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
@@ -819,6 +828,46 @@ def test_a_fork_server_childs_failure_comes_back_with_its_output_and_the_server_
     with pytest.raises(LaunchError, match=r"(?s)fork-server child exited 1: .*mode must be one of measure"):
         forkserver.run_forked(params, "no-such-mode")
     assert forkserver.run_forked(params, "first_only").calls  # the next child runs
+
+
+def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_changed_an_import_variable_stops(
+        monkeypatch):
+    from rollout_study import forkserver
+    from rollout_study.launch import LaunchError
+
+    params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 64, "requests": 2, "batch_size": 1,
+                                    "iterations": 20, "cold_starts": 0, "profile": False, "instrument": False})
+    with pytest.raises(LaunchError, match=r"fork-server child exited -9"):  # SIGKILL, and its output quoted
+        forkserver.run_forked(params, "measure", timeout=0.5)
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # read when the server imported torch: not here
+    with pytest.raises(LaunchError, match=r"(?s)TORCHINDUCTOR_MAX_AUTOTUNE differ from the fork server's"):
+        forkserver.run_forked(params, "first_only")
+
+
+def test_a_variable_read_at_import_may_differ_from_the_servers_start_only_as_the_imports_set_it():
+    from rollout_study.forkserver import _differs_from_server
+
+    started, now = {"OMP_NUM_THREADS": "4"}, {"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_CACHE_DIR": "/tmp/ti"}
+    assert _differs_from_server({"OMP_NUM_THREADS": "4"}, started, now) == []
+    assert _differs_from_server({"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_CACHE_DIR": "/tmp/ti"}, started, now) == []
+    assert _differs_from_server({"OMP_NUM_THREADS": "1"}, started, now) == ["OMP_NUM_THREADS"]
+    assert _differs_from_server({"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_CACHE_DIR": "/x"}, started, now) == [
+        "TORCHINDUCTOR_CACHE_DIR"]
+    assert _differs_from_server({"OMP_NUM_THREADS": "4", "PYTORCH_NVML_BASED_CUDA_CHECK": "0", "PATH": "/x"},
+                                started, {**now, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}) == []  # the server's own
+
+
+def test_a_subset_may_set_its_own_launcher(tmp_path):
+    (tmp_path / "full.yaml").write_text("name: full\nlauncher: fork-server\nsweep:\n  batch_size: [1, 2]\n"
+                                        "device: cpu\n", encoding="utf-8")
+    (tmp_path / "part.yaml").write_text("subset_of: full.yaml\nsweep:\n  batch_size: [1]\n", encoding="utf-8")
+    (tmp_path / "fresh.yaml").write_text("subset_of: full.yaml\nlauncher: fresh\nsweep:\n  batch_size: [1]\n",
+                                         encoding="utf-8")
+    assert sweep.SweepSpec.from_yaml(str(tmp_path / "part.yaml")).launcher == "fork-server"  # the full file's
+    fresh = sweep.SweepSpec.from_yaml(str(tmp_path / "fresh.yaml"))
+    part = sweep.SweepSpec.from_yaml(str(tmp_path / "part.yaml"))
+    assert fresh.launcher == "fresh"
+    assert sweep.point_hash(fresh.points()[0][1]) == sweep.point_hash(part.points()[0][1])  # same point, same hash
 
 
 def test_a_sweep_files_launcher_is_checked_before_any_work(tmp_path, capsys):

@@ -28,7 +28,6 @@ import select
 import signal
 import tempfile
 import threading
-import time
 from multiprocessing import forkserver
 
 from .launch import LaunchError, die_with_parent, run_request
@@ -43,7 +42,8 @@ _context = None
 # Variables read once, when the server imports torch, transformers or huggingface_hub (OpenMP's thread count
 # among them): a child whose caller has other values than the server had at its start would run with the
 # server's, so it stops instead.
-READ_AT_IMPORT = ("TORCH", "PYTORCH", "HF_", "TRANSFORMERS", "HUGGINGFACE", "PYTHONHASHSEED", "MKL_", "OMP_")
+READ_AT_IMPORT = ("TORCH", "PYTORCH", "HF_", "TRANSFORMERS", "HUGGINGFACE", "XDG_CACHE_HOME", "PYTHONHASHSEED", "MKL_",
+                  "OMP_", "KMP_", "GOMP_", "OPENBLAS_")
 SERVER_OWN = ("PYTORCH_NVML_BASED_CUDA_CHECK",)  # _server_imports.py's
 
 
@@ -65,6 +65,9 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
 
     context = _server()
     receive, send = context.Pipe(duplex=False)
+    # The child's lifeline: this end is held here only, so the child sees EOF once this call is over or this
+    # process is gone, however either ended (its parent is the server, which outlives this process a while).
+    lifeline, holder = context.Pipe(duplex=False)
     with tempfile.NamedTemporaryFile("w+", prefix="rollout-study-point-", suffix=".log", delete=False) as log:
         path = log.name
     child, payload = None, None
@@ -73,23 +76,25 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
         # its own start; a Ray task's CUDA_VISIBLE_DEVICES and share of the cores are set per task), and
         # whether CUDA is there, which the child checks (a driver set up in the server would hide it).
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        caller = {"pid": os.getpid(), "environ": dict(os.environ), "cores": cores,
-                  "cuda": torch.cuda.is_available()}
-        child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, path, caller))
+        caller = {"environ": dict(os.environ), "cores": cores, "cuda": torch.cuda.is_available()}
+        child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, lifeline,
+                                                     path, caller))
         child.start()
         send.close()  # the child holds the only writing end: EOF once it is gone, whatever ended it
-        if receive.poll(timeout):
+        lifeline.close()
+        if receive.poll(timeout):  # data, or EOF: the child is ending; else the time is up, and it is killed
             try:
                 payload = receive.recv_bytes()
             except EOFError:
                 pass
-        child.join(None if payload is not None or timeout is None else 5)
+            child.join(60)
     finally:
+        holder.close()  # a child still running (or forked after an interrupted start) ends itself on this
         if child is not None and child.is_alive():
             child.kill()
             child.join()
-        send.close()
-        receive.close()
+        for end in (send, receive, lifeline):
+            end.close()
         with open(path, encoding="utf-8", errors="replace") as handle:
             output = handle.read()
         os.unlink(path)
@@ -98,29 +103,14 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
     return Result.from_dict(json.loads(payload), "fork-server child")
 
 
-def _end_with(pid: int) -> None:
-    """End this process when `pid` (the caller) ends: its parent is the server, and a study left running
-    after its sweep was stopped would share the GPU with the next one's points."""
+def _end_with(lifeline) -> None:
+    """End this process once its caller lets go of the lifeline (run_forked is over, or the caller is gone):
+    a study left running after its sweep was stopped would share the GPU with the next one's points."""
     def watch():
-        try:
-            fd = os.pidfd_open(pid)
-            select.select([fd], [], [])  # readable once that process has ended; no wake-ups before
-        except (AttributeError, OSError):  # no pidfd (an old kernel): look every second
-            while _alive(pid):
-                time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)
+        select.select([lifeline], [], [])  # readable at EOF; no wake-ups before
+        os.kill(os.getpid(), signal.SIGKILL)  # no handler of any library can hold it up
 
     threading.Thread(target=watch, name="end-with-caller", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _differs_from_server(environ: dict, started_with: dict, now: dict) -> list[str]:
@@ -131,21 +121,21 @@ def _differs_from_server(environ: dict, started_with: dict, now: dict) -> list[s
                   and not (now.get(k) != started_with.get(k) and environ.get(k) == now.get(k)))
 
 
-def _child(request: dict, send, log_path: str, caller: dict) -> None:
+def _child(request: dict, send, lifeline, log_path: str, caller: dict) -> None:
     """The child's side: its output to the log, the study, the result JSON through the pipe, then out."""
     code = 1
     try:
         with open(log_path, "w", encoding="utf-8") as log:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
+        _end_with(lifeline)
+        die_with_parent()
         # multiprocessing hands each child the caller's end of the pipe whose closing tells the server its caller
         # is gone: held here, it would keep the server alive after the caller died
         alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
         if alive is not None:
             os.close(alive)
             forkserver._forkserver._forkserver_alive_fd = None
-        die_with_parent()
-        _end_with(caller["pid"])
         from . import _server_imports as server  # imported by the server (or now, where its preload failed)
 
         stale = _differs_from_server(caller["environ"], server.STARTED_WITH, dict(os.environ))
@@ -154,12 +144,14 @@ def _child(request: dict, send, log_path: str, caller: dict) -> None:
                                for k in stale)
             raise LaunchError(f"the caller's {', '.join(stale)} differ from the fork server's, which read them at "
                               f"import ({values}); run the sweep with launcher: fresh, or start it with these values")
-        # Before CUDA is set up here: the caller's variables, with those the imports set as a new interpreter's
-        # imports would (not the server's NVML switch), and cores
-        set_by_imports = {k: v for k, v in os.environ.items()
-                          if server.STARTED_WITH.get(k) != v and k not in SERVER_OWN}
+        # Before CUDA is set up here: the caller's variables, and those the server's imports set where the caller
+        # left them as the server started (a new interpreter's imports would set them the same), and cores
+        environ = dict(caller["environ"])
+        environ.update({k: v for k, v in os.environ.items() if k not in SERVER_OWN and server.STARTED_WITH.get(k) != v
+                        and caller["environ"].get(k) == server.STARTED_WITH.get(k)})
+        environ["TEARDOWN_CUPTI"] = "1"
         os.environ.clear()
-        os.environ.update(caller["environ"], **set_by_imports, TEARDOWN_CUPTI="1")
+        os.environ.update(environ)
         if caller["cores"]:
             os.sched_setaffinity(0, caller["cores"])
         import torch

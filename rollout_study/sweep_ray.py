@@ -13,21 +13,27 @@ from .result import Result
 from .sweep import SweepSpec, _Record
 
 
+_worker_cores: list[int] | None = None  # the cores this worker may use, before any task pinned it
+
+
 def _ray_point(params_dict: dict, cores_per_gpu: int, launcher: str) -> tuple[dict, float]:
     """One point as a Ray task: pinned to its GPU's share of the host's cores, run in a fresh process."""
     import ray
 
     from .launch import point_launcher
 
+    global _worker_cores
     gpus = ray.get_gpu_ids()
     if gpus and cores_per_gpu and hasattr(os, "sched_setaffinity"):
-        # Points that share a host get disjoint cores (of those this process may use), so their
-        # host-bound work does not contend; where the share is empty or refused, the point runs unpinned.
-        allowed = sorted(os.sched_getaffinity(0))
-        share = allowed[int(gpus[0]) * cores_per_gpu:(int(gpus[0]) + 1) * cores_per_gpu]
+        # Points that share a host get disjoint cores (of those this worker may use), so their host-bound
+        # work does not contend; where the share is empty or refused, the point runs unpinned. A worker runs
+        # task after task (max_calls=0), each maybe for another GPU: the share is cut from the worker's cores
+        # as they were before its first task pinned it.
+        if _worker_cores is None:
+            _worker_cores = sorted(os.sched_getaffinity(0))
+        share = _worker_cores[int(gpus[0]) * cores_per_gpu:(int(gpus[0]) + 1) * cores_per_gpu]
         try:
-            if share:
-                os.sched_setaffinity(0, share)
+            os.sched_setaffinity(0, share or _worker_cores)
         except OSError:
             pass
     start = time.perf_counter()

@@ -460,9 +460,11 @@ def test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces():
 def test_a_fork_server_child_runs_a_point_on_the_gpu_with_its_own_cuda():
     """The sweep's fork-server launcher on the GPU machine: the server's imports (torch, transformers, the
     package, as installed there) set up no CUDA, or its children would be refused; each child's study runs
-    on the GPU with parity, and a second child from the same server does too."""
+    on the GPU with parity, and a second child from the same server does too. The caller has CUDA set up, as
+    the sweep's parent has once it asked torch whether CUDA is there."""
     from rollout_study import forkserver
 
+    torch.cuda.init()
     params = StudyParams.from_dict({"device": "cuda", "engines": ["eager", "graph"], "policy": "reuse",
                                     "max_new_tokens": 8, "requests": 2, "batch_size": 2, "iterations": 1,
                                     "cold_starts": 0, "profile": False, "instrument": False})

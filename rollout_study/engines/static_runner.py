@@ -136,9 +136,10 @@ def own_cublas_workspace() -> None:
     memory or, where the memory was reused, into another tensor: the cause of the illegal address on
     the H200 at batch 64 (the 1B shape and SmolLM2), confirmed there
     (reports/probes-h200/README.md). Allocated during the capture, it is a block of the graph's
-    private pool, which stays mapped as long as the graph lives, whoever frees the workspace later. PyTorch's CUDA graph trees clear the workspaces before recording for
-    the same reason, and its maintainers advise the same to other capturers (pytorch/pytorch#192061,
-    #192871); graphs that share a capture stream otherwise share its workspace (#193402).
+    private pool, which stays mapped as long as the graph lives, whoever frees the workspace later.
+    PyTorch's CUDA graph trees clear the workspaces before recording for the same reason, and its
+    maintainers advise the same to other capturers (pytorch/pytorch#192061, #192871); graphs that
+    share a capture stream otherwise share its workspace (#193402).
     """
     torch._C._cuda_clearCublasWorkspaces()
 

@@ -42,7 +42,8 @@
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
 #               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
-#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
+#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results); with PROBE_GEMM=1,
+#               tools/probe_gemm.py before the sweep (-> /tmp/out/probe-gemm.json and .log)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -263,6 +264,10 @@ case $step in
     if [ "${TESTS:-0}" = 1 ]; then  # where the measuring code changed since the last cuda-tests.txt
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
       sweep_tests_passed || exit 1
+    fi
+    if [ "${PROBE_GEMM:-0}" = 1 ]; then  # issue 11's GEMM probe (a few minutes), before the sweep's points
+      python3 tools/probe_gemm.py /tmp/out/probe-gemm.json > /tmp/out/probe-gemm.log 2>&1
+      echo "GEMM-PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-gemm.log
     fi
     if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then

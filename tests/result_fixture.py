@@ -204,3 +204,31 @@ def with_instruments(data: dict, flagged: int = 0) -> dict:
                          "cycle": cycle, "phase": phase, "wall_ms": TIMES[target]["steady"] + 1, "kernel_ms": 5.0,
                          "kernels": 1000, "copy_ms": 0.1} for cycle, phase in groups for target in TIMES]
     return data
+
+
+# -- sweep points -----------------------------------------------------------------------------------
+PHASES = ("first", "steady", "first_after_update", "steady_after_update")
+
+
+def sweep_point(batch: int, tokens: int, times: dict, label: str = "synthetic", requests: int | None = None,
+                steady_samples: dict | None = None) -> Result:
+    """A GPU result of one sweep point (the sweep report's tests); `times`: variant -> (first, steady,
+    first after update, steady after)."""
+    data = make_result_dict(label=label, cuda_graph=True)
+    data["calls"], data["cold_starts"], data["profile"] = [], [], {}
+    reserved = 0
+    for cycle, phase in ((0, "first"), (0, "steady"), (0, "first_after_update"), (0, "steady_after_update")):
+        for variant, ms in times.items():
+            values = (steady_samples or {}).get((variant, phase)) or (
+                [ms[PHASES.index(phase)]] * (3 if phase.startswith("steady") else 1))
+            for index, value in enumerate(values):
+                call = make_call(variant, cycle, phase, index, value, True)
+                if phase == "first":
+                    reserved += 10 * 2 ** 20 * batch
+                    call["memory_bytes"] = {"allocated": (50 + batch) * 2 ** 20, "reserved": reserved,
+                                            "peak_allocated": (60 + 2 * batch) * 2 ** 20,
+                                            "phase_start_allocated": 50 * 2 ** 20}
+                data["calls"].append(call)
+    data["updates"] = [{"cycle": 0, "optimizer": "sgd", "lr": 0.01, "loss": 1.0, "ms": 20.0}]
+    data["metadata"]["workload"].update(batch_size=batch, requests=requests or batch, max_new_tokens=tokens)
+    return Result.from_dict(data)

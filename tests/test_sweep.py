@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from result_fixture import make_call, make_result_dict
+from result_fixture import make_call, make_result_dict, sweep_point as point
 from rollout_study import cli, repeats, sweep
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
@@ -23,32 +23,6 @@ from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
 
 REPO = Path(__file__).resolve().parent.parent
-PHASES = ("first", "steady", "first_after_update", "steady_after_update")
-
-
-def point(batch: int, tokens: int, times: dict, label: str = "synthetic", requests: int | None = None,
-          steady_samples: dict | None = None) -> Result:
-    """A GPU result of one sweep point; `times`: variant -> (first, steady, first after update, steady after)."""
-    data = make_result_dict(label=label, cuda_graph=True)
-    data["calls"], data["cold_starts"], data["profile"] = [], [], {}
-    reserved = 0
-    for cycle, phase in ((0, "first"), (0, "steady"), (0, "first_after_update"), (0, "steady_after_update")):
-        for variant, ms in times.items():
-            values = (steady_samples or {}).get((variant, phase)) or (
-                [ms[PHASES.index(phase)]] * (3 if phase.startswith("steady") else 1))
-            for index, value in enumerate(values):
-                call = make_call(variant, cycle, phase, index, value, True)
-                if phase == "first":
-                    reserved += 10 * 2 ** 20 * batch
-                    call["memory_bytes"] = {"allocated": (50 + batch) * 2 ** 20, "reserved": reserved,
-                                            "peak_allocated": (60 + 2 * batch) * 2 ** 20,
-                                            "phase_start_allocated": 50 * 2 ** 20}
-                data["calls"].append(call)
-    data["updates"] = [{"cycle": 0, "optimizer": "sgd", "lr": 0.01, "loss": 1.0, "ms": 20.0}]
-    data["metadata"]["workload"].update(batch_size=batch, requests=requests or batch, max_new_tokens=tokens)
-    return Result.from_dict(data)
-
-
 def loaded(results: dict) -> list:
     return [({"order": i, "slug": slug, "status": "valid"}, r) for i, (slug, r) in enumerate(results.items())]
 

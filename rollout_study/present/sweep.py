@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import repeats
 from .. import sweep_curves as curves
-from . import host
+from . import host, sweep_scale
 from ..record import excerpt
 from ..result import Result
 from .markdown import table
@@ -36,6 +36,10 @@ DEFINITIONS = [
     f"{curves.CROSSOVER}x",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart",
 ]
+
+
+SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up over eager generate() and ms per "
+                 "token at each variant, batch and new-token count two or more models share")
 
 
 def _mib(value):
@@ -295,6 +299,11 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             make(points, figures_dir)
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
+    models = curves.by_model(usable)
+    if sweep_scale.scale_figure(models, figures_dir) is not None:
+        out += [Block("heading", "The models side by side", 2),
+                Block("figure", SCALE_CAPTION, sweep_scale.path(figures_dir)),
+                Block("table", SCALE_CAPTION, sweep_scale.scale_table(models))]
     if record.get("repeats"):
         out += [Block("heading", "Points repeated alone", 2), Block("note", "Rule: " + repeats.RULE),
                 Block("table", "Per repeated point (ran side by side under executor "
@@ -322,6 +331,9 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:
             lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
+    models = curves.by_model(usable)
+    if sweep_scale.tokens_shown(models) is not None:
+        lines += ["## The models side by side", "", SCALE_CAPTION, ""] + _markdown(sweep_scale.scale_table(models)) + [""]
     if record.get("repeats"):
         lines += ["## Points repeated alone", "", "Rule: " + repeats.RULE, ""] + _markdown(repeats_table(verdicts))
     return "\n".join(lines).rstrip() + "\n"

@@ -114,8 +114,9 @@ def test_show_displays_every_block(tmp_path, quick_figures, capsys):
     blocks = notebook.section_blocks("synthetic", [make_result()], str(tmp_path))
     notebook.show(blocks)
     out = capsys.readouterr().out
-    assert out.count("<IPython.core.display.HTML object>") == len(blocks)
-    assert out.count("<IPython.core.display.Image object>") == 1
+    figures = sum(b.kind == "figure" for b in blocks)
+    assert figures == 1 and out.count("<IPython.core.display.HTML object>") == len(blocks) + figures  # its <img>
+    assert "Image object" not in out  # linked, not embedded
 
 
 def test_read_results_round_trip(tmp_path):
@@ -173,3 +174,13 @@ def test_each_run_shows_its_floors_table_and_note_after_the_profile(tmp_path, qu
         assert blocks[at + 1].kind == "note" and blocks[at + 1].text == floors.floor_note(result)
         html = notebook.block_html(blocks[at])
         assert ("<td" in html and "312.500" in html) == result.cuda_graph  # wall / floor of graph: 10 / 0.032 ms
+
+
+def test_a_figure_is_linked_by_its_path_from_the_notebooks_folder_and_its_caption_escaped(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    caption = " ".join(HOSTILE)
+    linked = notebook.figure_html(notebook.Block("figure", caption, os.path.join("figures", 'a "b".png')))
+    assert linked.startswith('<img src="figures/a &quot;b&quot;.png" alt="&lt;script&gt;')
+    assert len(re.findall(r"<\s*(script|img)\b", linked, re.I)) == 1  # its own <img> only
+    absolute = notebook.figure_html(notebook.Block("figure", "c", str(tmp_path / "figures" / "x.png")))
+    assert absolute.startswith('<img src="figures/x.png"') and str(tmp_path) not in absolute  # no machine path

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,7 +65,12 @@ def test_executed_notebooks_carry_no_machine_paths_or_timestamps(smoke):
 def test_report_html_has_no_code_and_study_html_keeps_it(smoke):
     folder = smoke[2][0]
     page = (folder / "report.html").read_text(encoding="utf-8")
-    assert "data:image/png;base64" in page and "<table" in page
+    # Figures linked, stored once in figures/ (not again in the notebook and its HTML), and each one there
+    sources = re.findall(r'<img[^>]*\bsrc="([^"]+)"', page)
+    assert sources and all(src.startswith("figures/") and (folder / src).is_file() for src in sources)
+    assert sorted(sources) == sorted(f"figures/{p.name}" for p in (folder / "figures").glob("*.png"))
+    assert not re.search(r'<img[^>]*\bsrc="data:', page) and "<table" in page
+    assert "image/png" not in (folder / "report.ipynb").read_text(encoding="utf-8")
     assert "section_blocks(" not in page and "read_results(" not in page  # inputs excluded
     assert "Pretrained model:" not in page
     study = (folder / "study.html").read_text(encoding="utf-8")

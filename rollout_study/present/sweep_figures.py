@@ -16,7 +16,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .figures import log_axis
+from .figures import log_axis, save_png
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
 
@@ -70,7 +70,7 @@ def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None
     fig.suptitle(f"{model_title(points)}: {what}{note}", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
-        fig.savefig(path(figures_dir, points, kind), dpi=100)
+        save_png(fig, path(figures_dir, points, kind), dpi=100)
     return fig
 
 

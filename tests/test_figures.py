@@ -87,3 +87,23 @@ def test_a_new_engine_gets_a_line_in_every_figure():
 
 def test_figure_stem_is_a_safe_file_name():
     assert figures.figure_stem(make_result(run_name="<b>a b/c</b>"), 2) == "synthetic-b-a-b-c-b-2"
+
+
+def test_a_figure_is_saved_in_a_palette_of_its_own_colours_with_the_same_bytes_each_time(tmp_path):
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    fig = Figure(figsize=(4, 3))
+    ax = fig.subplots()
+    lines = {"#440154": 1, "#21918c": 2, "#fde725": 3, "#d62728": 4}  # viridis ends and middle, the study's red
+    for color, y in lines.items():
+        ax.plot([0, 1], [y, y], color=color, linewidth=4)
+    first, again = tmp_path / "a.png", tmp_path / "b.png"
+    figures.save_png(fig, str(first), dpi=100)
+    figures.save_png(fig, str(again), dpi=100)
+    assert first.read_bytes() == again.read_bytes()
+    with Image.open(first) as image:
+        assert image.mode == "P" and image.size == (400, 300)
+        used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
+    for color in lines:  # each line's own colour, exactly: lines stay told apart
+        assert tuple(int(color[i:i + 2], 16) for i in (1, 3, 5)) in used, color

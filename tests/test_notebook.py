@@ -110,8 +110,9 @@ def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figu
     assert "#T_s td.col5 {\n  text-align: right;" in summary  # median ms: a number
 
 
-def test_show_displays_every_block(tmp_path, quick_figures, capsys):
-    blocks = notebook.section_blocks("synthetic", [make_result()], str(tmp_path))
+def test_show_displays_every_block(tmp_path, quick_figures, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the notebook's folder: the figures are linked from it
+    blocks = notebook.section_blocks("synthetic", [make_result()], "figures")
     notebook.show(blocks)
     out = capsys.readouterr().out
     figures = sum(b.kind == "figure" for b in blocks)
@@ -184,3 +185,12 @@ def test_a_figure_is_linked_by_its_path_from_the_notebooks_folder_and_its_captio
     assert len(re.findall(r"<\s*(script|img)\b", linked, re.I)) == 1  # its own <img> only
     absolute = notebook.figure_html(notebook.Block("figure", "c", str(tmp_path / "figures" / "x.png")))
     assert absolute.startswith('<img src="figures/x.png"') and str(tmp_path) not in absolute  # no machine path
+
+
+def test_a_figure_outside_the_notebooks_folder_is_refused_rather_than_linked_where_it_breaks(tmp_path, monkeypatch):
+    (tmp_path / "run").mkdir()
+    monkeypatch.chdir(tmp_path / "run")
+    with pytest.raises(ValueError, match="inside the folder its notebook runs in"):
+        notebook.figure_html(notebook.Block("figure", "c", str(tmp_path / "elsewhere" / "x.png")))
+    with pytest.raises(ValueError, match="figures_dir such as 'figures'"):
+        notebook.figure_html(notebook.Block("figure", "c", os.path.join("..", "figures", "x.png")))

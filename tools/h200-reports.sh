@@ -265,11 +265,12 @@ case $step in
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
       sweep_tests_passed || exit 1
     fi
-    if [ "${PROBE_GEMM:-0}" = 1 ]; then  # issue 11's GEMM probe (a few minutes), before the sweep's points
+    if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
+    if [ "${PROBE_GEMM:-0}" = 1 ]; then  # issue 11's GEMM probe (a few minutes), before the sweep's points and after
+      # the model's parts arrived (their join and install would load the host under its timings)
       timeout 900 python3 tools/probe_gemm.py /tmp/out/probe-gemm.json > /tmp/out/probe-gemm.log 2>&1
       echo "GEMM-PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-gemm.log
     fi
-    if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
       PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every

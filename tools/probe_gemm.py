@@ -8,7 +8,8 @@ most of the rest. Fusion removes only the elementwise share, so 2x needs cheaper
 graph engine and graph-compiled with inductor's default options (the engine's) and with inductor
 choosing each GEMM among its Triton templates and cuBLAS by measuring them (`max_autotune_gemm`, still
 without torch.compile's own CUDA graphs), with and without coordinate-descent tuning of the fused
-kernels; each variant in its own process (its own compile caches). Per variant: compile and capture of
+kernels; each variant in its own process with its own, empty inductor cache folder (a shared one would
+hand a later variant an earlier one's compiled kernels and GEMM choices). Per variant: compile and capture of
 the first call, steady wall time (median of 5), one profiled steady call (summed kernel time, kernel
 count, the kernels with the most time), and parity with generate() (first mismatch and its top-2 margin).
 Nothing here is part of the study's measuring code: the sweep's points keep their fingerprint.
@@ -23,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +56,7 @@ def one(variant: str, model_name: str, device: str) -> dict:
     params = StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32"})
     loaded = models.load(params, device, "float32")
     model = loaded.model
-    workload = random_workload(BATCH, BATCH, PROMPT, model.config.vocab_size, seed=0)
+    workload = random_workload(BATCH, BATCH, PROMPT, model.config.vocab_size, seed=0, pad_token_id=loaded.pad_token_id)
     extra = VARIANTS[variant]
     if extra is None:
         engine = GraphEngine(model, device, "reuse", PROMPT, NEW)
@@ -77,7 +79,7 @@ def one(variant: str, model_name: str, device: str) -> dict:
         out, _ = call()
         walls.append((time.perf_counter() - begin) * 1e3)
     seen = profile_call(call, torch.device(device))
-    ref = reference(model, workload.batches, NEW, 0, device)
+    ref = reference(model, workload.batches, NEW, loaded.pad_token_id, device)
     check = parity.compare(out.to_cpu(), ref, [b.request_ids for b in workload.batches])
     steps = len(workload.batches) * NEW
     return {"variant": variant, "model": model_name, "device": device, "options": extra,
@@ -108,9 +110,10 @@ def main() -> int:
     results = []
     for variant in args.variants.split(","):
         begin = time.perf_counter()
-        done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--model", args.model,
-                               "--device", args.device], capture_output=True, text=True,
-                              env={**os.environ, "TEARDOWN_CUPTI": "1"})
+        with tempfile.TemporaryDirectory(prefix=f"probe-gemm-{variant}-") as cache:
+            done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--model", args.model,
+                                   "--device", args.device], capture_output=True, text=True,
+                                  env={**os.environ, "TEARDOWN_CUPTI": "1", "TORCHINDUCTOR_CACHE_DIR": cache})
         took = time.perf_counter() - begin
         if done.returncode == 0:
             row = json.loads(done.stdout.strip().splitlines()[-1])

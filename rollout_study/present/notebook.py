@@ -170,8 +170,11 @@ def figure_html(block: Block) -> str:
     the report), so each PNG is stored once. Embedded, it was stored three times, in figures/, in the
     executed notebook and in its HTML: 11 MB for the sweep report of the tiny model's first 61 H200
     points, of which the figures were 6 MB, where the device takes the whole tracked tree in 64 MiB."""
-    source = os.path.relpath(block.body) if os.path.isabs(block.body) else block.body
-    return (f'<img src="{html.escape(Path(source).as_posix(), quote=True)}" alt="{_escape(block.text)}" '
+    source = Path(os.path.relpath(block.body)).as_posix()
+    if source == ".." or source.startswith("../"):  # a link out of the folder breaks once the folder is published
+        raise ValueError(f"figure {block.body!r}: a report's figures must be inside the folder its notebook runs in "
+                         f"({os.getcwd()!r}); pass a relative figures_dir such as 'figures'")
+    return (f'<img src="{html.escape(source, quote=True)}" alt="{_escape(block.text)}" '
             f'style="max-width:100%">')
 
 

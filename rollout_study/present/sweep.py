@@ -39,7 +39,9 @@ DEFINITIONS = [
 
 
 SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up over eager generate() and ms per "
-                 "token at each variant, batch and new-token count two or more models share")
+                 "token at each variant, batch, request count and new-token count two or more models share")
+SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one line per batch: "
+                        "steady speed-up over eager generate(), capture ms and memory kept after the first call")
 
 
 def _mib(value):
@@ -302,7 +304,7 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
     models = curves.by_model(usable)
     if sweep_scale.scale_figure(models, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),
-                Block("figure", SCALE_CAPTION, sweep_scale.path(figures_dir)),
+                Block("figure", SCALE_FIGURE_CAPTION, sweep_scale.path(figures_dir)),
                 Block("table", SCALE_CAPTION, sweep_scale.scale_table(models))]
     if record.get("repeats"):
         out += [Block("heading", "Points repeated alone", 2), Block("note", "Rule: " + repeats.RULE),

@@ -1,11 +1,15 @@
-"""How a sweep's figures move with model size: one variant, batch and new-token count across the models.
+"""How a sweep's figures move with model size: one variant, batch, request count and new-token count across
+the models.
 
 The per-model sections draw each model alone; this puts the models a sweep ran side by side, for a sweep
-of two or more. Models are ordered by parameter count, and every table column and figure tick names the
-model's label (synthetic or pretrained), shape, dtype and parameter count, so a synthetic shape is never
-read as the pretrained model it copies. A row or a line appears only where at least two models have a
-valid point with that variant at that batch and new-token count: figures never compare across different
-workloads, and each value comes from its own model's points, as in the per-model sections
+of two or more. Models are ordered by parameter count (a model of unknown size last), and every table
+column and figure tick names the model's label (synthetic or pretrained), shape, dtype, parameter count
+and prompts, so a synthetic shape is never read as the pretrained model it copies. A row or a line
+appears only where at least two models have a valid point with that variant at that batch, request count
+and new-token count. What else differs between models is named, not hidden: a pretrained model's chat
+prompts are not a synthetic model's random ones, so the prompt lengths may differ. A place where one
+model has two points (a sweep that varied another parameter) is left out for that model rather than
+show one of them. Each value comes from its own model's points, as in the per-model sections
 (sweep_curves.py defines them).
 """
 from __future__ import annotations
@@ -25,8 +29,12 @@ Models = dict  # (label, name, dtype) -> that model's valid points, as curves.by
 
 
 def ordered(models: Models) -> list[tuple]:
-    """The models' keys by parameter count (then label, so a pretrained model and its synthetic shape keep an order)."""
-    return sorted(models, key=lambda key: (parameters(models[key]) or 0, key[0] != "synthetic", key[1], key[2]))
+    """The models' keys by parameter count, unknown last (then label, so a pretrained model and its synthetic
+    shape keep an order)."""
+    def size(key):
+        count = parameters(models[key])
+        return count is None, count or 0, key[0] != "synthetic", key[1], key[2]
+    return sorted(models, key=size)
 
 
 def parameters(points: list[Point]) -> int | None:
@@ -39,34 +47,51 @@ def _size(points: list[Point]) -> str:
     return "size unknown" if count is None else (f"{count / 1e9:.2f} B" if count >= 1e9 else f"{count / 1e6:.1f} M")
 
 
+def _prompts(points: list[Point]) -> str:
+    """The prompts the model's points used: source and length (a range where they differ)."""
+    workloads = [p.result.metadata.get("workload") or {} for p in points]
+    sources = sorted({str(w.get("prompt_source") or "?") for w in workloads})
+    lengths = sorted({w["prompt_len"] for w in workloads if w.get("prompt_len") is not None})
+    length = "?" if not lengths else (f"{lengths[0]}" if len(lengths) == 1 else f"{lengths[0]}-{lengths[-1]}")
+    return f"{'/'.join(sources)} prompts of {length} tokens"
+
+
 def short_name(key: tuple, points: list[Point]) -> str:
     label, name, dtype = key
-    return f"{label} {name} ({dtype}, {_size(points)})"
+    return f"{label} {name} ({dtype}, {_size(points)}, {_prompts(points)})"
 
 
 def tick(key: tuple, points: list[Point]) -> str:
     label, name, dtype = key
-    return f"{label}\n{name}\n{dtype}, {_size(points)}"
+    return f"{label}\n{name}\n{dtype}, {_size(points)}\n{_prompts(points)}"
 
 
 def _per_model(models: Models, rows_of) -> dict:
-    """(variant, new tokens, batch) -> {model key: row}, kept where two or more models have the row."""
+    """(variant, new tokens, batch, requests) -> {model key: row}, kept where two or more models have one row
+    there; a model with two rows at one place (another parameter varied) is left out of that place."""
     table: dict = {}
+    twice = set()
     for key in ordered(models):
-        for row in rows_of(models[key]):
-            table.setdefault((row.variant, row.new_tokens, row.batch), {})[key] = row
+        for point in models[key]:
+            for row in rows_of([point]):
+                place = (row.variant, row.new_tokens, row.batch, point.requests)
+                if key in table.setdefault(place, {}):
+                    twice.add((place, key))
+                table[place][key] = row
+    for place, key in twice:
+        del table[place][key]
     return {place: by_model for place, by_model in table.items() if len(by_model) >= 2}
 
 
 def scale_table(models: Models) -> pd.DataFrame:
-    """Per variant, new tokens and batch: each model's steady speed-up over generate() and ms per token."""
+    """Per variant, new tokens, batch and requests: each model's steady speed-up over generate() and ms per token."""
     keys = ordered(models)
     speedups = _per_model(models, curves.speedups)
     latencies = {place: by_model for place, by_model in _per_model(models, curves.latencies).items()
                  if place in speedups}
     rows = []
-    for place in sorted(speedups, key=lambda p: (curves.variant_rank(p[0]), p[1], p[2])):
-        row = {"variant": place[0], "new tokens": place[1], "batch": place[2]}
+    for place in sorted(speedups, key=lambda p: (curves.variant_rank(p[0]), p[1], p[2], p[3])):
+        row = {"variant": place[0], "new tokens": place[1], "batch": place[2], "requests": place[3]}
         for key in keys:
             name = short_name(key, models[key])
             speedup, latency = speedups[place].get(key), latencies.get(place, {}).get(key)
@@ -78,11 +103,12 @@ def scale_table(models: Models) -> pd.DataFrame:
 
 def tokens_shown(models: Models) -> int | None:
     """The new-token count the figure draws: the largest at which two or more models share a speed-up row."""
-    shared = {tokens for _, tokens, _ in _per_model(models, curves.speedups)}
+    shared = {tokens for _, tokens, _, _ in _per_model(models, curves.speedups)}
     return max(shared) if shared else None
 
 
-# (row label, rows of one model, value of a row); the capture rows exist for the variants that capture
+# (row label, rows of one model, value of a row); capture rows exist for every variant but eager: the
+# capture part of its first call (0 ms where it captured nothing)
 QUANTITIES = (
     ("speed-up over eager generate() (steady)", curves.speedups, lambda r: r.ratio.point),
     ("capture ms (first call)", curves.captures, lambda r: r.capture_ms),
@@ -98,21 +124,21 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
         return None
     keys = ordered(models)
     names = [v for v in curves.variants([p for key in keys for p in models[key]]) if v != curves.BASELINE]
-    batches = sorted({p.batch for key in keys for p in models[key] if p.new_tokens == tokens})
-    colors = _colors(batches)
+    lines = sorted({(p.batch, p.requests) for key in keys for p in models[key] if p.new_tokens == tokens})
+    colors = _colors(lines)
     fig = Figure(figsize=(max(4.4 * len(names), 6), 3.0 * len(QUANTITIES) + 0.8), layout="constrained")
     axes = fig.subplots(len(QUANTITIES), max(len(names), 1), squeeze=False)
     for row, (label, rows_of, value) in enumerate(QUANTITIES):
         shared = _per_model(models, rows_of)
         for column, variant in enumerate(names):
             ax, drawn = axes[row][column], False
-            for batch in batches:
-                by_model = shared.get((variant, tokens, batch), {})
+            for batch, requests in lines:
+                by_model = shared.get((variant, tokens, batch, requests), {})
                 xy = [(keys.index(key), value(r)) for key, r in by_model.items() if value(r) is not None]
                 if len(xy) >= 2:
                     xy.sort()
-                    ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", color=colors[batch],
-                            label=f"batch {batch}")
+                    ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", color=colors[(batch, requests)],
+                            label=f"batch {batch}" + ("" if requests == batch else f", {requests} requests"))
                     drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, "no two models with this value", ha="center", va="center",

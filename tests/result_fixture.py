@@ -232,3 +232,10 @@ def sweep_point(batch: int, tokens: int, times: dict, label: str = "synthetic", 
     data["updates"] = [{"cycle": 0, "optimizer": "sgd", "lr": 0.01, "loss": 1.0, "ms": 20.0}]
     data["metadata"]["workload"].update(batch_size=batch, requests=requests or batch, max_new_tokens=tokens)
     return Result.from_dict(data)
+
+
+def sweep_entries(results: dict, params: dict | None = None) -> list:
+    """(sweep.json entry, result) pairs as the sweep report reads them, all valid; `params`: slug -> the point's
+    parameters, for a test that varies one the curves key on."""
+    return [({"order": i, "slug": slug, "status": "valid", **({"params": params[slug]} if slug in (params or {}) else {})},
+             r) for i, (slug, r) in enumerate(results.items())]

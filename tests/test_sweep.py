@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from result_fixture import make_call, make_result_dict, sweep_point as point
+from result_fixture import make_call, make_result_dict, sweep_entries as loaded, sweep_point as point
 from rollout_study import cli, repeats, sweep
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
@@ -23,10 +23,6 @@ from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
 
 REPO = Path(__file__).resolve().parent.parent
-def loaded(results: dict) -> list:
-    return [({"order": i, "slug": slug, "status": "valid"}, r) for i, (slug, r) in enumerate(results.items())]
-
-
 def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
     samples = {("eager", "steady"): [100.0, 104.0, 98.0], ("graph[reuse]", "steady"): [20.0, 21.0, 19.5]}
     result = point(4, 16, {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 20, 130, 10)}, requests=8,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from result_fixture import sweep_point as point
+from result_fixture import sweep_entries, sweep_point as point
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_scale as scale
@@ -27,12 +27,6 @@ def _as(result: Result, parameters: int | None, name: str | None = None, prompts
     return Result.from_dict(data)
 
 
-def _loaded(results: dict, params: dict | None = None) -> list:
-    """Sweep entries; `params`: slug -> the point's parameters (where a test varies one the curves key on)."""
-    return [({"order": i, "slug": slug, "status": "valid", **({"params": params[slug]} if slug in (params or {}) else {})}, r)
-            for i, (slug, r) in enumerate(results.items())]
-
-
 def _sweep() -> dict:
     """Pretrained listed first, but larger; the synthetic tiny model at batch 1, 2 and 4 and, alone, at 16
     and 256 new tokens and with hf-compile; a synthetic 1B shape only at batch 8, which no other model has."""
@@ -51,7 +45,7 @@ def _sweep() -> dict:
 
 
 def _models(results: dict, params: dict | None = None) -> dict:
-    usable, _ = curves.split(_loaded(results, params))
+    usable, _ = curves.split(sweep_entries(results, params))
     return curves.by_model(usable)
 
 
@@ -130,7 +124,7 @@ def test_the_figure_draws_each_batch_across_the_models_at_the_largest_shared_tok
 
 
 def test_a_one_model_sweep_has_no_side_by_side_section_and_a_two_model_one_has(tmp_path):
-    loaded = _loaded(_sweep())
+    loaded = sweep_entries(_sweep())
     tiny_only = [(e, r) for e, r in loaded if e["slug"].startswith("tiny")]
     usable, _ = curves.split(tiny_only)
     assert scale.scale_figure(curves.by_model(usable)) is None and scale.scale_table(curves.by_model(usable)).empty

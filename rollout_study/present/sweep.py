@@ -295,13 +295,13 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
             Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
             Block("table", "Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", host_table(loaded))]
-    for points in curves.by_model(usable).values():
+    models = curves.by_model(usable)
+    for points in models.values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
             make(points, figures_dir)
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
-    models = curves.by_model(usable)
     if sweep_scale.scale_figure(models, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),
                 Block("figure", SCALE_FIGURE_CAPTION, sweep_scale.path(figures_dir)),
@@ -329,11 +329,11 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
     lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
     lines += ["## Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", ""] + _markdown(host_table(loaded)) + [""]
-    for points in curves.by_model(usable).values():
+    models = curves.by_model(usable)
+    for points in models.values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:
             lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
-    models = curves.by_model(usable)
     if sweep_scale.tokens_shown(models) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION, ""] + _markdown(sweep_scale.scale_table(models)) + [""]
     if record.get("repeats"):

@@ -31,7 +31,9 @@ def model_stem(points: list[Point]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}").strip("-")
 
 
-def _colors(keys) -> dict:
+def line_colors(keys) -> dict:
+    """One viridis colour per distinct key (new-token count, batch, ...), in sorted order: every sweep figure,
+    the models side by side among them, reads its lines on the same scale."""
     keys = sorted(set(keys))
     cmap = colormaps["viridis"]
     return {k: cmap(0.85 * i / max(len(keys) - 1, 1)) for i, k in enumerate(keys)}
@@ -113,7 +115,7 @@ def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     rows = curves.speedups(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
     fig, axes = _grid(len(names))
-    colors = _colors(p.new_tokens for p in points)
+    colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
         # The bars: 95% bootstrap intervals, wide where generate()'s host-bound calls spread (present/host.py).
         values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False,
@@ -132,7 +134,7 @@ def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     rows = curves.latencies(points)
     names = curves.variants(points)
     fig, axes = _grid(len(names))
-    colors = _colors(p.new_tokens for p in points)
+    colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
         _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
         ax.set_title(variant, fontsize=9)
@@ -151,7 +153,7 @@ def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     rows = curves.captures(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
     fig, axes = _panels(len(names), rows=len(MEMORY_ROWS), height=2.8)
-    colors = _colors(p.new_tokens for p in points)
+    colors = line_colors(p.new_tokens for p in points)
     for column, variant in enumerate(names):
         for row, (label, value, log) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
@@ -169,7 +171,7 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None) -> 
     rows = curves.after_update(points)
     names = sorted({r.variant for r in rows}, key=curves.variant_rank)
     fig, axes = _grid(len(names))
-    colors = _colors(p.new_tokens for p in points)
+    colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
         _by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
         ax.set_title(variant, fontsize=9)
@@ -183,7 +185,7 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
     rows = curves.break_evens(points)
     pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
     fig, axes = _grid(len(pairs))
-    colors = _colors(p.new_tokens for p in points)
+    colors = line_colors(p.new_tokens for p in points)
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
         # Only "pays off from U" is a number on this axis; "never" and "only up to" are in the table.
@@ -211,7 +213,7 @@ def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure
     rows = curves.growth(points)
     names = curves.variants(points)
     fig, axes = _grid(len(names))
-    colors = _colors(p.batch for p in points)
+    colors = line_colors(p.batch for p in points)
     for ax, variant in zip(axes, names):
         for row in [r for r in rows if r.variant == variant]:
             ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14)

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
 from .figures import save_png
-from .sweep_figures import _colors
+from .sweep_figures import line_colors
 from .text import MIB
 
 Models = dict  # (label, name, dtype) -> that model's valid points, as curves.by_model gives them
@@ -125,7 +125,7 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
     keys = ordered(models)
     names = [v for v in curves.variants([p for key in keys for p in models[key]]) if v != curves.BASELINE]
     lines = sorted({(p.batch, p.requests) for key in keys for p in models[key] if p.new_tokens == tokens})
-    colors = _colors(lines)
+    colors = line_colors(lines)
     fig = Figure(figsize=(max(4.4 * len(names), 6), 3.0 * len(QUANTITIES) + 0.8), layout="constrained")
     axes = fig.subplots(len(QUANTITIES), max(len(names), 1), squeeze=False)
     for row, (label, rows_of, value) in enumerate(QUANTITIES):

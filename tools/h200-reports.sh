@@ -35,7 +35,8 @@
 #               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
-#   resume      the carried sweep resumed, nothing else: runs/sweep-partial.tgz (the partial folder packed here with
+#   resume      the unfinished sweep resumed, nothing else: sweeps-in-progress/$SWEEP (tracked, where
+#               tools/keep_sweep.py put the last session's pack), or runs/sweep-partial.tgz (the partial folder packed here with
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
 #               starts once `part` per part has brought the model (refused without a partial, unless FRESH=1); log
@@ -254,8 +255,13 @@ case $step in
       echo "resumes across sessions as SWEEP=sweep-h200-smoke, then KEEP_FROM=runs/sweep-h200-smoke-TIME"; exit 1
     fi
     if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
+    # the unfinished sweep kept in the tracked tree (tools/keep_sweep.py), when none was carried
+    if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ -f "sweeps-in-progress/$SWEEP/sweep.json" ]; then
+      mkdir -p runs && cp -r "sweeps-in-progress/$SWEEP" "runs/.$SWEEP.partial-kept"
+    fi
     if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
-      echo "error: no runs/sweep-partial.tgz or runs/.$SWEEP.partial-* carried in (or FRESH=1 to start afresh)"; exit 1
+      echo "error: no sweeps-in-progress/$SWEEP, runs/sweep-partial.tgz or runs/.$SWEEP.partial-* (or FRESH=1 to start afresh)"
+      exit 1
     fi
     ls -d runs/."$SWEEP".partial-* 2>/dev/null
     background /tmp/sweep.log inner-resume ;;

@@ -1,98 +1,164 @@
 """The unfinished sweeps kept in the tree resume as they are; tools/keep_sweep.py brings a pack home safely."""
 import importlib.util
 import json
-import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from rollout_study.environment import code_fingerprint
-from rollout_study.sweep import SweepSpec, point_hash
 
 ROOT = Path(__file__).resolve().parent.parent
-KEPT = sorted(p for p in (ROOT / "sweeps-in-progress").glob("*") if p.is_dir())
+KEPT = sorted((ROOT / "sweeps-in-progress").glob("*.tgz"))
 
 spec = importlib.util.spec_from_file_location("keep_sweep", ROOT / "tools" / "keep_sweep.py")
 keep_sweep = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(keep_sweep)
 
 
-@pytest.mark.parametrize("folder", KEPT, ids=[p.name for p in KEPT])
-def test_a_kept_sweep_resumes_at_this_code(folder):
-    with open(folder / "sweep.json", encoding="utf-8") as handle:
-        record = json.load(handle)
-    assert record["spec"]["name"] == folder.name
-    sweep = SweepSpec.from_yaml(str(ROOT / "params" / f"{folder.name}.yaml"))
-    assert (sweep.name, sweep.report) == (record["spec"]["name"], record["spec"]["report"])
-    # Every kept file is one of the sweep's points now: a point its parameter file no longer has is never reported.
-    files = {f"points/{slug}-{point_hash(params)}.json" for slug, params in sweep.points()}
-    listed = {entry["file"] for entry in record["points"]}
-    on_disk = {f"points/{p.name}" for p in (folder / "points").iterdir()}
-    assert on_disk <= listed <= files
-    # Measured by other code, they would all run again at the resume, their time counted in the sweep's: a
-    # change to the measuring code while a sweep is kept has to drop the sweep (git rm -r) knowingly.
-    fingerprint = code_fingerprint()
-    for name in sorted(on_disk):
-        with open(folder / name, encoding="utf-8") as handle:
-            recorded = json.load(handle)["metadata"]["git"]["code_sha256"]
-        assert recorded == fingerprint, (
-            f"{folder.name}/{name} was measured by code {recorded[:8]}, the code is now {fingerprint[:8]}: revert "
-            f"the change to the measuring code, or drop the kept sweep (git rm -r sweeps-in-progress/{folder.name})")
+@pytest.mark.parametrize("pack", KEPT, ids=[p.stem for p in KEPT])
+def test_a_kept_sweep_resumes_at_this_code(pack, tmp_path):
+    # Its points are its parameter file's, measured by the measuring code as it is now, with the device's
+    # Transformers, at the commit they name: a change to the measuring code fails here until the kept sweep
+    # is dropped knowingly (git rm), since the resume would run every point again.
+    folder = keep_sweep.kept_folder(pack, tmp_path)
+    assert folder.name == keep_sweep.KEPT_FOLDER.format(name=pack.stem)
+    assert keep_sweep.sweep_name(folder) == pack.stem
+    assert keep_sweep.problems(folder) == []
+    assert keep_sweep.measured_points(folder, code_fingerprint()) > 0
 
 
-def _sweep_folder(parent: Path, name: str, folder_name: str, points: int) -> Path:
+@pytest.fixture(scope="module")
+def kept_tiny(tmp_path_factory):
+    pack = ROOT / "sweeps-in-progress" / "sweep-h200-tiny.tgz"
+    if not pack.is_file():
+        pytest.skip("no tiny sweep kept in the tree")
+    return keep_sweep.kept_folder(pack, tmp_path_factory.mktemp("kept"))
+
+
+def _repack(folder: Path, into: Path, name: str) -> Path:
+    pack = into / f"{name}.tgz"
+    with tarfile.open(pack, "w:gz") as archive:
+        archive.add(folder, arcname=name)
+    return pack
+
+
+def test_the_checks_find_a_point_of_other_code_and_one_the_sweep_does_not_list(kept_tiny, tmp_path):
+    import shutil
+
+    folder = tmp_path / ".sweep-h200-tiny.partial-x"
+    shutil.copytree(kept_tiny, folder)
+    first = sorted((folder / "points").iterdir())[0]
+    result = json.loads(first.read_text())
+    result["metadata"]["git"]["code_sha256"] = "0" * 64
+    first.write_text(json.dumps(result))
+    (folder / "points" / "stray.json").write_text("{}")
+    found = keep_sweep.problems(folder)
+    assert any("points/stray.json: on disk, not listed" in line for line in found)
+    assert any(first.name in line and "measured by code 00000000" in line for line in found)
+    # keep leaves the unlisted file out, then refuses the point of other code, writing nothing
+    root = tmp_path / "repo"
+    root.mkdir()
+    with pytest.raises(keep_sweep.KeepError, match="measured by code 00000000"):
+        keep_sweep.keep(_repack(folder, tmp_path, folder.name), root=root,
+                        check=lambda f, _: keep_sweep.problems(f))
+    assert not (root / "sweeps-in-progress").exists()
+
+
+def _sweep_folder(parent: Path, name: str, folder_name: str, points: int, fingerprint: str) -> Path:
     folder = parent / folder_name
     (folder / "points").mkdir(parents=True)
     entries = []
     for index in range(points):
         file = f"points/p{index}.json"
-        (folder / file).write_text("{}", encoding="utf-8")
+        (folder / file).write_text(json.dumps({"metadata": {"git": {"code_sha256": fingerprint}}}))
         entries.append({"order": index, "file": file, "status": "valid"})
     entries.append({"order": points, "file": "points/failed.json", "status": "failed"})
-    (folder / "sweep.json").write_text(json.dumps({"spec": {"name": name}, "points": entries}), encoding="utf-8")
+    (folder / "sweep.json").write_text(json.dumps({"spec": {"name": name}, "points": entries}))
     return folder
 
 
-def _pack(tmp_path: Path, *folders: tuple[str, str, int]) -> Path:
-    source = tmp_path / f"source-{len(list(tmp_path.glob('source-*')))}"
-    source.mkdir()
-    pack = source.with_suffix(".tgz")
-    with tarfile.open(pack, "w:gz") as archive:
-        for name, folder_name, points in folders:
-            archive.add(_sweep_folder(source, name, folder_name, points), arcname=folder_name)
-    return pack
+class Repo:
+    """An empty repository root, and packs of hand-made sweep folders measured by its (empty) code."""
+
+    def __init__(self, tmp_path: Path):
+        self.root, self.tmp, self.packs = tmp_path / "repo", tmp_path, 0
+        self.root.mkdir()
+        self.fingerprint = code_fingerprint(str(self.root))
+
+    def pack(self, *folders: tuple[str, str, int]) -> Path:
+        self.packs += 1
+        source = self.tmp / f"source-{self.packs}"
+        source.mkdir()
+        with tarfile.open(source.with_suffix(".tgz"), "w:gz") as archive:
+            for name, folder_name, points in folders:
+                archive.add(_sweep_folder(source, name, folder_name, points, self.fingerprint), arcname=folder_name)
+        return source.with_suffix(".tgz")
+
+    def keep(self, pack: Path) -> list[str]:
+        return keep_sweep.keep(pack, self.root, check=lambda folder, root: [])
+
+    def kept(self, name: str) -> int:
+        folder = keep_sweep.kept_folder(self.root / "sweeps-in-progress" / f"{name}.tgz", self.tmp / f"out-{self.packs}")
+        return keep_sweep.measured_points(folder, self.fingerprint)
 
 
 def test_keep_puts_an_unfinished_sweep_in_the_tree_and_never_loses_points(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    keep_sweep.keep(_pack(tmp_path, ("sw", ".sw.partial-abc", 3)), root)
-    kept = root / "sweeps-in-progress" / "sw"
-    assert keep_sweep.measured_points(kept) == 3 and not (root / "runs").exists()
+    repo = Repo(tmp_path)
+    repo.keep(repo.pack(("sw", ".sw.partial-abc", 3)))
+    assert repo.kept("sw") == 3 and not (repo.root / "runs").exists()
 
-    with pytest.raises(keep_sweep.KeepError, match="holds 3 measured points, the pack 2"):
-        keep_sweep.keep(_pack(tmp_path, ("sw", ".sw.partial-old", 2)), root)
-    assert keep_sweep.measured_points(kept) == 3
+    with pytest.raises(keep_sweep.KeepError, match="holds 3 points measured by this code, the pack 2"):
+        repo.keep(repo.pack(("sw", ".sw.partial-old", 2)))
+    assert repo.kept("sw") == 3
 
-    keep_sweep.keep(_pack(tmp_path, ("sw", ".sw.partial-def", 5)), root)
-    assert keep_sweep.measured_points(kept) == 5
-    assert sorted(os.listdir(root / "sweeps-in-progress")) == ["sw"]  # no staging folder left behind
+    # two unfinished folders of one sweep in a pack: the one with the most points, whatever their names' order
+    repo.keep(repo.pack(("sw", ".sw.partial-aaaa", 5), ("sw", ".sw.partial-zzzz", 4)))
+    assert repo.kept("sw") == 5
+    assert sorted(p.name for p in (repo.root / "sweeps-in-progress").iterdir()) == ["sw.tgz"]  # nothing staged left
 
 
-def test_keep_puts_a_finished_sweep_in_runs_for_publishing(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    lines = keep_sweep.keep(_pack(tmp_path, ("sw", "sw-20261202T1000Z", 4)), root)
-    assert keep_sweep.measured_points(root / "runs" / "sw-20261202T1000Z") == 4
-    assert "publish runs/sw-20261202T1000Z" in lines[0] and "git rm -r sweeps-in-progress/sw" in lines[0]
+def test_keep_counts_only_points_of_this_code(tmp_path):
+    repo = Repo(tmp_path)
+    repo.keep(repo.pack(("sw", ".sw.partial-abc", 3)))
+    (repo.root / "rollout_study").mkdir()  # the measuring code changed: the kept points would all run again
+    (repo.root / "rollout_study" / "timing.py").write_text("# changed\n")
+    repo.fingerprint = code_fingerprint(str(repo.root))
+    repo.keep(repo.pack(("sw", ".sw.partial-new", 1)))
+    assert repo.kept("sw") == 1
+
+
+def test_keep_puts_a_finished_sweep_in_runs_and_leaves_its_older_partials_out(tmp_path):
+    repo = Repo(tmp_path)
+    repo.keep(repo.pack(("sw", ".sw.partial-abc", 6)))
+    lines = repo.keep(repo.pack(("sw", "sw-20261202-100000", 8), ("sw", ".sw.partial-old", 2)))
+    assert (repo.root / "runs" / "sw-20261202-100000" / "sweep.json").is_file()
+    assert "publish runs/sw-20261202-100000" in lines[0] and "git rm sweeps-in-progress/sw.tgz" in lines[0]
+    assert "1 unfinished folder(s) of it in the pack left out" in lines[0]
+    assert repo.kept("sw") == 6  # untouched until the finished sweep is published
     with pytest.raises(keep_sweep.KeepError, match="exists already"):
-        keep_sweep.keep(_pack(tmp_path, ("sw", "sw-20261202T1000Z", 4)), root)
+        repo.keep(repo.pack(("sw", "sw-20261202-100000", 8)))
 
 
-def test_keep_refuses_a_folder_that_is_not_the_sweep_it_names(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    with pytest.raises(keep_sweep.KeepError, match="which its name does not say"):
-        keep_sweep.keep(_pack(tmp_path, ("other", ".sw.partial-abc", 1)), root)
-    assert not (root / "sweeps-in-progress").exists()
+@pytest.mark.parametrize("name, folder, why", [
+    ("other", ".sw.partial-abc", "which its name does not say"),
+    ("sw", "sw-tiny-20261202-100000", "which its name does not say"),  # another sweep's finished folder
+    (".", "..partial-abc", "the sweep's name '.'"),
+])
+def test_keep_refuses_a_folder_that_is_not_the_sweep_it_names(tmp_path, name, folder, why):
+    repo = Repo(tmp_path)
+    with pytest.raises(keep_sweep.KeepError, match=why):
+        repo.keep(repo.pack((name, folder, 1)))
+    assert list(repo.root.iterdir()) == []
+
+
+def test_keep_refuses_a_pack_with_a_link(tmp_path):
+    repo = Repo(tmp_path)
+    pack = tmp_path / "link.tgz"
+    with tarfile.open(pack, "w:gz") as archive:
+        link = tarfile.TarInfo(".sw.partial-abc")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        archive.addfile(link)
+    with pytest.raises(keep_sweep.KeepError, match="not a plain file or folder"):
+        repo.keep(pack)
+    assert list(repo.root.iterdir()) == []

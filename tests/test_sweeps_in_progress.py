@@ -61,7 +61,7 @@ def test_the_checks_find_a_point_of_other_code_and_one_the_sweep_does_not_list(k
     root.mkdir()
     with pytest.raises(keep_sweep.KeepError, match="measured by code 00000000"):
         keep_sweep.keep(_repack(folder, tmp_path, folder.name), root=root,
-                        check=lambda f, _: keep_sweep.problems(f))
+                        check=lambda f, _: keep_sweep.problems(f))  # this repository's checks, another root
     assert not (root / "sweeps-in-progress").exists()
 
 
@@ -87,7 +87,7 @@ class Repo:
     def __init__(self, tmp_path: Path):
         self.root, self.tmp, self.packs = tmp_path / "repo", tmp_path, 0
         self.root.mkdir(parents=True)
-        self.fingerprint = code_fingerprint(str(self.root))
+        self.fingerprint = "a" * 64
 
     def pack(self, *folders: tuple) -> Path:
         """Each folder (sweep name, folder name, points[, repeats])."""
@@ -101,7 +101,7 @@ class Repo:
         return source.with_suffix(".tgz")
 
     def keep(self, pack: Path) -> list[str]:
-        return keep_sweep.keep(pack, self.root, check=lambda folder, root: [])
+        return keep_sweep.keep(pack, self.root, check=lambda folder, root: [], fingerprint=self.fingerprint)
 
     def kept(self, name: str) -> int:
         folder = keep_sweep.kept_folder(self.root / "sweeps-in-progress" / f"{name}.tgz", self.tmp / f"out-{self.packs}")
@@ -126,9 +126,7 @@ def test_keep_puts_an_unfinished_sweep_in_the_tree_and_never_loses_points(tmp_pa
 def test_keep_counts_only_points_of_this_code(tmp_path):
     repo = Repo(tmp_path)
     repo.keep(repo.pack(("sw", ".sw.partial-abc", 3)))
-    (repo.root / "rollout_study").mkdir()  # the measuring code changed: the kept points would all run again
-    (repo.root / "rollout_study" / "timing.py").write_text("# changed\n")
-    repo.fingerprint = code_fingerprint(str(repo.root))
+    repo.fingerprint = "b" * 64  # the measuring code changed: the kept points would all run again
     repo.keep(repo.pack(("sw", ".sw.partial-new", 1)))
     assert repo.kept("sw") == 1
 
@@ -187,3 +185,44 @@ def test_keep_refuses_a_cut_off_pack_with_a_message(tmp_path):
     with pytest.raises(keep_sweep.KeepError, match="not a whole tgz"):
         repo.keep(cut)
     assert list(repo.root.iterdir()) == []
+
+
+def test_a_kept_sweep_resumes_without_measuring_its_points_again(tmp_path, monkeypatch):
+    # The whole way on the CPU: a sweep stopped after one of its two points, packed as sweep-pack packs it,
+    # kept by keep_sweep with this repository's checks, unpacked as h200-reports.sh's bring_partial does, and
+    # resumed: the measured point (and nothing it needs) survived the trip, so only the other one runs.
+    import subprocess
+
+    from rollout_study import environment, sweep
+    from rollout_study.protocol import run_in_process
+
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(environment, "git_commit",
+                        lambda: {"commit": head, "dirty": None, "code_sha256": code_fingerprint()})
+    spec = sweep.SweepSpec.from_yaml(str(ROOT / "params" / "sweep-cpu.yaml"))
+    folder = tmp_path / "device" / ".sweep-cpu.partial-abc"
+    folder.mkdir(parents=True)
+    ran = []
+
+    def first_only(params):
+        ran.append(params.batch_size)
+        if len(ran) > 1:
+            raise KeyboardInterrupt  # the session's device time ran out
+        return run_in_process(params)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_local(spec, folder, progress=False, launcher=first_only)
+    pack = _repack(folder, tmp_path, folder.name)
+    root = tmp_path / "repo"
+    root.mkdir()
+    keep_sweep.keep(pack, root, check=lambda f, _: keep_sweep.problems(f))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with tarfile.open(root / "sweeps-in-progress" / "sweep-cpu.tgz") as archive:
+        archive.extractall(runs)
+    resumed, again = runs / ".sweep-cpu.partial-kept", []
+    record = sweep.run_local(spec, resumed, progress=False, launcher=lambda params: again.append(params.batch_size)
+                             or run_in_process(params))
+    assert ran == [1, 2] and again == [2]
+    statuses = [entry["status"] for entry in sorted(record["points"], key=lambda e: e["order"])]
+    assert statuses == [sweep.KEPT, "valid"]

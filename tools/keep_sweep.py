@@ -164,12 +164,13 @@ def kept_folder(pack: Path, into: Path) -> Path:
     return folders[0]
 
 
-def keep(pack: Path, root: Path = ROOT, check=problems) -> list[str]:
+def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None = None) -> list[str]:
     """Take `pack` into root's sweeps-in-progress/ (unfinished) and runs/ (finished); returns what was done.
-    `check(folder, root)`: why an unfinished folder cannot be kept (tests give their own)."""
+    `check(folder, root)`: why an unfinished folder cannot be kept; `fingerprint`: the measuring code's, whose
+    points count (by default this repository's; tests give their own, as they do a root)."""
     from rollout_study.environment import code_fingerprint
 
-    fingerprint, done, writes = code_fingerprint(str(root)), [], []
+    fingerprint, done, writes = fingerprint or code_fingerprint(), [], []
     with tempfile.TemporaryDirectory() as scratch:
         unpacked = Path(scratch) / "pack"
         unpacked.mkdir()

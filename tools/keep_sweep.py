@@ -199,7 +199,10 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
             stale = [p for kind in ("points", "repeats") for p in (best / kind).glob("*")
                      if f"{kind}/{p.name}" not in listed]
             for path in stale:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
             found = check(best, root)
             if found:
                 raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")

@@ -216,11 +216,8 @@ def test_a_kept_sweep_resumes_without_measuring_its_points_again(tmp_path, monke
     root = tmp_path / "repo"
     root.mkdir()
     keep_sweep.keep(pack, root, check=lambda f, _: keep_sweep.problems(f))
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    with tarfile.open(root / "sweeps-in-progress" / "sweep-cpu.tgz") as archive:
-        archive.extractall(runs)
-    resumed, again = runs / ".sweep-cpu.partial-kept", []
+    resumed, again = keep_sweep.kept_folder(root / "sweeps-in-progress" / "sweep-cpu.tgz", tmp_path / "runs"), []
+    assert resumed.name == ".sweep-cpu.partial-kept"
     record = sweep.run_local(spec, resumed, progress=False, launcher=lambda params: again.append(params.batch_size)
                              or run_in_process(params))
     assert ran == [1, 2] and again == [2]

@@ -26,7 +26,6 @@ import zlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -91,6 +90,7 @@ def sweep_name(folder: Path) -> str:
 def problems(folder: Path, root: Path = ROOT) -> list[str]:
     """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
     run again at the resume (measured by other code, or another Transformers than the device's wheels)."""
+    from rollout_study import environment
     from rollout_study.environment import code_fingerprint
     from rollout_study.publish import code_problems
     from rollout_study.result import Result
@@ -130,8 +130,7 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
         if (result.metadata.get("software") or {}).get("transformers") != transformers:
             found.append(f"{file}: measured with another Transformers than tools/device-wheels.txt's {transformers}")
         results.append(result)
-    shallow = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-shallow-repository"],
-                             capture_output=True, text=True).stdout.strip() == "true"
+    shallow = environment._git("rev-parse", "--is-shallow-repository", root=str(root)) == "true"
     return found + ([] if shallow else code_problems(results))  # a shallow clone lacks the commits they name
 
 
@@ -194,7 +193,8 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                             f"{target.relative_to(root)}`, then `git rm {IN_PROGRESS}/{name}.tgz`"
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)" if unfinished else ""))
                 continue
-            best = max(unfinished, key=lambda f: measured_points(f, fingerprint))
+            counts = {f: measured_points(f, fingerprint) for f in unfinished}  # unlisted files count for none
+            best = max(unfinished, key=counts.get)
             listed = {entry["file"] for entry in _entries(_record(best))}
             stale = [p for kind in ("points", "repeats") for p in (best / kind).glob("*")
                      if f"{kind}/{p.name}" not in listed]
@@ -206,7 +206,7 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
             found = check(best, root)
             if found:
                 raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")
-            target, count = root / IN_PROGRESS / f"{name}.tgz", measured_points(best, fingerprint)
+            target, count = root / IN_PROGRESS / f"{name}.tgz", counts[best]
             if count == 0:
                 raise KeepError(f"{best.name}: no point measured by this code; nothing kept")
             if target.is_file():

@@ -30,10 +30,18 @@ def test_a_kept_sweep_resumes_at_this_code(pack, tmp_path):
 
 @pytest.fixture(scope="module")
 def kept_tiny(tmp_path_factory):
-    pack = ROOT / "sweeps-in-progress" / "sweep-h200-tiny.tgz"
-    if not pack.is_file():
-        pytest.skip("no tiny sweep kept in the tree")
-    return keep_sweep.kept_folder(pack, tmp_path_factory.mktemp("kept"))
+    """The tiny sweep's raw folder as a resume takes it: the kept pack while it is unfinished, else the
+    published sweep's record and points."""
+    import shutil
+
+    pack, into = ROOT / "sweeps-in-progress" / "sweep-h200-tiny.tgz", tmp_path_factory.mktemp("kept")
+    if pack.is_file():
+        return keep_sweep.kept_folder(pack, into)
+    published = ROOT / "reports" / "sweep-h200-tiny"
+    folder = into / keep_sweep.KEPT_FOLDER.format(name="sweep-h200-tiny")
+    shutil.copytree(published / "points", folder / "points")
+    shutil.copy(published / "sweep.json", folder)
+    return folder
 
 
 def _repack(folder: Path, into: Path, name: str) -> Path:

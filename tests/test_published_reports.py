@@ -53,3 +53,14 @@ def test_every_published_folder_holds_its_raw_results():
     published = sorted(p for p in REPORTS.iterdir() if p.is_dir() and p.name != "probes-h200")
     assert published == sorted(RUNS + SWEEPS)
     assert len(SWEEPS) >= 4 and len(RUNS) >= 7  # the reports the README quotes; none may go missing silently
+
+
+def test_the_readme_sweep_grids_are_the_committed_sweeps():
+    from rollout_study.present import sweep_readme
+
+    text = (REPORTS.parent / "README.md").read_text(encoding="utf-8")
+    names = sweep_readme.BLOCK.findall(text)
+    assert "sweep-h200-tiny" in names and all((REPORTS / name / "sweep.json").is_file() for name in names)
+    assert sweep_readme.fill_readme(text, REPORTS) == text  # after a new publish: fill_readme rewrites them
+    grid = sweep_readme.readme_block(*sweep.load(REPORTS / "sweep-h200-tiny"))
+    assert "| graph[reuse] | 64 | " in grid and "84 points, 84 valid" in grid

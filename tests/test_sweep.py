@@ -99,6 +99,24 @@ def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plott
     assert figure.get_suptitle().startswith("Synthetic model: tiny-llama-fixture, float16, on")
 
 
+def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_valid_point_is():
+    from rollout_study.present import sweep_readme
+
+    points = loaded({"b1-16": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
+                     "b2-16": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)}),
+                     "b1-64": point(1, 64, {"eager": (1, 90.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}),
+                     "other": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1)},
+                                    label="pretrained")})
+    points.append(({"order": 9, "slug": "b2-64", "status": "failed", "error": "OutOfMemoryError"}, None))
+    record = {"spec": {"name": "sw"}, "executor": "local", "points": [e for e, _ in points],
+              "wall": {"executor": "local", "gpus": 1, "seconds": 12.0, "earlier": [{"seconds": 3.0}]}}
+    block = sweep_readme.readme_block(record, points)
+    assert "| variant | new tokens | batch 1 | batch 2 |" in block
+    assert "| graph[reuse] | 16 | 10.0x | 2.5x |" in block and "| graph[reuse] | 64 | 3.0x | - |" in block
+    assert block.index("Synthetic model") < block.index("Pretrained model")  # each model its own grid
+    assert "5 points, 4 valid, 1 failed or invalid" in block and "over 2 invocation(s)" in block
+
+
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
     # Three points at batch 2 and 16 tokens, one engine group each; the third lost parity (a near-tie).
     graph = point(2, 16, {"eager": (1, 100.0, 1, 50.0), "graph[reuse]": (1, 10.0, 1, 10.0)})

@@ -106,15 +106,34 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
                      "b2-16": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)}),
                      "b1-64": point(1, 64, {"eager": (1, 90.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}),
                      "other": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1)},
-                                    label="pretrained")})
-    points.append(({"order": 9, "slug": "b2-64", "status": "failed", "error": "OutOfMemoryError"}, None))
-    record = {"spec": {"name": "sw"}, "executor": "local", "points": [e for e, _ in points],
-              "wall": {"executor": "local", "gpus": 1, "seconds": 12.0, "earlier": [{"seconds": 3.0}]}}
-    block = sweep_readme.readme_block(record, points)
+                                    label="pretrained")},
+                    {slug: {"model": "synthetic", "dtype": "float16", "batch_size": int(slug[1]),
+                            "max_new_tokens": int(slug[3:])} for slug in ("b1-16", "b2-16", "b1-64")})
+    points.append(({"order": 9, "slug": "b2-64", "status": "failed", "error": "OutOfMemoryError",
+                    "params": {"model": "synthetic", "dtype": "float16"}}, None))
+    points.append(({"order": 10, "slug": "big", "status": "failed", "error": "OutOfMemoryError",
+                    "params": {"model": "llama-1b-shape", "dtype": "float32"}}, None))
+    wall = {"executor": "local", "gpus": 1, "seconds": 12.0, "total_seconds": 15.0,
+            "earlier": [{"executor": "local", "gpus": 1, "seconds": 3.0}]}
+    record = {"spec": {"name": "sw", "report": "sweep"}, "executor": "local", "wall": wall}
+    block = sweep_readme.readme_block(record, points, folder_name="sw-renamed")
     assert "| variant | new tokens | batch 1 | batch 2 |" in block
     assert "| graph[reuse] | 16 | 10.0x | 2.5x |" in block and "| graph[reuse] | 64 | 3.0x | - |" in block
     assert block.index("Synthetic model") < block.index("Pretrained model")  # each model its own grid
-    assert "5 points, 4 valid, 1 failed or invalid" in block and "over 2 invocation(s)" in block
+    assert "model llama-1b-shape (float32): no valid point; 1 failed or invalid" in block  # never silently dropped
+    assert "model synthetic" not in block  # its failed point aside, it has a grid
+    assert ("6 points, 4 valid, 2 failed or invalid; local executor on 1 GPU(s), 15 s of points over 2 "
+            "invocation(s)") in block and "`reports/sw-renamed/summary.md`" in block
+
+    no_wall = sweep_readme.readme_block({"spec": {"name": "sw"}, "executor": "local"}, points[:1], "sw")
+    assert "local executor, no wall time recorded;" in no_wall  # never a made-up 0 s
+    with pytest.raises(ValueError, match="hazards sweep, not a curve sweep"):
+        sweep_readme.readme_block({"spec": {"name": "hz", "report": "hazards"}}, points, "hz")
+    twice = loaded({"a": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
+                    "b": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 20.0, 1, 1)})})
+    twice[1][1].metadata["workload"]["requests"] = 2  # another axis: two points at one grid cell
+    with pytest.raises(ValueError, match="two points give graph\\[reuse\\] at batch 1"):
+        sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
 
 
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():

@@ -155,7 +155,11 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
                                         "collect s", "parity s", "reference s", "update s", "rest s"])
     if not frame.empty:
         total = frame.drop(columns="point").sum(min_count=1)
-        frame.loc[len(frame)] = {"point": "all points", **total.to_dict()}
+        timed = int(frame["wall s"].notna().sum())
+        # Beside parts summed over every point, a wall summed over fewer would read as parts over the wall.
+        label = "all points" if timed in (0, len(frame)) else (
+            f"all points (wall s: the {timed} of {len(frame)} run in the latest invocation)")
+        frame.loc[len(frame)] = {"point": label, **total.to_dict()}
     return frame
 
 
@@ -231,7 +235,7 @@ def _parts(folder, record: dict, loaded):
     return usable, rejected, verdicts
 
 
-def _models_without_a_valid_point(loaded: list[tuple[dict, Result | None]], usable: list) -> list[str]:
+def models_without_a_valid_point(loaded: list[tuple[dict, Result | None]], usable: list) -> list[str]:
     """A model (name and dtype, as the points' parameters give them) of which no point is valid has no
     figure and no table: the answer says so, where it would otherwise say nothing."""
     def model(params: dict) -> tuple:
@@ -248,13 +252,18 @@ def _models_without_a_valid_point(loaded: list[tuple[dict, Result | None]], usab
             for (name, dtype), n in counts.items()]
 
 
+def wall_seconds(record: dict) -> float:
+    """Seconds the sweep spent running its points, every invocation summed (older records: `wall_s`)."""
+    wall = record.get("wall") or {}
+    return wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
+
+
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
     usable, rejected, verdicts = _parts(folder, record, loaded)
     wall = record.get("wall") or {}
-    seconds = wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
-             f"{wall.get('workers', '-')} worker(s), {seconds:.0f} s"]
+             f"{wall.get('workers', '-')} worker(s), {wall_seconds(record):.0f} s"]
     started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
     if started:
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
@@ -262,7 +271,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     if record["spec"].get("subset_of"):
         lines.append(f"a subset of {record['spec']['subset_of']}: its points with these values, the same parameters "
                      "and hashes (the whole sweep keeps them with --keep-from)")
-    lines += _models_without_a_valid_point(loaded, usable)
+    lines += models_without_a_valid_point(loaded, usable)
     for points in curves.by_model(usable).values():
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):

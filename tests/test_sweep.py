@@ -136,6 +136,15 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
         sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
 
 
+def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):
+    record = {"spec": {"name": "sw"}, "wall": {"executor": "local", "seconds": 1.0},
+              "points": [{"slug": "a", "status": "valid", "launcher": "fork-server", "wall_s": 2.0},
+                         {"slug": "b", "status": sweep.KEPT, "wall_s": None}]}
+    (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("points run here")]
+    assert line.endswith("fork-server 1; 1 kept from an earlier invocation, whose launcher and wall time the "
+                         "record does not keep")
+
+
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
     # Three points at batch 2 and 16 tokens, one engine group each; the third lost parity (a near-tie).
     graph = point(2, 16, {"eager": (1, 100.0, 1, 50.0), "graph[reuse]": (1, 10.0, 1, 10.0)})

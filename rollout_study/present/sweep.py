@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import repeats
+from ..sweep import KEPT
 from .. import sweep_curves as curves
 from . import host, sweep_scale
 from ..record import excerpt
@@ -267,7 +268,10 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
     if started:
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
-        lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}")
+        kept = sum(1 for p in record.get("points", []) if p.get("status") == KEPT)
+        lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}"
+                     + (f"; {kept} kept from an earlier invocation, whose launcher and wall time the record does "
+                        "not keep" if kept else ""))
     if record["spec"].get("subset_of"):
         lines.append(f"a subset of {record['spec']['subset_of']}: its points with these values, the same parameters "
                      "and hashes (the whole sweep keeps them with --keep-from)")

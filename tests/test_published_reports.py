@@ -18,8 +18,8 @@ README = REPORTS.parent / "README.md"
 RUNS = sorted(p.parent for p in REPORTS.glob("*/result.json"))
 SWEEPS = sorted(p.parent for p in REPORTS.glob("*/sweep.json"))
 DIAGNOSTICS = {"probes-h200"}  # probe outputs, not reports: its README says so, and no index or table reads it
-# Published before results recorded their code's fingerprint: their commit is all
-# they name. Every report published since must carry the fingerprint, which publish checks against the commit.
+# Published before results recorded their code's fingerprint: their commit is all they name. Every report
+# published since must carry the fingerprint, which publish checks against the commit's.
 BEFORE_FINGERPRINTS = {"reference-tiny", "pretrained-smollm2", "reference-adamw-bf16", "reference-adamw-fp16",
                        "pretrained-smollm2-all", "hazards-tiny", "hazards-smollm2"}
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import repeats
-from ..sweep import KEPT
 from .. import sweep_curves as curves
 from . import host, sweep_scale
 from ..record import excerpt
 from ..result import Result
+from ..sweep import KEPT
 from .markdown import table
 from .notebook import Block
 from .sweep_figures import FIGURES, model_title, path

@@ -53,9 +53,11 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
     seconds = f"{wall_seconds(record):.0f} s of points" if wall_seconds(record) else "no wall time recorded"
     commits = dict.fromkeys(str(commit)[:10] for _, r in loaded if r is not None
                             for commit in [(r.metadata.get("git") or {}).get("commit")] if commit)
+    executor = wall.get("executor") or record.get("executor") or "an unrecorded"
     lines.append(f"Sweep `{record['spec'].get('name')}`: {len(loaded)} points, {len(usable)} valid, "
-                 f"{len(rejected)} failed or invalid; {wall.get('executor') or record.get('executor') or 'an unrecorded'} executor"
-                 + (f" on {gpus.pop()} GPU(s)" if len(gpus) == 1 else "") + f", {seconds}" + (f" over {len(runs)} invocation(s)" if runs else "")
+                 f"{len(rejected)} failed or invalid; {executor} executor"
+                 + (f" on {gpus.pop()} GPU(s)" if len(gpus) == 1 else "") + f", {seconds}"
+                 + (f" over {len(runs)} invocation(s)" if runs else "")
                  + f"; commit(s) {', '.join(commits) or 'not recorded'} (see `reports/{folder_name}/summary.md`).")
     return "\n".join(lines)
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import io
 import json
-import zlib
 import os
 import re
 import shutil
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from ..record import excerpt
 from ..result import Result
 from .markdown import table
 from .notebook import Block
-from .text import LABEL_TITLES
+from .text import LABEL_TITLES, fill_blocks
 
 DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
                    "the control that shows a stale replay) are diagnostic policies, never used for rollouts; "
@@ -171,13 +171,9 @@ def readme_block(record: dict, results: list[Result]) -> str:
 
 def fill_readme(text: str, reports_root) -> str:
     """README text with every `<!-- readme-hazards NAME -->` block rebuilt from reports/NAME/."""
-    import re
     from pathlib import Path
 
     from .. import sweep
 
-    def block(match):
-        body = readme_block(*sweep.load_results(Path(reports_root) / match.group(1)))
-        return f"<!-- readme-hazards {match.group(1)} -->\n{body}\n<!-- end readme-hazards -->"
-
-    return re.sub(r"<!-- readme-hazards (\S+) -->\n.*?<!-- end readme-hazards -->", block, text, flags=re.S)
+    return fill_blocks(text, "hazards",
+                       lambda name: readme_block(*sweep.load_results(Path(reports_root) / name)))

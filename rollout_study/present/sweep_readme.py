@@ -6,7 +6,6 @@ Rewrite the README's blocks after publishing: python -m rollout_study.present.sw
 """
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -16,8 +15,9 @@ from ..result import Result
 from .markdown import table
 from .sweep import models_without_a_valid_point, wall_seconds
 from .sweep_figures import model_title
+from .text import fill_blocks, readme_blocks
 
-BLOCK = re.compile(r"<!-- readme-sweep (\S+) -->\n.*?<!-- end readme-sweep -->", re.S)
+BLOCK = readme_blocks("sweep")
 
 
 def speedup_grid(points: list[curves.Point]) -> list[str]:
@@ -50,7 +50,8 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
     wall = record.get("wall") or {}
     runs = sweep.invocations(wall)
     gpus = {run.get("gpus") for run in runs} - {None}  # one count only where every invocation had it
-    seconds = f"{wall_seconds(record):.0f} s of points" if wall_seconds(record) else "no wall time recorded"
+    total = wall_seconds(record)
+    seconds = f"{total:.0f} s of points" if total else "no wall time recorded"
     commits = dict.fromkeys(str(commit)[:10] for _, r in loaded if r is not None
                             for commit in [(r.metadata.get("git") or {}).get("commit")] if commit)
     executor = wall.get("executor") or record.get("executor") or "an unrecorded"
@@ -64,11 +65,8 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
 
 def fill_readme(text: str, reports_root) -> str:
     """README text with every `<!-- readme-sweep NAME -->` block rebuilt from reports/NAME/."""
-    def block(match):
-        body = readme_block(*sweep.load(Path(reports_root) / match.group(1)), folder_name=match.group(1))
-        return f"<!-- readme-sweep {match.group(1)} -->\n{body}\n<!-- end readme-sweep -->"
-
-    return BLOCK.sub(block, text)
+    return fill_blocks(text, "sweep",
+                       lambda name: readme_block(*sweep.load(Path(reports_root) / name), folder_name=name))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from typing import Callable
 
 from .. import analysis
 from ..result import Result
@@ -74,6 +76,20 @@ def timing_line(result: Result) -> str | None:
 def _cell(value) -> str:
     # A table cell: numbers formatted, and a pipe in a name or an error cannot split the row.
     return (value if isinstance(value, str) else number(value)).replace("|", "\\|").replace("\n", " ")
+
+
+def readme_blocks(kind: str) -> re.Pattern:
+    """A README's generated blocks of one kind, `<!-- readme-KIND NAME -->` to `<!-- end readme-KIND -->`; NAME is
+    the folder under reports/ the block is rendered from."""
+    return re.compile(rf"<!-- readme-{kind} (\S+) -->\n.*?<!-- end readme-{kind} -->", re.S)
+
+
+def fill_blocks(text: str, kind: str, render: Callable[[str], str]) -> str:
+    """`text` with every block of `kind` rebuilt as render(NAME): a test that the README is what this returns
+    keeps hand-typed figures out of those blocks."""
+    return readme_blocks(kind).sub(
+        lambda match: f"<!-- readme-{kind} {match.group(1)} -->\n{render(match.group(1))}\n<!-- end readme-{kind} -->",
+        text)
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:

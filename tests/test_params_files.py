@@ -52,3 +52,11 @@ def test_the_h200_sweep_runs_every_gpu_engine_once_per_place_in_groups_each_with
     assert all(group[0] == "eager" for group in groups)  # each group's speed-ups have their own base
     named = [engine for group in groups for engine in group[1:]]
     assert sorted(named) == sorted(set(named)) == sorted(e for e in REGISTRY if e != "eager")
+
+
+def test_the_ray_smoke_runs_points_the_published_tiny_sweep_measured_with_the_local_executor():
+    # So each Ray point can be set beside the same point measured locally (same file name: slug and hash).
+    smoke = _keys("sweep-h200-ray-smoke.yaml")
+    published = PARAMS.parent / "reports" / "sweep-h200-tiny" / "points"
+    assert len(smoke) == 2 and all((published / f"{key}.json").is_file() for key in smoke)
+    assert SweepSpec.from_yaml(str(PARAMS / "sweep-h200-ray-smoke.yaml")).repeat_alone == 2

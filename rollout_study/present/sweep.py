@@ -259,6 +259,17 @@ def wall_seconds(record: dict) -> float:
     return wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
 
 
+def repeat_contrast(record: dict) -> str:
+    """What a repeat alone contrasts: with one worker nothing ran beside a point, and a shift is not a
+    neighbour's but the executor's (a Ray task against a local process) or the host's between the two runs."""
+    wall = record.get("wall") or {}
+    workers, executor = wall.get("workers", record.get("workers")), wall.get("executor", record.get("executor"))
+    if workers == 1:
+        return (f"between its {executor} run and the run alone (one worker: nothing ran beside it, so a shift is the "
+                "executor's or the host's between the two runs, not a neighbour's)")
+    return f"by running side by side ({workers} workers, {executor} executor)"
+
+
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
     usable, rejected, verdicts = _parts(folder, record, loaded)
     wall = record.get("wall") or {}
@@ -287,10 +298,10 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     if verdicts:
         moved = [v.slug for v in ran if v.verdict == "moved"]
         skipped = len(verdicts) - len(ran)
-        lines.append(f"repeated alone: {len(ran)} point(s), {len(moved)} moved by running side by side"
-                     + (f" ({', '.join(moved)})" if moved else "")
+        lines.append(f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
+                     + (f" ({', '.join(moved)})" if moved else "") + f" {repeat_contrast(record)}"
                      + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
-                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid side by side)" if skipped else ""))
+                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
     return lines + host_lines(loaded)
 
 
@@ -321,8 +332,7 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
                 Block("table", SCALE_CAPTION, sweep_scale.scale_table(models))]
     if record.get("repeats"):
         out += [Block("heading", "Points repeated alone", 2), Block("note", "Rule: " + repeats.RULE),
-                Block("table", "Per repeated point (ran side by side under executor "
-                               f"{record.get('executor')})", repeats_table(verdicts)),
+                Block("table", f"Per repeated point: moved {repeat_contrast(record)}", repeats_table(verdicts)),
                 Block("table", "Every steady phase compared", shifts_table(verdicts))]
     for index, block in enumerate(out):
         block.key = f"sweep-{index}"
@@ -350,5 +360,7 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     if sweep_scale.tokens_shown(models) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION, ""] + _markdown(sweep_scale.scale_table(models)) + [""]
     if record.get("repeats"):
-        lines += ["## Points repeated alone", "", "Rule: " + repeats.RULE, ""] + _markdown(repeats_table(verdicts))
+        lines += (["## Points repeated alone", "", "Rule: " + repeats.RULE, "", f"Per repeated point: moved "
+                   f"{repeat_contrast(record)}", ""] + _markdown(repeats_table(verdicts))
+                  + ["", "### Every steady phase compared", ""] + _markdown(shifts_table(verdicts)))
     return "\n".join(lines).rstrip() + "\n"

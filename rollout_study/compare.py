@@ -1,6 +1,7 @@
 """Two result files side by side: the same workload? the same tokens, call by call?
 
     python -m rollout_study compare A/result.json B/result.json
+    python -m rollout_study compare SWEEP_A SWEEP_B   (wall times, then the points both finished)
 
 Each measured call records a SHA-256 of its generated tokens, so determinism across runs, machines
 or versions can be checked from the files alone. Parameters that do not change what is generated
@@ -8,6 +9,7 @@ or versions can be checked from the files alone. Parameters that do not change w
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from .result import Result
@@ -76,6 +78,7 @@ class SweepComparison:
     same_points: bool  # the same point parameters (hashes), whatever the sweeps are called
     points: tuple[int, int]
     launchers: tuple[str, str] = ("-", "-")  # how each started the points it ran (sweep.json entries' launcher)
+    common: "CommonPoints | None" = None  # the points both finished: tokens and steady medians
 
     @property
     def ratio(self) -> float | None:
@@ -96,7 +99,8 @@ class SweepComparison:
         header = ["sweep", "executor", "launcher", "gpus", "workers", "invocations", "seconds", "start", "end"]
         lines = align(header, [[number(row[k]) if k == "seconds" else str(row[k] if row[k] is not None else "-")
                                 for k in header] for row in self.rows()], left=2)
-        lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x"))
+        lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x")
+                     + ("" if self.same_points else " (not a speed-up: the sweeps ran different points)"))
         lines.append("same points: " + ("yes" if self.same_points else "NO, the sweeps ran different points")
                      + f" ({self.points[0]} and {self.points[1]})")
         if self.launchers[0] != self.launchers[1]:
@@ -104,11 +108,76 @@ class SweepComparison:
                          "executors' alone")
         if any(wall.get("earlier") for wall in self.walls):
             lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
+        if self.common is not None:
+            lines += self.common.lines()
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class CommonPoints:
+    """The points both sweeps finished, matched by parameter hash: their tokens call by call, and every steady
+    phase's median in B over A with its bootstrap interval, by the rule the repeats use (repeats.shifts).
+    The wall time says whether two GPUs paid off; this says whether they moved what the points measured."""
+
+    compared: tuple[str, ...]  # slugs of the points finished on both sides
+    token_differences: tuple[str, ...]  # "slug: first differing call"
+    shifts: tuple = ()  # repeats.Shift of B against A, every steady phase of every compared point
+
+    def by_variant(self) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for shift in self.shifts:
+            out.setdefault(shift.variant, []).append(shift)
+        return out
+
+    def lines(self) -> list[str]:
+        from .present.text import align
+        from .repeats import MOVED
+
+        if not self.compared:
+            return ["points finished in both: none, so no tokens or medians to compare"]
+        lines = [f"points finished in both: {len(self.compared)}; tokens: "
+                 + ("every call matches" if not self.token_differences else
+                    f"DIFFER in {len(self.token_differences)}: " + "; ".join(self.token_differences[:3]))]
+        if not self.shifts:
+            return lines + ["steady medians: no steady phase measured in both"]
+        lines.append("steady medians B / A over the common points' steady phases (moved: the 95% bootstrap interval "
+                     "excludes 1; a host-bound engine carries the host's pace on each side):")
+        rows = []
+        for variant, shifts in self.by_variant().items():
+            ratios = sorted(s.ratio.point for s in shifts)
+            middle = statistics.median(ratios)
+            moved = [s for s in shifts if s.verdict == MOVED]
+            rows.append([variant, str(len(shifts)), f"{middle:.3f}", f"{ratios[0]:.3f}",
+                         f"{ratios[-1]:.3f}", str(sum(s.ratio.point < 1 for s in moved)),
+                         str(sum(s.ratio.point > 1 for s in moved))])
+        header = ["variant", "phases", "median B/A", "lowest", "highest", "moved faster in B", "moved slower in B"]
+        return lines + align(header, rows, left=1)
+
+
+def common_points(a, b) -> CommonPoints:
+    from .repeats import shifts
+    from .sweep import load
+
+    finished = []
+    for folder in (a, b):
+        finished.append({entry.get("hash"): (entry["slug"], result) for entry, result in load(folder)[1]
+                         if result is not None})
+    slugs, differences, found = [], [], []
+    for key, (slug, mine) in finished[0].items():
+        if key not in finished[1]:
+            continue
+        theirs = finished[1][key][1]
+        slugs.append(slug)
+        tokens = compare(mine, theirs)
+        if not tokens.tokens_match:
+            differences.append(f"{slug}: {tokens.first_difference or 'no common call with token hashes'}")
+        found += shifts(theirs, mine)  # B over A
+    return CommonPoints(tuple(slugs), tuple(differences), tuple(found))
+
+
 def compare_sweeps(a, b) -> SweepComparison:
-    """Two sweep folders: wall time (start, end, seconds, executor, GPUs, workers) side by side."""
+    """Two sweep folders: wall time (start, end, seconds, executor, GPUs, workers) side by side, and the points
+    both finished: the same tokens? the same steady medians?"""
     import json
     from pathlib import Path
 
@@ -131,4 +200,5 @@ def compare_sweeps(a, b) -> SweepComparison:
 
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
     return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),
-                           hashes[0] == hashes[1], tuple(len(h) for h in hashes), tuple(launchers(r) for r in records))
+                           hashes[0] == hashes[1], tuple(len(h) for h in hashes), tuple(launchers(r) for r in records),
+                           common_points(a, b))

@@ -120,8 +120,13 @@ class CommonPoints:
     The wall time says whether two GPUs paid off; this says whether they moved what the points measured."""
 
     compared: tuple[str, ...]  # slugs of the points finished on both sides
-    token_differences: tuple[str, ...]  # "slug: first differing call"
+    token_differences: tuple[str, ...] = ()  # "slug: first differing call"
+    tokens_unchecked: tuple[str, ...] = ()  # slugs with no common call carrying token hashes
+    workload_differences: tuple[str, ...] = ()  # "slug: parameter a vs b" (the same hash, other recorded values)
+    unfinished: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # listed by both, finished only by A / only by B
+    elsewhere: tuple[int, int] = (0, 0)  # points each finished that the other sweep does not list
     shifts: tuple = ()  # repeats.Shift of B against A, every steady phase of every compared point
+    one_sided: tuple[str, ...] = ()  # "slug: variant cN phase in A only" (or B only)
 
     def by_variant(self) -> dict[str, list]:
         out: dict[str, list] = {}
@@ -133,11 +138,27 @@ class CommonPoints:
         from .present.text import align
         from .repeats import MOVED
 
+        def named(items, shown=3) -> str:
+            return "; ".join(items[:shown]) + (f"; and {len(items) - shown} more" if len(items) > shown else "")
+
+        lines = []
+        for side, slugs in zip("AB", self.unfinished):
+            if slugs:
+                lines.append(f"finished by {side} only, though both sweeps list them: {len(slugs)}: {named(slugs)}")
+        lines += [f"points finished by {side} that the other sweep does not list: {count}"
+                  for side, count in zip("AB", self.elsewhere) if count]
         if not self.compared:
-            return ["points finished in both: none, so no tokens or medians to compare"]
-        lines = [f"points finished in both: {len(self.compared)}; tokens: "
-                 + ("every call matches" if not self.token_differences else
-                    f"DIFFER in {len(self.token_differences)}: " + "; ".join(self.token_differences[:3]))]
+            return lines + ["points finished in both: none, so no tokens or medians to compare"]
+        tokens = ("every call matches" if not (self.token_differences or self.tokens_unchecked) else
+                  "every call matches where both recorded tokens" if not self.token_differences else
+                  f"DIFFER in {len(self.token_differences)}: {named(self.token_differences)}")
+        lines.append(f"points finished in both: {len(self.compared)}; tokens: {tokens}")
+        if self.tokens_unchecked:
+            lines.append(f"tokens not compared (no common call with token hashes): {named(self.tokens_unchecked)}")
+        if self.workload_differences:
+            lines.append(f"same hash, other recorded workload: {named(self.workload_differences)}")
+        if self.one_sided:
+            lines.append(f"steady phases measured on one side only: {named(self.one_sided)}")
         if not self.shifts:
             return lines + ["steady medians: no steady phase measured in both"]
         lines.append("steady medians B / A over the common points' steady phases (moved: the 95% bootstrap interval "
@@ -145,34 +166,54 @@ class CommonPoints:
         rows = []
         for variant, shifts in self.by_variant().items():
             ratios = sorted(s.ratio.point for s in shifts)
-            middle = statistics.median(ratios)
             moved = [s for s in shifts if s.verdict == MOVED]
-            rows.append([variant, str(len(shifts)), f"{middle:.3f}", f"{ratios[0]:.3f}",
+            rows.append([variant, str(len(shifts)), f"{statistics.median(ratios):.3f}", f"{ratios[0]:.3f}",
                          f"{ratios[-1]:.3f}", str(sum(s.ratio.point < 1 for s in moved)),
                          str(sum(s.ratio.point > 1 for s in moved))])
         header = ["variant", "phases", "median B/A", "lowest", "highest", "moved faster in B", "moved slower in B"]
         return lines + align(header, rows, left=1)
 
 
+def _steady_phases(result: Result) -> set[tuple[str, int, str]]:
+    from .repeats import STEADY_PHASES
+
+    return {(c.variant, c.cycle, c.phase) for c in result.calls if c.phase in STEADY_PHASES and not c.diagnostic}
+
+
 def common_points(a, b) -> CommonPoints:
     from .repeats import shifts
     from .sweep import load
 
-    finished = []
+    listed, finished = [], []
     for folder in (a, b):
-        finished.append({entry.get("hash"): (entry["slug"], result) for entry, result in load(folder)[1]
-                         if result is not None})
-    slugs, differences, found = [], [], []
+        points = [(entry, result) for entry, result in load(folder)[1] if entry.get("hash")]  # no hash: no match
+        listed.append({entry["hash"] for entry, _ in points})
+        finished.append({entry["hash"]: (entry["slug"], result) for entry, result in points if result is not None})
+    found: dict[str, list] = {"compared": [], "differ": [], "unchecked": [], "workload": [], "one_sided": []}
+    shifted = []
     for key, (slug, mine) in finished[0].items():
         if key not in finished[1]:
             continue
         theirs = finished[1][key][1]
-        slugs.append(slug)
+        found["compared"].append(slug)
         tokens = compare(mine, theirs)
-        if not tokens.tokens_match:
-            differences.append(f"{slug}: {tokens.first_difference or 'no common call with token hashes'}")
-        found += shifts(theirs, mine)  # B over A
-    return CommonPoints(tuple(slugs), tuple(differences), tuple(found))
+        if not tokens.compared:
+            found["unchecked"].append(slug)
+        elif not tokens.tokens_match:
+            found["differ"].append(f"{slug}: {tokens.first_difference}")
+        if not tokens.same_workload:
+            found["workload"].append(f"{slug}: " + ", ".join(f"{k} {x!r} vs {y!r}"
+                                                             for k, (x, y) in tokens.workload_differences.items()))
+        phases_a, phases_b = _steady_phases(mine), _steady_phases(theirs)
+        found["one_sided"] += [f"{slug}: {v} c{c} {p} in {side} only"
+                               for side, only in (("A", phases_a - phases_b), ("B", phases_b - phases_a))
+                               for v, c, p in sorted(only)]
+        shifted += shifts(theirs, mine)  # B over A
+    unfinished = tuple(tuple(finished[i][k][0] for k in finished[i] if k in listed[1 - i] and k not in finished[1 - i])
+                       for i in (0, 1))
+    elsewhere = tuple(sum(k not in listed[1 - i] for k in finished[i]) for i in (0, 1))
+    return CommonPoints(tuple(found["compared"]), tuple(found["differ"]), tuple(found["unchecked"]),
+                        tuple(found["workload"]), unfinished, elsewhere, tuple(shifted), tuple(found["one_sided"]))
 
 
 def compare_sweeps(a, b) -> SweepComparison:

@@ -149,11 +149,18 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
 def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
     # Ray on one GPU runs one point at a time: a shift there is the executor's or the host's, not a neighbour's
     one = report.repeat_contrast({"wall": {"executor": "ray", "workers": 1}})
-    two = report.repeat_contrast({"wall": {"executor": "ray", "workers": 2}})
     assert "side by side" not in one and "nothing ran beside it" in one and "ray run" in one
-    assert two == "by running side by side (2 workers, ray executor)"
-    # older records keep executor and workers at the top level
-    assert report.repeat_contrast({"executor": "local", "workers": 3}).startswith("by running side by side (3")
+    assert report.repeat_contrast({"wall": {"executor": "ray", "workers": 2}}) == (
+        "by running side by side (up to 2 workers, ray executor)")
+    # the local executor repeats locally too: run to run
+    assert report.repeat_contrast({"wall": {"executor": "local", "workers": 1}}).startswith("run to run")
+    # a resumed sweep: any invocation with two workers ran points side by side
+    resumed = {"wall": {"executor": "local", "workers": 1, "earlier": [{"executor": "ray", "workers": 2}]}}
+    assert report.repeat_contrast(resumed) == "by running side by side (up to 2 workers, local and ray executor)"
+    # older records keep executor and workers at the top level, or no workers at all
+    assert report.repeat_contrast({"executor": "ray", "workers": 3}).startswith("by running side by side (up to 3")
+    assert "not recorded" in report.repeat_contrast({"executor": "local"})
+    assert "None" not in report.repeat_contrast({"wall": {"executor": "local", "seconds": 1.0}})
 
 
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
@@ -456,9 +463,9 @@ def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat
     assert sweep.validity_problems(failed_side) == []
     record, loaded_points = sweep.load(failed_side)
     line = [x for x in report.answer_lines(record, loaded_points, failed_side) if x.startswith("repeated alone")]
-    assert line == ["repeated alone: 0 point(s), 0 moved between its local run and the run alone (one worker: "
-                    "nothing ran beside it, so a shift is the executor's or the host's between the two runs, not a "
-                    "neighbour's), 0 not moved; 1 sampled point(s) not repeated (failed or invalid in the sweep's run)"]
+    assert line == ["repeated alone: 0 point(s), 0 moved run to run: both runs local and one at a time, so a shift "
+                    "is the host's between them, not a neighbour's, 0 not moved; 1 sampled point(s) not repeated "
+                    "(failed or invalid in the sweep's run)"]
 
     # A repeat that loses parity alone: a finding of a curve sweep, kept on resume (not drawn again)
     lost_alone = tmp_path / "lost-alone"
@@ -743,6 +750,8 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     # the parts are disjoint: together they stay within each point's wall (the launcher's clock)
     assert ((times["rest s"] >= 0) & (times["rest s"] < times["wall s"])).all()
     assert "repeated alone: 1 point(s)" in summary
+    assert "Per repeated point: moved run to run: both runs local" in summary
+    assert "### Every steady phase compared" in summary and "| in the sweep ms | alone ms | sweep / alone |" in summary
     assert "## Host of each point" in summary and "- host: " in summary
     assert "eager generate()'s steady calls spread by" in summary  # the real points' calls give the spread
     from rollout_study import publish
@@ -792,12 +801,14 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
     folder, _ = cpu_sweep
     twin = tmp_path / "twin"
     shutil.copytree(folder, twin)
+    assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "points finished in both: 2; tokens: every call matches" in out and "median B/A" in out
     same = compare_sweeps(folder, twin).common
-    assert len(same.compared) == 2 and same.token_differences == ()
-    assert same.shifts and all(s.ratio.point == 1.0 for s in same.shifts)
-    # B's eager steady calls twice as slow and one call's tokens changed: both named, B over A
+    assert same.shifts and all(s.ratio.point == 1.0 for s in same.shifts) and same.one_sided == ()
+    # B's eager steady calls twice as slow, one call's tokens changed, another point without token hashes
     record = json.loads((twin / "sweep.json").read_text(encoding="utf-8"))
-    first = twin / record["points"][0]["file"]
+    first, second = (twin / entry["file"] for entry in record["points"][:2])
     data = json.loads(first.read_text(encoding="utf-8"))
     for call in data["calls"]:
         if call["engine"] == "eager" and call["phase"].startswith("steady"):
@@ -806,15 +817,53 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
     changed = next(c for c in data["calls"] if c["engine"] != "eager")
     changed["tokens_sha256"] = "0" * 64
     first.write_text(json.dumps(data), encoding="utf-8")
+    unhashed = json.loads(second.read_text(encoding="utf-8"))
+    for call in unhashed["calls"]:
+        call.pop("tokens_sha256", None)
+    second.write_text(json.dumps(unhashed), encoding="utf-8")
     moved = compare_sweeps(folder, twin).common
-    assert [d.split(":")[0] for d in moved.token_differences] == [record["points"][0]["slug"]]
+    slugs = [entry["slug"] for entry in record["points"][:2]]
+    assert [d.split(":")[0] for d in moved.token_differences] == [slugs[0]] and moved.tokens_unchecked == (slugs[1],)
     doubled = [s for s in moved.shifts if s.variant == "eager" and s.ratio.point > 1.5]
     assert doubled and all(s.ratio.point == pytest.approx(2.0) for s in doubled)
     text = "\n".join(moved.lines())
-    assert "tokens: DIFFER in 1" in text and "median B/A" in text
-    # B lost a point: only the point both finished is compared
-    (twin / record["points"][1]["file"]).unlink()
-    assert len(compare_sweeps(folder, twin).common.compared) == 1
+    assert "tokens: DIFFER in 1" in text and f"tokens not compared (no common call with token hashes): {slugs[1]}" in text
+    # a variant B did not measure at one point: named, not silently dropped
+    for call in unhashed["calls"]:
+        if call["engine"] != "eager" and call["phase"].startswith("steady"):
+            call["phase"] = "first"
+    second.write_text(json.dumps(unhashed), encoding="utf-8")
+    one_sided = compare_sweeps(folder, twin).common.one_sided
+    assert one_sided and all(line.startswith(f"{slugs[1]}: ") and line.endswith("in A only") for line in one_sided)
+    # B lost a point: the point both finished is compared, the other named as finished by A only
+    second.unlink()
+    lost = compare_sweeps(folder, twin).common
+    assert lost.compared == (slugs[0],) and lost.unfinished == ((slugs[1],), ())
+    assert f"finished by A only, though both sweeps list them: 1: {slugs[1]}" in "\n".join(lost.lines())
+
+
+def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apart():
+    from rollout_study.compare import CommonPoints
+
+    def shift(variant, b, a):  # B's steady samples over A's, judged by the repeats' rule
+        def result(values):
+            return point(1, 16, {variant: (1, 1, 1, 1)}, steady_samples={(variant, "steady"): values,
+                                                                          (variant, "steady_after_update"): values})
+        return repeats.shifts(result(b), result(a))
+
+    slower = shift("eager", (20, 21, 22, 21), (10, 10.5, 11, 10.5))
+    faster = shift("graph[reuse]", (5, 5.1, 5.2, 5.1), (10, 10.2, 10.4, 10.2))
+    within = shift("graph[recapture]", (10, 12, 9, 11), (11, 9, 12, 10))
+    assert {s.verdict for s in slower + faster} == {repeats.MOVED} and {s.verdict for s in within} != {repeats.MOVED}
+    lines = CommonPoints(("p",), shifts=tuple(slower + faster + within)).lines()
+    rows = {line.split()[0]: line.split() for line in lines if line.split()[0] in ("eager", "graph[reuse]",
+                                                                                  "graph[recapture]")}
+    n = len(slower)
+    assert rows["eager"][-2:] == ["0", str(n)] and rows["graph[reuse]"][-2:] == [str(len(faster)), "0"]
+    assert rows["graph[recapture]"][-2:] == ["0", "0"]
+    assert float(rows["eager"][2]) == pytest.approx(2.0) and float(rows["graph[reuse]"][2]) == pytest.approx(0.5)
+    assert CommonPoints(()).lines() == ["points finished in both: none, so no tokens or medians to compare"]
+    assert CommonPoints(("p",)).lines()[-1] == "steady medians: no steady phase measured in both"
 
 
 def test_the_code_fingerprint_moves_with_the_package_and_notebooks_only(tmp_path):

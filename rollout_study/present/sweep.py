@@ -207,14 +207,14 @@ def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
         rows.append({"point": v.slug, "verdict": v.verdict,
                      "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
                      "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",
-                     "side / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
+                     "sweep / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
                      "95% high": worst and worst.ratio.high, "why": v.why})
     return pd.DataFrame(rows)
 
 
 def shifts_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     return pd.DataFrame([{"point": v.slug, "variant": s.variant, "cycle": s.cycle, "phase": s.phase,
-                          "side by side ms": s.side.median, "alone ms": s.alone.median, "side / alone": s.ratio.point,
+                          "in the sweep ms": s.side.median, "alone ms": s.alone.median, "sweep / alone": s.ratio.point,
                           "95% low": s.ratio.low, "95% high": s.ratio.high, "verdict": s.verdict}
                          for v in verdicts for s in v.shifts])
 
@@ -260,14 +260,22 @@ def wall_seconds(record: dict) -> float:
 
 
 def repeat_contrast(record: dict) -> str:
-    """What a repeat alone contrasts: with one worker nothing ran beside a point, and a shift is not a
-    neighbour's but the executor's (a Ray task against a local process) or the host's between the two runs."""
+    """What a repeat alone contrasts. Side by side only where some invocation ran more than one worker; with one,
+    nothing ran beside a point, and a shift is the executor's (a Ray task against a local process) or the host's
+    between the two runs; with the local executor both runs are local, one at a time: run to run."""
     wall = record.get("wall") or {}
-    workers, executor = wall.get("workers", record.get("workers")), wall.get("executor", record.get("executor"))
-    if workers == 1:
-        return (f"between its {executor} run and the run alone (one worker: nothing ran beside it, so a shift is the "
-                "executor's or the host's between the two runs, not a neighbour's)")
-    return f"by running side by side ({workers} workers, {executor} executor)"
+    invocations = [*wall.get("earlier", []), wall] if wall else [record]
+    workers = [w["workers"] for w in invocations if w.get("workers") is not None]
+    executors = sorted({str(w.get("executor")) for w in invocations if w.get("executor")})
+    if not workers:
+        return "between the sweep's run and the run alone (how many points ran at once is not recorded)"
+    if max(workers) > 1:
+        return f"by running side by side (up to {max(workers)} workers, {' and '.join(executors)} executor)"
+    if executors == ["local"]:
+        return ("run to run: both runs local and one at a time, so a shift is the host's between them, not a "
+                "neighbour's")
+    return (f"between its {' and '.join(executors)} run and the run alone (one worker: nothing ran beside it, so a "
+            "shift is the executor's or the host's between the two runs, not a neighbour's)")
 
 
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:

@@ -823,7 +823,8 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
     second.write_text(json.dumps(unhashed), encoding="utf-8")
     moved = compare_sweeps(folder, twin).common
     slugs = [entry["slug"] for entry in record["points"][:2]]
-    assert [d.split(":")[0] for d in moved.token_differences] == [slugs[0]] and moved.tokens_unchecked == (slugs[1],)
+    assert [d.split(":")[0] for d in moved.token_differences] == [slugs[0]]
+    assert moved.tokens_unchecked == (slugs[1],)
     doubled = [s for s in moved.shifts if s.variant == "eager" and s.ratio.point > 1.5]
     assert doubled and all(s.ratio.point == pytest.approx(2.0) for s in doubled)
     text = "\n".join(moved.lines())

@@ -309,7 +309,8 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         lines.append(f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
                      + (f" ({', '.join(moved)})" if moved else "") + f" {repeat_contrast(record)}"
                      + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
-                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
+                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)"
+                        if skipped else ""))
     return lines + host_lines(loaded)
 
 

@@ -18,7 +18,7 @@ from rollout_study import cli, repeats, sweep
 from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
-from rollout_study.present import sweep_figures
+from rollout_study.present import sweep_figures, sweep_repeats
 from rollout_study.params import ParameterError, StudyParams
 from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
@@ -148,19 +148,19 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
 
 def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
     # Ray on one GPU runs one point at a time: a shift there is the executor's or the host's, not a neighbour's
-    one = report.repeat_contrast({"wall": {"executor": "ray", "workers": 1}})
+    one = sweep_repeats.contrast({"wall": {"executor": "ray", "workers": 1}})
     assert "side by side" not in one and "nothing ran beside it" in one and "ray run" in one
-    assert report.repeat_contrast({"wall": {"executor": "ray", "workers": 2}}) == (
+    assert sweep_repeats.contrast({"wall": {"executor": "ray", "workers": 2}}) == (
         "by running side by side (up to 2 workers, ray executor)")
     # the local executor repeats locally too: run to run
-    assert report.repeat_contrast({"wall": {"executor": "local", "workers": 1}}).startswith("run to run")
+    assert sweep_repeats.contrast({"wall": {"executor": "local", "workers": 1}}).startswith("run to run")
     # a resumed sweep: any invocation with two workers ran points side by side
     resumed = {"wall": {"executor": "local", "workers": 1, "earlier": [{"executor": "ray", "workers": 2}]}}
-    assert report.repeat_contrast(resumed) == "by running side by side (up to 2 workers, local and ray executor)"
+    assert sweep_repeats.contrast(resumed) == "by running side by side (up to 2 workers, local and ray executor)"
     # older records keep executor and workers at the top level, or no workers at all
-    assert report.repeat_contrast({"executor": "ray", "workers": 3}).startswith("by running side by side (up to 3")
-    assert "not recorded" in report.repeat_contrast({"executor": "local"})
-    assert "None" not in report.repeat_contrast({"wall": {"executor": "local", "seconds": 1.0}})
+    assert sweep_repeats.contrast({"executor": "ray", "workers": 3}).startswith("by running side by side (up to 3")
+    assert "not recorded" in sweep_repeats.contrast({"executor": "local"})
+    assert "None" not in sweep_repeats.contrast({"wall": {"executor": "local", "seconds": 1.0}})
 
 
 def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_drawn_once():
@@ -249,7 +249,7 @@ def test_the_repeat_rule_moves_only_beyond_the_spread():
     assert verdicts["p0"].verdict == "moved" and [s.variant for s in verdicts["p0"].moved] == ["graph[reuse]"]
     assert verdicts["p1"].verdict == "not moved"
     assert verdicts["p2"].verdict == "not compared" and "boom" in verdicts["p2"].why
-    assert list(report.repeats_table(list(verdicts.values()))["verdict"]) == ["moved", "not moved", "not compared"]
+    assert list(sweep_repeats.point_table(list(verdicts.values()))["verdict"]) == ["moved", "not moved", "not compared"]
 
 
 @pytest.mark.parametrize("text, fragment", [

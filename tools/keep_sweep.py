@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import sweep_pin  # noqa: E402 -- beside this file, found through the line above
 
 IN_PROGRESS = "sweeps-in-progress"
 KEPT_FOLDER = ".{name}.partial-kept"  # the name a kept sweep unpacks to: a resumable partial folder
@@ -73,6 +76,20 @@ def measured_points(folder: Path, fingerprint: str) -> int:
                and _fingerprint(folder / entry["file"]) == fingerprint)
 
 
+def held_code(name: str, root: Path = ROOT) -> tuple[str, str]:
+    """(the fingerprint of the measuring code whose points the kept sweep `name` counts, that code in words): its
+    pin's (tools/sweep_pin.py), else this package's as it is now."""
+    from rollout_study.environment import code_fingerprint
+
+    try:
+        pinned = sweep_pin.read(name, root)
+    except sweep_pin.PinError as err:
+        raise KeepError(str(err)) from err
+    if pinned:
+        return pinned["code_sha256"], f"its pinned code {pinned['code_sha256'][:8]}"
+    return code_fingerprint(), "this code"
+
+
 def sweep_name(folder: Path) -> str:
     """The sweep's name as its sweep.json records it, checked to be a name and to be the folder's."""
     from rollout_study.publish import PublishError, check_name
@@ -89,7 +106,8 @@ def sweep_name(folder: Path) -> str:
 
 def problems(folder: Path, root: Path = ROOT) -> list[str]:
     """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
-    run again at the resume (measured by other code, or another Transformers than the device's wheels)."""
+    run again at the resume (measured by other code, or another Transformers than the device's wheels). For a
+    pinned sweep, the parameter file and the code are the pinned commit's, read by that commit's own code."""
     from rollout_study import environment
     from rollout_study.publish import code_problems
     from rollout_study.result import Result
@@ -98,19 +116,42 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
     record, name = _record(folder), sweep_name(folder)
     found = []
     try:
-        spec = SweepSpec.from_yaml(str(root / "params" / f"{name}.yaml"))
-    except Exception as err:  # a missing or invalid file: whatever it raised is the reason
-        return [f"params/{name}.yaml: {err}"]
-    if (spec.name, spec.report) != (record["spec"].get("name"), record["spec"].get("report")):
-        found.append(f"params/{name}.yaml is sweep {spec.name!r} ({spec.report}), the folder's is another")
-    names = {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
+        pinned = sweep_pin.read(name, root)
+    except sweep_pin.PinError as err:
+        return [str(err)]
+    shallow = environment._git("rev-parse", "--is-shallow-repository", root=str(root)) == "true"
+    names = None  # the point files the sweep has; None where they cannot be known (below)
+    if pinned:  # the pinned commit's own code names the points and measures them (tools/sweep_pin.py)
+        spec_name, report, fingerprint = record["spec"].get("name"), record["spec"].get("report"), pinned["code_sha256"]
+        try:
+            asked = sweep_pin.pinned_sweep(pinned["commit"], name)
+        except sweep_pin.PinError as err:
+            if not shallow:  # a shallow clone lacks the commit: only the points' fingerprints are checked
+                return [f"{sweep_pin.IN_PROGRESS}/{name}.pin: {err}"]
+        else:
+            spec_name, report, names = asked["name"], asked["report"], set(asked["files"])
+            if asked["code_sha256"] != fingerprint:
+                found.append(f"{sweep_pin.IN_PROGRESS}/{name}.pin: commit {pinned['commit'][:12]}'s code is "
+                             f"{asked['code_sha256'][:8]}, the pin says {fingerprint[:8]}")
+        code, fix = f"pinned to {fingerprint[:8]}", f"{sweep_pin.IN_PROGRESS}/{name}.pin"
+    else:
+        try:
+            spec = SweepSpec.from_yaml(str(root / "params" / f"{name}.yaml"))
+        except Exception as err:  # a missing or invalid file: whatever it raised is the reason
+            return [f"params/{name}.yaml: {err}"]
+        spec_name, report, fingerprint = spec.name, spec.report, environment.code_fingerprint(str(root))
+        names = {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
+        code, fix = f"now {fingerprint[:8]}", "the change to the measuring code"
+    where = f"params/{name}.yaml" + (f" at {pinned['commit'][:12]}" if pinned else "")
+    if (spec_name, report) != (record["spec"].get("name"), record["spec"].get("report")):
+        found.append(f"{where} is sweep {spec_name!r} ({report}), the folder's is another")
     listed = {entry["file"] for entry in _entries(record)}
     on_disk = {f"{kind}/{p.name}" for kind in ("points", "repeats") if (folder / kind).is_dir()
                for p in (folder / kind).iterdir()}
     found += [f"{file}: on disk, not listed in sweep.json" for file in sorted(on_disk - listed)]
-    found += [f"{file}: no longer a point of params/{name}.yaml" for file in sorted(listed)
-              if file.split("/", 1)[-1] not in names]
-    fingerprint, wheels = environment.code_fingerprint(str(root)), (root / "tools" / "device-wheels.txt").read_text()
+    found += [f"{file}: no longer a point of {where}" for file in sorted(listed)
+              if names is not None and file.split("/", 1)[-1] not in names]
+    wheels = (root / "tools" / "device-wheels.txt").read_text()
     pin = re.search(r"^transformers==(\S+?)\r?$", wheels, re.M)
     if pin is None:
         return found + ["tools/device-wheels.txt pins no transformers: the device's version is unknown"]
@@ -124,12 +165,11 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
             continue
         recorded = (result.metadata.get("git") or {}).get("code_sha256") or "none"
         if recorded != fingerprint:
-            found.append(f"{file}: measured by code {recorded[:8]}, the code is now {fingerprint[:8]}: it would run "
-                         f"again (revert the change to the measuring code, or drop the kept sweep knowingly)")
+            found.append(f"{file}: measured by code {recorded[:8]}, the code is {code}: it would run "
+                         f"again (revert {fix}, or drop the kept sweep knowingly)")
         if (result.metadata.get("software") or {}).get("transformers") != transformers:
             found.append(f"{file}: measured with another Transformers than tools/device-wheels.txt's {transformers}")
         results.append(result)
-    shallow = environment._git("rev-parse", "--is-shallow-repository", root=str(root)) == "true"
     return found + ([] if shallow else code_problems(results))  # a shallow clone lacks the commits they name
 
 
@@ -165,10 +205,8 @@ def kept_folder(pack: Path, into: Path) -> Path:
 def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None = None) -> list[str]:
     """Take `pack` into root's sweeps-in-progress/ (unfinished) and runs/ (finished); returns what was done.
     `check(folder, root)`: why an unfinished folder cannot be kept; `fingerprint`: the measuring code's, whose
-    points count (by default this repository's; tests give their own, as they do a root)."""
-    from rollout_study.environment import code_fingerprint
-
-    fingerprint, done, writes = fingerprint or code_fingerprint(), [], []
+    points count (by default each sweep's held_code; tests give their own, as they do a root)."""
+    given, done, writes = fingerprint, [], []
     with tempfile.TemporaryDirectory() as scratch:
         unpacked = Path(scratch) / "pack"
         unpacked.mkdir()
@@ -192,6 +230,7 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                             f"{target.relative_to(root)}`, then `git rm {IN_PROGRESS}/{name}.tgz`"
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)" if unfinished else ""))
                 continue
+            fingerprint, by = (given, "this code") if given else held_code(name, root)
             counts = {f: measured_points(f, fingerprint) for f in unfinished}  # unlisted files count for none
             best = max(unfinished, key=counts.get)
             listed = {entry["file"] for entry in _entries(_record(best))}
@@ -207,14 +246,14 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                 raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")
             target, count = root / IN_PROGRESS / f"{name}.tgz", counts[best]
             if count == 0:
-                raise KeepError(f"{best.name}: no point measured by this code; nothing kept")
+                raise KeepError(f"{best.name}: no point measured by {by}; nothing kept")
             if target.is_file():
                 earlier = measured_points(kept_folder(target, Path(scratch) / f"kept-{name}"), fingerprint)
                 if earlier > count:
-                    raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by this code, the "
+                    raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by {by}, the "
                                     f"pack {count}: an older pack; nothing kept")
             writes.append(("pack", best, target))
-            done.append(f"kept {target.relative_to(root)} ({count} points measured by this code"
+            done.append(f"kept {target.relative_to(root)} ({count} points measured by {by}"
                         + (f"; {len(stale)} unlisted point file(s) left out" if stale else "")
                         + "): commit it; `h200-reports.sh resume` resumes it")
         for kind, folder, target in writes:

@@ -12,6 +12,12 @@ kernels; each variant in its own process with its own, empty inductor cache fold
 hand a later variant an earlier one's compiled kernels and GEMM choices). Per variant: compile and capture of
 the first call, steady wall time (median of 5), one profiled steady call (summed kernel time, kernel
 count, the kernels with the most time), and parity with generate() (first mismatch and its top-2 margin).
+It showed (reports/probes-h200/, "probe-gemm") that autotuned Triton templates make FP32 slower in the rollout,
+and that cuBLAS's matrix products take 98 of graph-compiled's 154 ms, about 12x the time to stream the weights.
+The later variants test what a decode step's products are: a few rows (one per sequence) against a weight,
+a matrix-vector product more than a GEMM. `compiled-rows-mm` has inductor write them as a fused reduction
+(use_rows_mm), as it does for one row with coordinate-descent tuning (`compiled-cdt`), the way gpt-fast
+reaches the bandwidth floor at batch 1; `compiled-rows-mm-cdt` tunes those reductions too.
 Nothing here is part of the study's measuring code: the sweep's points keep their fingerprint.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_gemm.py OUT.json [--model NAME] [--variants a,b]
 On a CPU host (plumbing only, no graphs): python3 tools/probe_gemm.py OUT.json --device cpu --model synthetic
@@ -31,15 +37,54 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 # Inductor options added to the engine's own (graph_compiled.INDUCTOR_OPTIONS) per variant; `graph` is
-# the uncompiled engine. TF32 stays off in every variant: generate() runs in full FP32.
+# the uncompiled engine. TF32 stays off in every variant: generate() runs in full FP32. ROWS_MM (not an
+# inductor option, taken out before the rest are passed on): the matrix products of at most that many rows
+# become a multiply and a sum over the shared dimension, which inductor writes as one fused reduction kernel
+# (below), instead of cuBLAS's.
+ROWS_MM = "rows_mm"
 VARIANTS = {
     "graph": None,
     "compiled": {},
     "compiled-autotune-gemm": {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON,ATEN"},
     "compiled-autotune-gemm-cdt": {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON,ATEN",
                                    "coordinate_descent_tuning": True},
+    "compiled-cdt": {"coordinate_descent_tuning": True},
+    "compiled-rows-mm": {ROWS_MM: 16},
+    "compiled-rows-mm-cdt": {ROWS_MM: 16, "coordinate_descent_tuning": True},
 }
 BATCH, PROMPT, NEW, STEADY = 4, 32, 64, 5
+# A weight the rows' reduction reads once per row: kept to those that stay in L2 between the rows (H200: 50 MB;
+# 2**22 FP32 values are 16 MiB), so the vocabulary projection (49,152 x 576 on SmolLM2) stays cuBLAS's.
+ROWS_MM_MAX_WEIGHT = 2 ** 22
+ROWS_MM_SEEN = {"decomposed": 0, "left_to_inductor": 0}  # aten.mm calls traced, per way (compiles trace once)
+
+
+def use_rows_mm(rows: int) -> None:
+    """Inductor's decomposition of aten.mm, for this process: a product of at most `rows` rows (the decode
+    steps: one row per sequence) and a weight of at most ROWS_MM_MAX_WEIGHT values becomes
+    (mat1[:, :, None] * mat2[None]).sum(1), which inductor fuses into one reduction; the rest goes on to
+    inductor's own decomposition (which, with coordinate-descent tuning, does this for one row only: gpt-fast's
+    batch-1 decode). Computed in FP32 (inductor's pw_cast_for_opmath) and rounded once, as cuBLAS accumulates;
+    the order of the sum is another, so parity is checked, not assumed."""
+    import torch
+    from torch._inductor import decomposition
+
+    aten, table = torch.ops.aten, decomposition.decompositions
+    inductors = table[aten.mm.default]
+
+    @decomposition.pw_cast_for_opmath
+    def rows_mm(mat1, mat2, *args, **kwargs):
+        if not args and not kwargs and mat1.dim() == 2 and mat1.shape[0] <= rows and mat2.numel() <= ROWS_MM_MAX_WEIGHT:
+            return (mat1.unsqueeze(2) * mat2.unsqueeze(0)).sum(dim=1)
+        return NotImplemented
+
+    def mm(mat1, mat2, *args, **kwargs):
+        done = rows_mm(mat1, mat2, *args, **kwargs)
+        ROWS_MM_SEEN["left_to_inductor" if done is NotImplemented else "decomposed"] += 1
+        return inductors(mat1, mat2, *args, **kwargs) if done is NotImplemented else done
+
+    table[aten.mm.default] = mm
+    decomposition.fast_random_decomps.cache_clear()  # the table inductor reads is built once, from this one
 
 
 def one(variant: str, model_name: str, device: str) -> dict:
@@ -61,7 +106,10 @@ def one(variant: str, model_name: str, device: str) -> dict:
     if extra is None:
         engine = GraphEngine(model, device, "reuse", PROMPT, NEW)
     else:
-        graph_compiled.INDUCTOR_OPTIONS = {**graph_compiled.INDUCTOR_OPTIONS, **extra}
+        options = dict(extra)
+        if ROWS_MM in options:
+            use_rows_mm(options.pop(ROWS_MM))
+        graph_compiled.INDUCTOR_OPTIONS = {**graph_compiled.INDUCTOR_OPTIONS, **options}
         engine = graph_compiled.GraphCompiledEngine(model, device, "reuse", PROMPT, NEW, backend="inductor")
 
     def call():
@@ -89,6 +137,7 @@ def one(variant: str, model_name: str, device: str) -> dict:
             "kernel_ms_per_step": (seen.get("kernel_ms") or 0) / steps,
             "kernels_per_step": (seen.get("kernels") or 0) / steps,
             "top_kernels": seen.get("top_kernels"), "engine": engine.describe(), "parity_ok": check["ok"],
+            "rows_mm_traced": dict(ROWS_MM_SEEN) if extra and ROWS_MM in extra else None,
             "first_mismatch": None if check["ok"] else str(check.get("mismatch"))[:2000],
             "torch": torch.__version__}
 

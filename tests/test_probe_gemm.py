@@ -1,0 +1,35 @@
+"""tools/probe_gemm.py's rows variant: which matrix products inductor is made to write as a reduction."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# In a child: the probe replaces an entry of inductor's process-wide decomposition table.
+CHILD = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1] + "/tools")
+import probe_gemm
+probe_gemm.use_rows_mm(4)
+linear = torch.compile(torch.nn.functional.linear, backend="inductor", dynamic=False, fullgraph=True)
+out = {}
+for rows, width in ((3, 64), (5, 64), (3, int(sys.argv[2]))):  # few rows; one too many; a weight over the bound
+    before = dict(probe_gemm.ROWS_MM_SEEN)
+    x, w = torch.randn(rows, 64), torch.randn(width, 64)
+    got = linear(x, w)
+    out[f"{rows}x{width}"] = {"seen": {k: v - before[k] for k, v in probe_gemm.ROWS_MM_SEEN.items()},
+                              "close": bool(torch.allclose(got, x @ w.t(), rtol=1e-5, atol=1e-5))}
+print(json.dumps(out))
+"""
+
+
+def test_rows_mm_decomposes_only_few_rows_against_a_small_weight():
+    over = 2 ** 22 // 64 + 1  # rows of 64: one row past ROWS_MM_MAX_WEIGHT's 2**22 values
+    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(over)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["3x64"] == {"seen": {"decomposed": 1, "left_to_inductor": 0}, "close": True}
+    assert seen["5x64"] == {"seen": {"decomposed": 0, "left_to_inductor": 1}, "close": True}
+    assert seen[f"3x{over}"] == {"seen": {"decomposed": 0, "left_to_inductor": 1}, "close": True}

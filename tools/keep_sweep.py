@@ -30,6 +30,7 @@ import tarfile
 import tempfile
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -104,53 +105,72 @@ def sweep_name(folder: Path) -> str:
     return name
 
 
-def problems(folder: Path, root: Path = ROOT) -> list[str]:
-    """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
-    run again at the resume (measured by other code, or another Transformers than the device's wheels). For a
-    pinned sweep, the parameter file and the code are the pinned commit's, read by that commit's own code."""
+class Held(NamedTuple):
+    """What a kept sweep's points are held to: the sweep's name and report, its point files (None where they
+    cannot be known: a pinned commit a shallow clone lacks), the measuring code's fingerprint, and in words
+    where the points come from, what that code is, and what to revert where a point is of other code."""
+    name: str | None
+    report: str | None
+    files: set | None
+    fingerprint: str
+    where: str
+    code: str
+    fix: str
+
+
+def _held(name: str, record: dict, root: Path, shallow: bool) -> tuple[Held | None, list[str]]:
+    """(what the kept sweep `name` is held to, problems); None with the problems where nothing can be held."""
     from rollout_study import environment
-    from rollout_study.publish import code_problems
-    from rollout_study.result import Result
     from rollout_study.sweep import SweepSpec, point_hash
 
-    record, name = _record(folder), sweep_name(folder)
-    found = []
     try:
         pinned = sweep_pin.read(name, root)
     except sweep_pin.PinError as err:
-        return [str(err)]
-    shallow = environment._git("rev-parse", "--is-shallow-repository", root=str(root)) == "true"
-    names = None  # the point files the sweep has; None where they cannot be known (below)
-    if pinned:  # the pinned commit's own code names the points and measures them (tools/sweep_pin.py)
-        spec_name, report, fingerprint = record["spec"].get("name"), record["spec"].get("report"), pinned["code_sha256"]
-        try:
-            asked = sweep_pin.pinned_sweep(pinned["commit"], name)
-        except sweep_pin.PinError as err:
-            if not shallow:  # a shallow clone lacks the commit: only the points' fingerprints are checked
-                return [f"{sweep_pin.IN_PROGRESS}/{name}.pin: {err}"]
-        else:
-            spec_name, report, names = asked["name"], asked["report"], set(asked["files"])
-            if asked["code_sha256"] != fingerprint:
-                found.append(f"{sweep_pin.IN_PROGRESS}/{name}.pin: commit {pinned['commit'][:12]}'s code is "
-                             f"{asked['code_sha256'][:8]}, the pin says {fingerprint[:8]}")
-        code, fix = f"pinned to {fingerprint[:8]}", f"{sweep_pin.IN_PROGRESS}/{name}.pin"
-    else:
+        return None, [str(err)]
+    if not pinned:
         try:
             spec = SweepSpec.from_yaml(str(root / "params" / f"{name}.yaml"))
         except Exception as err:  # a missing or invalid file: whatever it raised is the reason
-            return [f"params/{name}.yaml: {err}"]
-        spec_name, report, fingerprint = spec.name, spec.report, environment.code_fingerprint(str(root))
-        names = {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()}
-        code, fix = f"now {fingerprint[:8]}", "the change to the measuring code"
-    where = f"params/{name}.yaml" + (f" at {pinned['commit'][:12]}" if pinned else "")
-    if (spec_name, report) != (record["spec"].get("name"), record["spec"].get("report")):
-        found.append(f"{where} is sweep {spec_name!r} ({report}), the folder's is another")
+            return None, [f"params/{name}.yaml: {err}"]
+        fingerprint = environment.code_fingerprint(str(root))
+        return Held(spec.name, spec.report, {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()},
+                    fingerprint, f"params/{name}.yaml", f"now {fingerprint[:8]}", "the change to the measuring code"), []
+    # Pinned: the pinned commit's own code names the points and measures them (tools/sweep_pin.py)
+    pin, commit, fingerprint = f"{sweep_pin.IN_PROGRESS}/{name}.pin", pinned["commit"], pinned["code_sha256"]
+    held = Held(record["spec"].get("name"), record["spec"].get("report"), None, fingerprint,
+                f"params/{name}.yaml at {commit[:12]}", f"pinned to {fingerprint[:8]}", pin)
+    try:
+        asked = sweep_pin.pinned_sweep(commit, name, root)
+    except sweep_pin.PinError as err:
+        # a shallow clone lacks the commit: the points are held to the pin's fingerprint only
+        return (held, []) if shallow else (None, [f"{pin}: {err}"])
+    found = [] if asked["code_sha256"] == fingerprint else [
+        f"{pin}: commit {commit[:12]}'s code is {asked['code_sha256'][:8]}, the pin says {fingerprint[:8]}"]
+    return held._replace(name=asked["name"], report=asked["report"], files=set(asked["files"])), found
+
+
+def problems(folder: Path, root: Path = ROOT) -> list[str]:
+    """Why an unfinished sweep folder cannot be kept: its points are not those of params/<name>.yaml, or would all
+    run again at the resume (measured by other code, or another Transformers than the device's wheels). For a
+    pinned sweep, the parameter file and the code are the pinned commit's (from root's history), read by that
+    commit's own code."""
+    from rollout_study import environment
+    from rollout_study.publish import code_problems
+    from rollout_study.result import Result
+
+    record, name = _record(folder), sweep_name(folder)
+    shallow = environment._git("rev-parse", "--is-shallow-repository", root=str(root)) == "true"
+    held, found = _held(name, record, root, shallow)
+    if held is None:
+        return found
+    if (held.name, held.report) != (record["spec"].get("name"), record["spec"].get("report")):
+        found.append(f"{held.where} is sweep {held.name!r} ({held.report}), the folder's is another")
     listed = {entry["file"] for entry in _entries(record)}
     on_disk = {f"{kind}/{p.name}" for kind in ("points", "repeats") if (folder / kind).is_dir()
                for p in (folder / kind).iterdir()}
     found += [f"{file}: on disk, not listed in sweep.json" for file in sorted(on_disk - listed)]
-    found += [f"{file}: no longer a point of {where}" for file in sorted(listed)
-              if names is not None and file.split("/", 1)[-1] not in names]
+    found += [f"{file}: no longer a point of {held.where}" for file in sorted(listed)
+              if held.files is not None and file.split("/", 1)[-1] not in held.files]
     wheels = (root / "tools" / "device-wheels.txt").read_text()
     pin = re.search(r"^transformers==(\S+?)\r?$", wheels, re.M)
     if pin is None:
@@ -164,9 +184,9 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
             found.append(f"{file}: not a result ({type(err).__name__}: {err})")
             continue
         recorded = (result.metadata.get("git") or {}).get("code_sha256") or "none"
-        if recorded != fingerprint:
-            found.append(f"{file}: measured by code {recorded[:8]}, the code is {code}: it would run "
-                         f"again (revert {fix}, or drop the kept sweep knowingly)")
+        if recorded != held.fingerprint:
+            found.append(f"{file}: measured by code {recorded[:8]}, the code is {held.code}: it would run "
+                         f"again (revert {held.fix}, or drop the kept sweep knowingly)")
         if (result.metadata.get("software") or {}).get("transformers") != transformers:
             found.append(f"{file}: measured with another Transformers than tools/device-wheels.txt's {transformers}")
         results.append(result)

@@ -15,7 +15,7 @@ commit's tree, as `git archive` gives it, to .carry/tree-<its first 12 digits>.t
 points name the commit they ran at, and `publish` checks each against that commit's fingerprint, as it checks
 any result; the published sweep names its code as every report does.
 
-Usage, from the repository root: python3 tools/sweep_pin.py carry
+Usage, from the repository root: python3 tools/sweep_pin.py carry | field NAME commit|code_sha256
 """
 from __future__ import annotations
 
@@ -71,16 +71,25 @@ def tree_name(commit: str) -> str:
     return f".carry/tree-{commit[:12]}.tar"
 
 
-def archive(commit: str) -> bytes:
-    """`commit`'s TREE as a tar, from the history of the repository these tools live in."""
-    present = [path for path in TREE
-               if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}:{path}"],
-                                 capture_output=True).returncode == 0]
-    done = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", f"{commit}^{{commit}}", "--", *present],
-                          capture_output=True, timeout=120)
-    if done.returncode != 0 or not present:
-        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["none of its files"])[0]
-        raise PinError(f"commit {commit[:12]}'s tree could not be read ({why}): a shallow clone lacks it")
+def archive(commit: str, repo: Path = ROOT) -> bytes:
+    """`commit`'s TREE as a tar, from the history of the repository at `repo`."""
+    def git(*args, **kwargs):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, timeout=120, **kwargs)
+
+    try:
+        if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+            shallow = git("rev-parse", "--is-shallow-repository").stdout.strip() == b"true"
+            raise PinError(f"commit {commit[:12]} is not in the repository at {repo}"
+                           + (" (a shallow clone: fetch that commit)" if shallow else ""))
+        present = [path for path in TREE if git("cat-file", "-e", f"{commit}:{path}").returncode == 0]
+        if "rollout_study" not in present:
+            raise PinError(f"commit {commit[:12]} has no rollout_study/: no code of this study")
+        done = git("archive", "--format=tar", f"{commit}^{{commit}}", "--", *present)
+    except subprocess.TimeoutExpired as err:
+        raise PinError(f"git took over {err.timeout:.0f} s reading commit {commit[:12]}") from err
+    if done.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        raise PinError(f"commit {commit[:12]}'s tree could not be read ({why})")
     return done.stdout
 
 
@@ -97,49 +106,60 @@ print(json.dumps({"code_sha256": code_fingerprint(), "name": spec.name, "report"
 
 
 @functools.lru_cache(maxsize=None)
-def pinned_sweep(commit: str, name: str) -> dict:
-    """What `commit`'s code says of params/<name>.yaml: {"code_sha256" (its own fingerprint), "name", "report",
-    "files" (its points' result files, without points/)}. Each pin's tree is read once a process."""
+def pinned_sweep(commit: str, name: str, repo: Path = ROOT) -> dict:
+    """What `commit`'s code (in the repository at `repo`) says of params/<name>.yaml: {"code_sha256" (its own
+    fingerprint), "name", "report", "files" (its points' result files, without points/)}. Read once a process."""
     with tempfile.TemporaryDirectory() as tree:
-        with tarfile.open(fileobj=io.BytesIO(archive(commit))) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive(commit, repo))) as tar:
             tar.extractall(tree, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         if not (Path(tree) / "params" / f"{name}.yaml").is_file():
             raise PinError(f"commit {commit[:12]} has no params/{name}.yaml")
-        done = subprocess.run([sys.executable, "-c", _ASK, f"params/{name}.yaml"], cwd=tree, capture_output=True,
-                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": tree})
-        if done.returncode != 0:
-            raise PinError(f"commit {commit[:12]}'s code could not read params/{name}.yaml: "
-                           f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        try:
+            done = subprocess.run([sys.executable, "-c", _ASK, f"params/{name}.yaml"], cwd=tree, capture_output=True,
+                                  text=True, timeout=300, env={**os.environ, "PYTHONPATH": tree})
+            if done.returncode != 0:
+                raise PinError(f"commit {commit[:12]}'s code could not read params/{name}.yaml: "
+                               f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        except subprocess.TimeoutExpired as err:
+            raise PinError(f"commit {commit[:12]}'s code took over {err.timeout:.0f} s reading params/{name}.yaml") from err
+        except (IndexError, ValueError) as err:  # no output, or not the JSON line asked for
+            raise PinError(f"commit {commit[:12]}'s code said nothing readable of params/{name}.yaml") from err
 
 
 def carry(root: Path = ROOT) -> list[str]:
-    """Each pinned commit's tree into root's .carry/ (where missing); returns what was written or found."""
+    """Each pinned commit's tree into root's .carry/ (written again where it differs); returns what it did."""
     said = []
     for path in sorted((root / IN_PROGRESS).glob("*.pin")):
         commit = read(path.stem, root)["commit"]
-        target = root / tree_name(commit)
-        if not target.is_file():
+        target, tree = root / tree_name(commit), archive(commit, root)
+        if not (target.is_file() and target.read_bytes() == tree):
             target.parent.mkdir(parents=True, exist_ok=True)
             staged = target.with_name(f".{target.name}.incoming")
-            staged.write_bytes(archive(commit))
+            staged.write_bytes(tree)
             os.replace(staged, target)
         said.append(f"{path.stem}: pinned to {commit[:12]}, carry {tree_name(commit)} "
-                    f"({target.stat().st_size / 2**20:.1f} MiB) with .whl to resume it")
+                    f"({len(tree) / 2**20:.1f} MiB) with .whl to resume it")
     return said
 
 
 def main(argv: list[str]) -> int:
-    if argv != ["carry"]:
-        print(__doc__.rsplit("\n\n", 1)[-1].strip(), file=sys.stderr)
-        return 2
+    """`carry`, or `field NAME FIELD`: the pin's FIELD, nothing where NAME is not pinned (the device script's
+    reading, so that it reads a pin as these tools do, and refuses one they refuse)."""
     try:
-        for line in carry():
-            print(line)
+        if argv == ["carry"]:
+            for line in carry():
+                print(line)
+            return 0
+        if len(argv) == 3 and argv[0] == "field" and argv[2] in FIELDS:
+            pinned = read(argv[1])
+            print(pinned[argv[2]] if pinned else "")
+            return 0
     except (PinError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    return 0
+    print(__doc__.rsplit("\n\n", 1)[-1].strip(), file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """tools/probe_gemm.py's rows variant: which matrix products inductor is made to write as a reduction."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,10 +25,12 @@ print(json.dumps(out))
 """
 
 
-def test_rows_mm_decomposes_only_few_rows_against_a_small_weight():
+def test_rows_mm_decomposes_only_few_rows_against_a_small_weight(tmp_path):
     over = 2 ** 22 // 64 + 1  # rows of 64: one row past ROWS_MM_MAX_WEIGHT's 2**22 values
+    # An empty inductor cache, as the probe gives each variant: a cached graph is not traced again, so the
+    # decomposition would not run (its table is not part of the cache's key)
     done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(over)], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["3x64"] == {"seen": {"decomposed": 1, "left_to_inductor": 0}, "close": True}

@@ -126,9 +126,9 @@ ray_importable() {  # whether Ray and what it needs import here (its wheel comes
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
 }
-sweep_running() {  # prints the first background step that runs (or will run) the sweep on this GPU, if any (or the
-  # probes: they time kernels, and nothing else may run on the GPU meanwhile)
-  local busy; for busy in inner-sweep inner-resume inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
+  # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps
+  local busy; for busy in inner-sweep inner-resume inner-engines inner-engines2 inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-updates inner-smol inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -224,15 +224,13 @@ case $step in
     pinned=$(pin_field commit) || exit 1
     PINNED=$pinned background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
   inner-sweep)
-    # A pinned sweep measures at its pin's code only: engines3 to engines6 reach this step in this tree, not
-    # through `sweep` or `resume`, which start it in the pinned tree (whose copy of this script has no pin to read)
-    want=$(pin_field code_sha256) || exit 1
-    if [ -n "$want" ]; then
-      got=$(python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
-      if [ "$got" != "$want" ]; then
-        echo "error: $SWEEP is pinned to code ${want:0:8} (sweeps-in-progress/$SWEEP.pin), this tree's is ${got:0:8}:"
-        echo "start it with \`sweep\` or \`resume\`, which run it in the pinned commit's tree"; exit 1
-      fi
+    # A pinned sweep runs in its pinned tree, through `sweep` or `resume`, whose copy of this script finds no pin
+    # there (the tree has no sweeps-in-progress/). Here, in this tree, it would run this tree's code and parameter
+    # file: engines3 to engines6 reach this step so, and are refused.
+    pinned=$(pin_field commit) || exit 1
+    if [ -n "$pinned" ]; then
+      echo "error: $SWEEP is pinned to ${pinned:0:12} (sweeps-in-progress/$SWEEP.pin): start it with \`sweep\` or"
+      echo "\`resume\`, which run it in that commit's tree"; exit 1
     fi
     into=$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | tail -1)
     keep=(); for from in ${KEEP_FROM:-}; do keep+=(--keep-from "$from"); done  # folders, space-separated

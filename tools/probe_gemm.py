@@ -176,7 +176,7 @@ def main() -> int:
         results.append(row)
         with open(args.out, "w") as handle:  # after each variant: a later one's crash keeps the earlier
             json.dump(results, handle, indent=1)
-    return 0
+    return 1 if any("error" in row for row in results) else 0
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ are what differs between the engines, not `other`):
 - on-device: the prompts already on the device (a device-to-device copy into the graph's buffers);
 - one-batch: one batch a call, for what is per call and what per batch.
 Per variant, the medians over 50 steady calls of the total and its parts, and the host time (not synchronized)
-of the parameter check and of the prompt loading, measured by wrapping them.
+of the parameter check and of each batch's prompt loading, measured by wrapping them. A copy from pageable
+host memory may wait for the stream (CUDA: "may synchronize"): the second batch's load would then hold the
+host until the first batch's replays end, which its host time shows (milliseconds, not microseconds), and the
+pinned and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
@@ -62,7 +65,7 @@ def one(variant: str, device: str) -> dict:
                    for b in batches]
     engine = GraphEngine(loaded.model, device, "unchecked" if variant == "unchecked" else "reuse",
                          params.prompt_len, params.max_new_tokens, attn=params.attn, steps_per_graph=params.steps_per_graph)
-    host = {"check_ms": 0.0, "load_ms": 0.0}
+    host: dict[str, list[float]] = {"check_ms": [], "load_ms": []}  # this call's, in the order they ran
 
     def timed(name, fn):
         def wrapper(*args, **kwargs):
@@ -70,24 +73,26 @@ def one(variant: str, device: str) -> dict:
             try:
                 return fn(*args, **kwargs)
             finally:
-                host[name] += (time.perf_counter() - begin) * 1e3
+                host[name].append((time.perf_counter() - begin) * 1e3)
         return wrapper
 
     engine.decide = timed("check_ms", engine.decide)
     rows = []
     for index in range(WARM + CALLS):
-        if index == WARM:
+        if index == WARM:  # the runners exist now (one per batch size: the workload has one)
             for runner in engine.runners.values():
                 runner.load = timed("load_ms", runner.load)
-            host.update(check_ms=0.0, load_ms=0.0)
+        for times in host.values():
+            times.clear()
         clock = CallClock(device).start()
         engine(batches, clock)
         clock.stop()
         if index >= WARM:
-            rows.append({"total_ms": clock.total_ms, **clock.breakdown})
+            assert len(host["check_ms"]) == 1 and len(host["load_ms"]) == len(batches), host
+            rows.append({"total_ms": clock.total_ms, **clock.breakdown, "host_check_ms": host["check_ms"][0],
+                         **{f"host_load_batch{i + 1}_ms": ms for i, ms in enumerate(host["load_ms"])}})
     median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
     return {"variant": variant, "device": device, "batches": len(batches), "calls": CALLS, "median_ms": median,
-            "host_per_call_ms": {key: value / CALLS for key, value in host.items()},
             "engine": engine.describe(), "torch": torch.__version__}
 
 
@@ -110,16 +115,17 @@ def main() -> int:
                               capture_output=True, text=True, env={**os.environ, "TEARDOWN_CUPTI": "1"})
         if done.returncode == 0:
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            m, h = row["median_ms"], row["host_per_call_ms"]
+            m = row["median_ms"]
+            loads = ", ".join(f"{m[key]:.3f}" for key in m if key.startswith("host_load_batch"))
             print(f"{variant}: total {m['total_ms']:.3f} ms, prefill {m['prefill']:.3f}, decode {m['decode']:.3f}, "
-                  f"other {m['other']:.3f}; host: check {h['check_ms']:.3f}, load {h['load_ms']:.3f}", flush=True)
+                  f"other {m['other']:.3f}; host: check {m['host_check_ms']:.3f}, load per batch {loads}", flush=True)
         else:
             row = {"variant": variant, "error": done.returncode, "stderr": done.stderr[-4000:]}
             print(f"{variant}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)
         results.append(row)
         with open(args.out, "w") as handle:
             json.dump(results, handle, indent=1)
-    return 0
+    return 1 if any("error" in row for row in results) else 0
 
 
 if __name__ == "__main__":

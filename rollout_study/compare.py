@@ -86,6 +86,14 @@ class SweepComparison:
         a, b = (w.get("total_seconds", w.get("seconds")) for w in self.walls)
         return a / b if a and b else None
 
+    @property
+    def agrees(self) -> bool:
+        """What `compare` exits 0 on: the same points, both wall times, and no point both finished whose tokens
+        or recorded workload differ (a ratio over sweeps that measured other things is no comparison)."""
+        common = self.common
+        return self.same_points and self.ratio is not None and not (
+            common is not None and (common.token_differences or common.workload_differences))
+
     def rows(self) -> list[dict]:
         keys = ("executor", "gpus", "workers", "start", "end")
         return [{"sweep": name, **{key: wall.get(key) for key in keys}, "launcher": launcher,

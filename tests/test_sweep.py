@@ -822,6 +822,8 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
         call.pop("tokens_sha256", None)
     second.write_text(json.dumps(unhashed), encoding="utf-8")
     moved = compare_sweeps(folder, twin).common
+    assert cli.main(["compare", str(folder), str(twin)]) == cli.EXIT_FAILED  # the same points, other tokens
+    capsys.readouterr()
     slugs = [entry["slug"] for entry in record["points"][:2]]
     assert [d.split(":")[0] for d in moved.token_differences] == [slugs[0]]
     assert moved.tokens_unchecked == (slugs[1],)

@@ -1,6 +1,7 @@
 """A kept sweep pinned to one commit's code (tools/sweep_pin.py) counts the points of that code, whatever the
 package is now, and the device script resumes it in that commit's tree."""
 import importlib.util
+import io
 import json
 import os
 import re
@@ -110,18 +111,26 @@ def _git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _published_point() -> dict:
+    return json.loads(next((ROOT / "reports" / "sweep-h200-tiny" / "points").glob("*.json")).read_text())
+
+
 @pytest.fixture(scope="module")
 def pinned_repo(tmp_path_factory):
-    """A repository whose commit A holds this package with params/sweep-cpu.yaml at 3 new tokens; its working
-    tree has 5 (this repository's has 4): only A's own file names A's points. Pinned to A, with a kept folder
-    listing A's points, one of them on disk (a real result, measured by this code)."""
-    from rollout_study.environment import code_fingerprint
+    """A repository whose commit A holds the package that measured a published point (from this repository's
+    history: its fingerprint is the point's) with params/sweep-cpu.yaml at 3 new tokens; its working tree has 5
+    (this repository's has 4): only A's own file names A's points. Pinned to A."""
     from rollout_study.sweep import SweepSpec, point_hash
 
+    measured = _published_point()["metadata"]["git"]
+    if not _has_commit(measured["commit"]):
+        pytest.skip("a shallow clone lacks the commit that measured the published points")
     repo = tmp_path_factory.mktemp("pinned") / "repo"
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "rollout_study", repo / "rollout_study", ignore=ignore)
-    shutil.copytree(ROOT / "notebooks", repo / "notebooks", ignore=ignore)
+    repo.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", measured["commit"], "rollout_study",
+                              "notebooks"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(repo, filter="data")
     (repo / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "device-wheels.txt", repo / "tools")
     (repo / "params").mkdir()
@@ -132,14 +141,16 @@ def pinned_repo(tmp_path_factory):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "A")
     commit = _git(repo, "rev-parse", "HEAD")
-    files = [f"{slug}-{point_hash(params)}.json"
-             for slug, params in SweepSpec.from_yaml(str(repo / "params" / "sweep-cpu.yaml")).points()]
     (repo / "params" / "sweep-cpu.yaml").write_text(text.replace("\nmax_new_tokens: 4\n", "\nmax_new_tokens: 5\n"))
+    # the working tree's points, as this repository's code names them: none of them is A's
+    elsewhere = [f"{slug}-{point_hash(params)}.json"
+                 for slug, params in SweepSpec.from_yaml(str(repo / "params" / "sweep-cpu.yaml")).points()]
     (repo / "sweeps-in-progress").mkdir()
-    pinned = {"commit": commit, "code_sha256": code_fingerprint(str(repo))}
-    assert pinned["code_sha256"] == code_fingerprint()  # the package as it is here: a real result of it fits
+    pinned = {"commit": commit, "code_sha256": measured["code_sha256"]}
     (repo / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text(pinned["commit"], pinned["code_sha256"]))
-    return repo, pinned, files
+    files = sweep_pin.pinned_sweep(commit, "sweep-cpu", repo)["files"]  # A's points, as A's code names them
+    assert len(files) == 2 and not set(files) & set(elsewhere)
+    return repo, pinned, files, elsewhere
 
 
 def _kept(parent: Path, files: list[str], fingerprint: str) -> Path:
@@ -147,7 +158,7 @@ def _kept(parent: Path, files: list[str], fingerprint: str) -> Path:
     fingerprint set to `fingerprint`."""
     folder = parent / ".sweep-cpu.partial-kept"
     (folder / "points").mkdir(parents=True)
-    real = json.loads(next((ROOT / "reports" / "sweep-h200-tiny" / "points").glob("*.json")).read_text())
+    real = _published_point()
     real["metadata"]["git"]["code_sha256"] = fingerprint
     (folder / "points" / files[0]).write_text(json.dumps(real))
     entries = [{"order": index, "file": f"points/{file}", "status": "valid"} for index, file in enumerate(files)]
@@ -157,13 +168,12 @@ def _kept(parent: Path, files: list[str], fingerprint: str) -> Path:
 
 
 def test_a_pinned_sweep_is_held_to_its_commits_parameter_file_and_code(pinned_repo, tmp_path):
-    repo, pinned, files = pinned_repo
+    repo, pinned, files, elsewhere = pinned_repo
     assert keep_sweep.problems(_kept(tmp_path / "a", files, pinned["code_sha256"]), repo) == []
-    # a point the pinned file does not name (it would be one of the working tree's, or this repository's)
-    found = keep_sweep.problems(_kept(tmp_path / "b", files + ["sweep-cpu-other-000000000000.json"],
-                                      pinned["code_sha256"]), repo)
-    assert found == [f"points/sweep-cpu-other-000000000000.json: no longer a point of params/sweep-cpu.yaml at "
-                     f"{pinned['commit'][:12]}"]
+    # points the pinned file does not name: the working tree's
+    found = keep_sweep.problems(_kept(tmp_path / "b", files + elsewhere, pinned["code_sha256"]), repo)
+    assert found == [f"points/{file}: no longer a point of params/sweep-cpu.yaml at {pinned['commit'][:12]}"
+                     for file in sorted(elsewhere)]
     # a point of other code
     found = keep_sweep.problems(_kept(tmp_path / "c", files, "0" * 64), repo)
     assert [line for line in found if "measured by code 00000000" in line] == [f"points/{files[0]}: measured by code 00000000, the code is pinned to {pinned['code_sha256'][:8]}: "
@@ -171,7 +181,7 @@ def test_a_pinned_sweep_is_held_to_its_commits_parameter_file_and_code(pinned_re
 
 
 def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_path):
-    repo, pinned, files = pinned_repo
+    repo, pinned, files, _ = pinned_repo
     wrong = tmp_path / "repo"
     shutil.copytree(repo, wrong)
     (wrong / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text(pinned["commit"], "1" * 64))
@@ -185,7 +195,7 @@ def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_pat
 
 
 def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo):
-    repo, pinned, _ = pinned_repo
+    repo, pinned, *_ = pinned_repo
     said = sweep_pin.carry(repo)
     tree = repo / sweep_pin.tree_name(pinned["commit"])
     assert said == [f"sweep-cpu: pinned to {pinned['commit'][:12]}, carry .carry/tree-{pinned['commit'][:12]}.tar "

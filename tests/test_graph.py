@@ -1,4 +1,6 @@
 """The graph engine's static path against generate(), and its parameter-version check (CPU)."""
+import copy
+
 import pytest
 import torch
 
@@ -83,7 +85,7 @@ def test_in_place_update_is_seen_by_both_policies(tiny):
     assert reuse.check_parameters() == "unchanged"
 
 
-@pytest.mark.parametrize("replace", ["parameter", "data", "load_state_dict_assign"])
+@pytest.mark.parametrize("replace", ["parameter", "data", "load_state_dict_assign", "module"])
 def test_reuse_never_keeps_a_graph_whose_addresses_changed(tiny, replace):
     _, loaded = tiny()
     model = loaded.model
@@ -94,11 +96,29 @@ def test_reuse_never_keeps_a_graph_whose_addresses_changed(tiny, replace):
             proj.weight = torch.nn.Parameter(proj.weight.detach().clone())
         elif replace == "data":
             proj.weight.data = proj.weight.data.clone()
+        elif replace == "module":  # a new submodule: the walk must go down the new tree, not a remembered one
+            model.model.layers[1].self_attn.q_proj = copy.deepcopy(proj)
         else:
             state = {k: v.clone() for k, v in model.state_dict().items()}
             model.load_state_dict(state, assign=True)
     assert engine.check_parameters() == "dropped"
     assert runner(engine).graphs is None and engine.signature is None
+
+
+def test_the_walk_finds_what_named_modules_finds_in_its_order(tiny):
+    from rollout_study.engines.graph import _walk
+
+    _, loaded = tiny()
+    model = loaded.model
+    model.model.layers[0].shared = model.model.layers[1].mlp  # a module held twice is walked once
+    model.model.layers[0].absent = None
+    expected = [t for _, module in model.named_modules() for t in
+                [*module._parameters.values(), *module._buffers.values()] if t is not None]
+    tensors, (model_id, training, adapters) = _walk(model)
+    assert [id(t) for t in tensors] == [id(t) for t in expected] and len(expected) > 20
+    assert (model_id, training, adapters) == (id(model), model.training, ())
+    model.model.layers[1].mlp.merged_adapters = ["x"]  # set on the instance, as some adapters do
+    assert _walk(model)[1][2] == (("model.layers.0.shared", "['x']", "None", "None"),)
 
 
 def test_graph_engine_follows_an_update(tiny):

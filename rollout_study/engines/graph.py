@@ -39,21 +39,38 @@ class GraphRefused(RuntimeError):
 ADAPTER_STATE = ("merged_adapters", "active_adapters", "disable_adapters")
 
 
+_DECLARES_ADAPTERS: dict[type, bool] = {}  # per module class: does it declare PEFT's adapter state
+
+
 def _walk(model) -> tuple[list, tuple]:
     """Every parameter and buffer, and the forward's Python state, in one pass over the modules.
 
-    One pass because the engine reads this before every call: three walks (parameters, buffers,
-    adapters) cost about as much host time as the rollout's prefill on the tiny model. Tied
-    tensors appear once per module that holds them, the same way every call.
+    One pass, and by hand rather than through `named_modules` (its generators, memo and names cost
+    half the walk), because the engine reads this before every call: on the tiny model the check was
+    most of a steady call's host time outside its replays (reports/probes-h200, probe-rest). Modules come
+    in `named_modules`' order (depth first, each once); tied tensors appear once per module that holds
+    them, the same way every call.
     """
-    tensors, adapters = [], []
-    for name, module in model.named_modules():
+    tensors, adapters, seen = [], [], set()
+    stack = [("", model)]
+    while stack:
+        name, module = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
         tensors.extend(t for t in module._parameters.values() if t is not None)
         tensors.extend(t for t in module._buffers.values() if t is not None)
         # Not hasattr(module, ...): a miss goes through nn.Module.__getattr__ and its exception, about
-        # 2 us a module, before every call. PEFT's layers declare it on the class, or set it on the instance.
-        if hasattr(type(module), "merged_adapters") or "merged_adapters" in module.__dict__:
+        # 2 us a module. PEFT's layers declare it on the class (asked once per class), or set it on the instance.
+        kind = type(module)
+        declares = _DECLARES_ADAPTERS.get(kind)
+        if declares is None:
+            declares = _DECLARES_ADAPTERS[kind] = hasattr(kind, "merged_adapters")
+        if declares or "merged_adapters" in module.__dict__:
             adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
+        if module._modules:
+            prefix = name + "." if name else ""
+            stack.extend((prefix + key, child) for key, child in reversed(module._modules.items()) if child is not None)
     return tensors, (id(model), model.training, tuple(adapters))
 
 
@@ -70,7 +87,7 @@ def parameter_signature(model) -> tuple:
     address alone is not enough (a new tensor of another shape or layout can reuse freed memory).
     """
     tensors, state = _walk(model)
-    return tuple((t.data_ptr(), t._version, tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors), state
+    return tuple((t.data_ptr(), t._version, t.shape, t.stride(), t.dtype, t.device) for t in tensors), state
 
 
 def _layout(signature: tuple) -> tuple:
@@ -94,7 +111,7 @@ def check_replayable(model, device: torch.device, signature: tuple | None = None
     With the signature just taken, the devices are read from it, and the model is walked again (for
     the names) only when one is elsewhere.
     """
-    if signature is not None and not any(_elsewhere(entry[5], device) for entry in signature[0]):
+    if signature is not None and not any(_elsewhere(where, device) for where in {entry[5] for entry in signature[0]}):
         return
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
         if _elsewhere(tensor.device, device):

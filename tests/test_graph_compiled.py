@@ -116,3 +116,33 @@ def test_graphs_of_one_bucket_share_one_compiled_step_and_warm_up_once(tiny):
     assert notes["graphs_compiled"] == 2 and notes["compile_runs"] == 2
     assert notes["compiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + new}]x5 (batch 2)"]
     assert parity.compare(out, reference(loaded.model, w.batches, new, 0, "cpu"))["ok"]
+
+
+def test_row_reductions_take_a_decode_steps_products_on_cuda_and_leave_the_rest():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from rollout_study.engines.graph_compiled import REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, row_reductions
+
+    seen = {"as_reductions": 0, "left_to_inductor": 0}
+    table = row_reductions(seen)
+
+    def products(rows, weight, big, many, rows_cpu, weight_cpu):
+        return rows @ weight, rows @ big, many @ weight, rows_cpu @ weight_cpu
+
+    with FakeTensorMode():  # CUDA tensors without a GPU: only their metadata is traced
+        def cuda(*shape):
+            return torch.empty(*shape, device="cuda", dtype=torch.float16)
+        graph = make_fx(products, decomposition_table=table)(
+            cuda(4, 64), cuda(64, 32), cuda(64, REDUCTION_MAX_WEIGHT // 64 + 1), cuda(REDUCTION_MAX_ROWS + 1, 64),
+            torch.empty(4, 64), torch.empty(64, 32)).graph
+    ops = [str(node.target) for node in graph.nodes if node.op == "call_function"]
+    # the first product only: a multiply and a sum over the shared dimension, in FP32, rounded once to FP16
+    assert ops.count("aten.mm.default") == 3 and ops.count("aten.sum.dim_IntList") == 1
+    total = next(node for node in graph.nodes if str(node.target) == "aten.sum.dim_IntList")
+    rounded = list(total.users)
+    assert [(str(n.target), n.args[1]) for n in rounded] == [("prims.convert_element_type.default", torch.float16)]
+    product = total.args[0]
+    upcast = [n.args[0] for n in product.args]  # through the unsqueezes, to the converts
+    assert [(str(n.target), n.args[1]) for n in upcast] == [("prims.convert_element_type.default", torch.float32)] * 2
+    assert seen == {"as_reductions": 1, "left_to_inductor": 3}

@@ -56,6 +56,10 @@
 #               tools/probe_gemm.py before the sweep (-> /tmp/out/probe-gemm.json and .log)
 #   probes      tools/probe_rest.py, then tools/probe_gemm.py's variants PROBE_VARIANTS, in the background, in
 #               this tree; log /tmp/probes.log, output /tmp/out/probe-{rest,gemm-rows}.{json,log} for `fetch`
+#   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
+#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets, each packed
+#               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
+#               ENGINES7-DONE is in the log)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -128,7 +132,7 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
 }
 sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
   # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps
-  local busy; for busy in inner-sweep inner-resume inner-engines inner-engines2 inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-updates inner-smol inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+  local busy; for busy in inner-sweep inner-resume inner-engines inner-engines2 inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-engines7 inner-updates inner-smol inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
@@ -328,6 +332,17 @@ case $step in
     python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
     echo "CLIFF-PROBE-DONE (exit $?)"
     source tools/h200-reports.sh inner-sweep local ;;
+  engines7)
+    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
+    export PACK=/tmp/out
+    background /tmp/i11g.log inner-engines7 ;;
+  inner-engines7)
+    mkdir -p /tmp/out
+    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
+    run reference-tiny-all; echo TINY-DONE
+    wait_for_model
+    run pretrained-smollm2-all; echo SMOL-ALL-DONE
+    run smollm2-buckets; echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset
@@ -390,6 +405,6 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
     done ;;
   fetch)
-    tail -5 /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac
 ls -la "$OUT"

@@ -18,6 +18,8 @@ The later variants test what a decode step's products are: a few rows (one per s
 a matrix-vector product more than a GEMM. `compiled-rows-mm` has inductor write them as a fused reduction
 (use_rows_mm), as it does for one row with coordinate-descent tuning (`compiled-cdt`), the way gpt-fast
 reaches the bandwidth floor at batch 1; `compiled-rows-mm-cdt` tunes those reductions too.
+Since commit 7326f56 graph-compiled writes those products as reductions itself (row_reductions), so `compiled`
+there is what `compiled-rows-mm` was here, and the rows-mm variants decompose what is left.
 Nothing here is part of the study's measuring code: the sweep's points keep their fingerprint.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_gemm.py OUT.json [--model NAME] [--variants a,b]
 On a CPU host (plumbing only, no graphs): python3 tools/probe_gemm.py OUT.json --device cpu --model synthetic

@@ -111,7 +111,7 @@ def test_the_walk_finds_what_named_modules_finds_in_its_order(tiny):
     _, loaded = tiny()
     model = loaded.model
     model.model.layers[0].shared = model.model.layers[1].mlp  # a module held twice is walked once
-    model.model.layers[0].absent = None
+    model.model.layers[0].register_module("absent", None)
     expected = [t for _, module in model.named_modules() for t in
                 [*module._parameters.values(), *module._buffers.values()] if t is not None]
     tensors, (model_id, training, adapters) = _walk(model)

@@ -146,3 +146,36 @@ def test_row_reductions_take_a_decode_steps_products_on_cuda_and_leave_the_rest(
     upcast = [n.args[0] for n in product.args]  # through the unsqueezes, to the converts
     assert [(str(n.target), n.args[1]) for n in upcast] == [("prims.convert_element_type.default", torch.float32)] * 2
     assert seen == {"as_reductions": 1, "left_to_inductor": 3}
+
+
+def _product(x, w):
+    return torch.relu(x @ w)
+
+
+def test_the_reduction_backend_traces_each_compile_and_keeps_inductors_own_cache(tmp_path, monkeypatch):
+    # inductor on the CPU (a C++ compile, a few seconds): products there are left to inductor, but counted
+    # when traced, which is what shows whether a compile was traced or taken from AOTAutograd's cache
+    import types
+
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    x, w = torch.randn(4, 16), torch.randn(16, 8)
+
+    def fresh():  # a code object of its own, as each of the engine's steps has
+        return types.FunctionType(_product.__code__.replace(), globals(), "_product")
+
+    with torch.no_grad():
+        # a plain inductor compile of the same graph first: it leaves an entry in AOTAutograd's cache
+        plain = torch.compile(fresh(), backend="inductor", options=dict(graph_compiled.INDUCTOR_OPTIONS),
+                              fullgraph=True, dynamic=False)
+        torch.testing.assert_close(plain(x, w), _product(x, w))
+        for round in range(2):
+            seen = {"as_reductions": 0, "left_to_inductor": 0}
+            hits = counters["inductor"]["fxgraph_cache_hit"]
+            step = torch.compile(fresh(), backend=graph_compiled.inductor_with_row_reductions(seen), fullgraph=True,
+                                 dynamic=False)
+            torch.testing.assert_close(step(x, w), _product(x, w))
+            assert seen == {"as_reductions": 0, "left_to_inductor": 1}, (round, seen)
+            if round:  # the second: inductor's cache keyed it (the table pickles), not bypassed
+                assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1, dict(counters["inductor"])

@@ -19,6 +19,8 @@ the meta device), a checking policy refuses with `GraphRefused` rather than repl
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from ..params import DIAGNOSTIC_POLICIES
@@ -39,7 +41,8 @@ class GraphRefused(RuntimeError):
 ADAPTER_STATE = ("merged_adapters", "active_adapters", "disable_adapters")
 
 
-_DECLARES_ADAPTERS: dict[type, bool] = {}  # per module class: does it declare PEFT's adapter state
+# Per module class: does it declare PEFT's adapter state (weak: torch.fx and parametrize make a class per module)
+_DECLARES_ADAPTERS: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
 
 
 def _walk(model) -> tuple[list, tuple]:

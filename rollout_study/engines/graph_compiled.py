@@ -16,10 +16,12 @@ refresh policies are exactly the `graph` engine's. What compiling adds:
   recompile limit, per code object: shared, batch sizes times buckets times engines could reach
   the default limit of 8. `fullgraph=True` makes a graph break or a reached limit raise instead of falling back
   to eager code silently.
-- With inductor on CUDA, a decode step's matrix products (a few rows, one per sequence, against a
-  weight) are written as fused multiply-and-sum reductions (`row_reductions`) instead of cuBLAS's
-  FP32 GEMV and SIMT kernels: on the SmolLM2 shape in FP32 that took summed kernel time from 154 to
-  105 ms a call, 2.1x under the graph engine's 226 (reports/probes-h200, probe-gemm).
+- With inductor on CUDA, matrix products (aten.mm) of a few rows against a weight that stays in L2 (a
+  decode step's, one row per sequence, and the vocabulary projection of the prefill's last position)
+  are written as fused multiply-and-sum reductions (`row_reductions`) instead of cuBLAS's kernels, in
+  every dtype; biased projections (addmm) and batched products are left as they are. On the SmolLM2
+  shape in FP32 that took summed kernel time from 154 to 105 ms a call, 2.1x under the graph engine's
+  226 (reports/probes-h200, probe-gemm).
 """
 from __future__ import annotations
 
@@ -49,9 +51,24 @@ RECOMPILE_LIMIT = 16
 # SmolLM2's vocabulary projection (49,152 x 576) and the 1B shape's MLP stay with cuBLAS.
 REDUCTION_MAX_ROWS = 16
 REDUCTION_MAX_WEIGHT = 2 ** 22
+# Stands for row_reductions' code in inductor's cache key (RowReductionTable): change it with that code.
+REDUCTIONS_VERSION = 1
 
 
-def row_reductions(seen: dict[str, int]) -> dict:
+class RowReductionTable(dict):
+    """The decomposition table, pickled as what it is made from: torch 2.13 puts the table of a
+    compile_fx call into inductor's cache key, and most of its functions cannot be pickled, which
+    would bypass the cache (every compile from scratch) instead of keying it."""
+
+    def __reduce__(self):
+        return _table_for_key, (REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, REDUCTIONS_VERSION)
+
+
+def _table_for_key(rows: int, weight: int, version: int) -> RowReductionTable:
+    return row_reductions({"as_reductions": 0, "left_to_inductor": 0})
+
+
+def row_reductions(seen: dict[str, int]) -> RowReductionTable:
     """Inductor's decomposition table, with aten.mm of a few rows on CUDA as (a[:, :, None] * b[None]).sum(1).
 
     Inductor fuses that into one reduction kernel, with the RMSNorm or activation before it, as it does
@@ -61,7 +78,7 @@ def row_reductions(seen: dict[str, int]) -> dict:
     """
     from torch._inductor import decomposition
 
-    table = dict(decomposition.select_decomp_table())
+    table = RowReductionTable(decomposition.select_decomp_table())
     aten = torch.ops.aten
     inductors = table.get(aten.mm.default)
 
@@ -85,12 +102,13 @@ def inductor_with_row_reductions(seen: dict[str, int]):
     """A torch.compile backend: inductor with the engine's options and `row_reductions`."""
 
     def backend(gm, example_inputs):
+        import torch._functorch.config
         from torch._inductor.compile_fx import compile_fx
 
         # AOTAutograd's cache keys a compiled graph by the graph dynamo traced and the configs, not by
         # the decomposition table: it would hand this compile one made without the reductions (and
-        # one made with them to a later plain inductor compile). Inductor's own cache keys the graph
-        # after decomposition, so it tells them apart.
+        # one made with them to a later plain inductor compile), untraced. Inductor's own cache keys
+        # the graph after decomposition (and on torch 2.13 the table too), so it tells them apart.
         with torch._functorch.config.patch(enable_autograd_cache=False):
             return compile_fx(gm, example_inputs, config_patches=dict(INDUCTOR_OPTIONS),
                               decompositions=row_reductions(seen))
@@ -191,7 +209,7 @@ class GraphCompiledEngine(GraphEngine):
             clock.add("compile", compiling)
             clock.add("warmup", end - begin - compiling)
             if new:
-                for way, count in step.matmuls.items():  # traced by this step's compiles just now
+                for way, count in (step.matmuls.items() if notes["matmuls"] is not None else ()):  # by these compiles
                     notes["matmuls"][way] += count - traced[way]
                 notes["graphs_compiled"] += new
                 notes["recompiled" if before else "compiled"].append(f"{name} (batch {runner.out.shape[0]})")
@@ -202,7 +220,8 @@ class GraphCompiledEngine(GraphEngine):
 
     def __call__(self, batches, clock: CallClock):
         self._compile_notes = {"graphs_compiled": 0, "compiled": [], "recompiled": [], "compile_runs": 0,
-                               "matmuls": {"as_reductions": 0, "left_to_inductor": 0},
+                               # aten.mm products inductor traced, per way (row_reductions); None: no inductor
+                               "matmuls": {"as_reductions": 0, "left_to_inductor": 0} if self.backend == "inductor" else None,
                                "compiles_in_rollout": 0}
         before = compiled_graphs()
         try:

@@ -57,7 +57,7 @@
 #   probes      tools/probe_rest.py, then tools/probe_gemm.py's variants PROBE_VARIANTS, in the background, in
 #               this tree; log /tmp/probes.log, output /tmp/out/probe-{rest,gemm-rows}.{json,log} for `fetch`
 #   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
-#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets, each packed
+#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all, each packed
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
 #               ENGINES7-DONE is in the log)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
@@ -341,8 +341,7 @@ case $step in
     cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
     run reference-tiny-all; echo TINY-DONE
     wait_for_model
-    run pretrained-smollm2-all; echo SMOL-ALL-DONE
-    run smollm2-buckets; echo ENGINES7-DONE ;;
+    run pretrained-smollm2-all; echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset

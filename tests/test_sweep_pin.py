@@ -229,13 +229,13 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
     (stub / "tools").mkdir()
     (stub / "tools" / "h200-reports.sh").write_text(
         'echo "$1 $ROLLOUT_STUDY_COMMIT $(python3 -c "import rollout_study; print(rollout_study.__file__)") '
-        '$(ls -A runs)" > seen.txt\n')
+        '$(ls -A runs)" > seen.txt\nsleep 120\n')  # a step that runs on: background() must return at once
     work = Path(f"/tmp/work-{step}")
 
     def background(pin_code: str) -> subprocess.CompletedProcess:
         (device / "sweeps-in-progress" / "sw.pin").write_text(_pin_text(commit, pin_code))
         return subprocess.run(["bash", "-c", f'{functions}\nPINNED={commit} background "$PWD/log" {step}'],
-                              cwd=device, capture_output=True, text=True, timeout=60,
+                              cwd=device, capture_output=True, text=True, timeout=30,
                               env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40})
 
     (device / "sweeps-in-progress" / "sw.pin").write_text("commit:\t" + commit + "\ncode_sha256: short\n")
@@ -255,8 +255,11 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         assert (work / "seen.txt").read_text().split() == [step, commit, str(work / "rollout_study" / "__init__.py"),
                                                             ".sw.partial-x"]
     finally:
+        pid = Path(f"{work}.pid")
+        if pid.exists():  # the step, still sleeping: its process group (setsid)
+            subprocess.run(["kill", "--", f"-{pid.read_text().strip()}"], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
-        Path(f"{work}.pid").unlink(missing_ok=True)
+        pid.unlink(missing_ok=True)
 
 
 def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):

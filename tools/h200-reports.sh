@@ -181,8 +181,10 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   # The commit a run names is the tree's it runs in (the pinned one's there), and its package is that tree's:
   # device-env.sh sets PYTHONPATH again from there, but not before the script has started. A pinned tree runs its
   # own h200-reports.sh and device-env.sh for the step: what changed in them since does not reach it.
-  (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} setsid nohup bash -c \
-    "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 & echo $! > "$work.pid")
+  # exec: without it the backgrounded `cd && ...` stays a subshell that holds this script's stdout until the step
+  # ends, so a caller reading it through a pipe (`... | tail`) waited the whole step (2026-12-03: a call timed out)
+  (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} exec setsid nohup \
+    bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")
   sleep 5; tail -5 "$1"
 }
 case $step in

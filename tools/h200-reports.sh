@@ -59,7 +59,7 @@
 #   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
 #               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all, each packed
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
-#               ENGINES7-DONE is in the log)
+#               ENGINES7-DONE is in the log); SMOL_ONLY=1: pretrained-smollm2-all alone
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -340,8 +340,10 @@ case $step in
     background /tmp/i11g.log inner-engines7 ;;
   inner-engines7)
     mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
-    run reference-tiny-all; echo TINY-DONE
+    if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
+      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
+      run reference-tiny-all; echo TINY-DONE
+    fi
     wait_for_model
     run pretrained-smollm2-all; echo ENGINES7-DONE ;;
   resume)

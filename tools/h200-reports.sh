@@ -57,9 +57,9 @@
 #   probes      tools/probe_rest.py, then tools/probe_gemm.py's variants PROBE_VARIANTS, in the background, in
 #               this tree; log /tmp/probes.log, output /tmp/out/probe-{rest,gemm-rows}.{json,log} for `fetch`
 #   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
-#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all, each packed
+#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets-compiled, each packed
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
-#               ENGINES7-DONE is in the log); SMOL_ONLY=1: pretrained-smollm2-all alone
+#               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -345,7 +345,8 @@ case $step in
       run reference-tiny-all; echo TINY-DONE
     fi
     wait_for_model
-    run pretrained-smollm2-all; echo ENGINES7-DONE ;;
+    run pretrained-smollm2-all; echo SMOL-ALL-DONE
+    run smollm2-buckets-compiled; echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset

@@ -25,6 +25,17 @@ from .record import PARTS
 
 
 
+# Timing events handed from one call to the next, per device: torch creates the CUDA event behind a
+# torch.cuda.Event at its first record, so a fresh pair per device part put that creation inside every
+# measured call, a cost of the instrument itself. A call's events come back here once it has read them.
+_SPARE_EVENTS: dict[int, list] = {}
+
+
+def _timing_event(device: torch.device):
+    spare = _SPARE_EVENTS.get(device.index)
+    return spare.pop() if spare else torch.cuda.Event(enable_timing=True)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -33,6 +44,8 @@ def synchronize(device: torch.device) -> None:
 class CallClock:
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:  # by index: the spare events are per device
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.parts = {name: 0.0 for name in PARTS if name != "other"}
         self._start: float | None = None
         self._active: str | None = None
@@ -73,7 +86,7 @@ class CallClock:
                 yield
             return
         self._open(name)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin, end = _timing_event(self.device), _timing_event(self.device)
         begin.record()
         try:
             yield
@@ -90,8 +103,10 @@ class CallClock:
         if self._start is None:
             raise RuntimeError("CallClock.stop() before start()")
         total = self.now() - self._start
+        spare = _SPARE_EVENTS.setdefault(self.device.index, [])
         for name, begin, end in self._events:
             self.parts[name] += begin.elapsed_time(end) / 1e3
+            spare += (begin, end)
         self._events = []
         breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
         # The total is measured on its own; `other` is what the parts leave of it. Parts that add

@@ -73,6 +73,28 @@ def test_capture_then_replays_reproduce_generate_and_time_on_events(setup):
     assert _matches(model, engine, workload)["ok"]
 
 
+def test_device_parts_reuse_the_events_of_the_call_before():
+    """A call's timing events are the ones an earlier call read and gave back: none is created (the CUDA event
+    behind it made at its first record) inside a measured call once one call has run."""
+    x = torch.randn(256, 256, device="cuda")
+
+    def timed():
+        clock = CallClock("cuda").start()
+        for part in ("prefill", "decode"):
+            with clock.device_part(part):
+                x @ x
+        used = [event for _, begin, end in clock._events for event in (begin, end)]  # held: ids stay unique
+        clock.stop()
+        return used, clock
+
+    timed()
+    used, clock = timed()
+    again, _ = timed()
+    assert len({id(event) for event in used}) == 4 and {id(e) for e in again} == {id(e) for e in used}
+    assert clock.breakdown["prefill"] > 0 and clock.breakdown["decode"] > 0
+    assert not clock.overlap_check(clock.breakdown)["flagged"]
+
+
 @pytest.mark.parametrize("flavour", ["foreach", "fused"])
 def test_both_policies_follow_fused_and_foreach_optimizers(setup, flavour):
     model, workload = setup

@@ -139,15 +139,17 @@ def test_recapture_drops_after_every_update_it_is_told_of_even_without_a_version
     _, loaded = tiny()
     recapture = engine_with_fake_graph(loaded.model, "recapture")
     reuse = engine_with_fake_graph(loaded.model, "reuse")
+    versions = engine_with_fake_graph(loaded.model, "version-only")
     before = parameter_signature(loaded.model)
     # Nothing changes in the counters: what a fused optimizer's step looks like to them on CUDA.
     assert parameter_signature(loaded.model) == before
     assert recapture.check_parameters() == "unchanged"  # why the version counter alone is not enough
     runner(recapture).graphs = (FakeGraph(), FakeGraph())
-    for engine in (recapture, reuse):
+    for engine in (recapture, reuse, versions):
         engine.weights_updated()
     assert recapture.check_parameters() == "dropped" and runner(recapture).graphs is None
     assert reuse.check_parameters() == "kept" and runner(reuse).graphs is not None
+    assert versions.check_parameters() == "unchanged"  # told, but it reads the counters alone
     assert reuse.check_parameters() == "unchanged"  # told once, checked once
 
 

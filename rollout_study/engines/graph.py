@@ -19,8 +19,6 @@ the meta device), a checking policy refuses with `GraphRefused` rather than repl
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from ..params import DIAGNOSTIC_POLICIES
@@ -41,40 +39,39 @@ class GraphRefused(RuntimeError):
 ADAPTER_STATE = ("merged_adapters", "active_adapters", "disable_adapters")
 
 
-# Per module class: does it declare PEFT's adapter state (weak: torch.fx and parametrize make a class per module)
-_DECLARES_ADAPTERS: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
-
-
 def _walk(model) -> tuple[list, tuple]:
     """Every parameter and buffer, and the forward's Python state, in one pass over the modules.
 
     One pass, and by hand rather than through `named_modules` (its generators, memo and names cost
-    half the walk), because the engine reads this before every call: on the tiny model the check was
-    most of a steady call's host time outside its replays (reports/probes-h200, probe-rest). Modules come
-    in `named_modules`' order (depth first, each once); tied tensors appear once per module that holds
-    them, the same way every call.
+    more than the rest of the walk), because the engine reads this before every call: on the tiny model
+    the check was most of a steady call's host time outside its replays (reports/probes-h200,
+    probe-rest). Modules come in `named_modules`' order (depth first, each once); tied tensors appear
+    once per module that holds them, the same way every call. Names are looked up only where a module
+    holds adapter state (PEFT), which is rare.
     """
-    tensors, adapters, seen = [], [], set()
-    stack = [("", model)]
+    tensors, adapted, seen = [], [], set()
+    stack = [model]
     while stack:
-        name, module = stack.pop()
-        if id(module) in seen:
+        module = stack.pop()
+        key = id(module)
+        if module is None or key in seen:  # None: a child registered as None
             continue
-        seen.add(id(module))
-        tensors.extend(t for t in module._parameters.values() if t is not None)
-        tensors.extend(t for t in module._buffers.values() if t is not None)
-        # Not hasattr(module, ...): a miss goes through nn.Module.__getattr__ and its exception, about
-        # 2 us a module. PEFT's layers declare it on the class (asked once per class), or set it on the instance.
-        kind = type(module)
-        declares = _DECLARES_ADAPTERS.get(kind)
-        if declares is None:
-            declares = _DECLARES_ADAPTERS[kind] = hasattr(kind, "merged_adapters")
-        if declares or "merged_adapters" in module.__dict__:
-            adapters.append((name, *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE)))
+        seen.add(key)
+        tensors += module._parameters.values()
+        tensors += module._buffers.values()
+        # On the class, not the instance: a miss on the instance goes through nn.Module.__getattr__ and its
+        # exception, about 2 us a module. PEFT's layers declare it on the class, or set it on the instance.
+        if hasattr(type(module), "merged_adapters") or "merged_adapters" in module.__dict__:
+            adapted.append(module)
         if module._modules:
-            prefix = name + "." if name else ""
-            stack.extend((prefix + key, child) for key, child in reversed(module._modules.items()) if child is not None)
-    return tensors, (id(model), model.training, tuple(adapters))
+            stack += reversed(module._modules.values())
+    tensors = [t for t in tensors if t is not None]  # a parameter or buffer registered as None
+    adapters = ()
+    if adapted:
+        names = {id(module): name for name, module in model.named_modules()}
+        adapters = tuple((names[id(module)], *(repr(getattr(module, attr, None)) for attr in ADAPTER_STATE))
+                         for module in adapted)
+    return tensors, (id(model), model.training, adapters)
 
 
 def forward_state(model) -> tuple:
@@ -90,7 +87,7 @@ def parameter_signature(model) -> tuple:
     address alone is not enough (a new tensor of another shape or layout can reuse freed memory).
     """
     tensors, state = _walk(model)
-    return tuple((t.data_ptr(), t._version, t.shape, t.stride(), t.dtype, t.device) for t in tensors), state
+    return tuple([(t.data_ptr(), t._version, t.shape, t.stride(), t.dtype, t.device) for t in tensors]), state
 
 
 def _layout(signature: tuple) -> tuple:
@@ -200,6 +197,10 @@ class GraphEngine(Engine):
         current = parameter_signature(self.model)
         check_replayable(self.model, self.device, current)
         self._current = current
+        if current == self.signature:  # the common case, decided without the layouts' lists
+            if not self.told_updated or self.policy == "version-only":
+                return "unchanged"
+            return "drop" if self.policy == "recapture" else "kept"
         if self.policy == "version-only":
             return "drop" if _versions(current) != _versions(self.signature) else "unchanged"
         if self.policy == "recapture":
@@ -251,9 +252,9 @@ class GraphEngine(Engine):
         self._captured.extend(runner.capture_notes)
         return captures
 
-    def _ready_runner(self, batch_size: int, clock: CallClock) -> tuple[StaticRunner, int]:
+    def _ready_runner(self, batch_size: int, dtype: torch.dtype, clock: CallClock) -> tuple[StaticRunner, int]:
         captures = 0
-        key = (batch_size, next(self.model.parameters()).dtype, self.device)
+        key = (batch_size, dtype, self.device)
         runner = self.runners.get(key)
         if runner is None:
             with clock.part("allocation"):
@@ -276,9 +277,10 @@ class GraphEngine(Engine):
         else:
             self.check_parameters(decision)
         sequences, masks, offsets, captures = [], [], [], 0
+        dtype = next(self.model.parameters()).dtype  # once a call: each parameters() is a walk of its own
         with torch.no_grad():
             for batch in batches:
-                runner, new = self._ready_runner(batch.size, clock)
+                runner, new = self._ready_runner(batch.size, dtype, clock)
                 captures += new
                 runner.load(batch)
                 with clock.device_part("prefill"):

@@ -59,7 +59,8 @@
 #   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
 #               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets-compiled, each packed
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
-#               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone
+#               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone; SMOL_RUNS="NAME ...": these
+#               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -345,8 +346,10 @@ case $step in
       run reference-tiny-all; echo TINY-DONE
     fi
     wait_for_model
-    run pretrained-smollm2-all; echo SMOL-ALL-DONE
-    run smollm2-buckets-compiled; echo ENGINES7-DONE ;;
+    for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
+      run "$study"; echo "${study^^}-DONE"
+    done
+    echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset

@@ -27,12 +27,14 @@ from .record import PARTS
 
 # Timing events handed from one call to the next, per device: torch creates the CUDA event behind a
 # torch.cuda.Event at its first record, so a fresh pair per device part put that creation inside every
-# measured call, a cost of the instrument itself. A call's events come back here once it has read them.
+# measured call, a cost of the instrument itself. A clock gives its events back once `stop()` has read
+# them (a clock never stopped, or a call that raised, leaves its events to the garbage collector), filed
+# under the device they were recorded on: an event records only on its own device's streams.
 _SPARE_EVENTS: dict[int, list] = {}
 
 
-def _timing_event(device: torch.device):
-    spare = _SPARE_EVENTS.get(device.index)
+def _timing_event():
+    spare = _SPARE_EVENTS.get(torch.cuda.current_device())  # record() uses the current device's stream
     return spare.pop() if spare else torch.cuda.Event(enable_timing=True)
 
 
@@ -44,8 +46,6 @@ def synchronize(device: torch.device) -> None:
 class CallClock:
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
-        if self.device.type == "cuda" and self.device.index is None:  # by index: the spare events are per device
-            self.device = torch.device("cuda", torch.cuda.current_device())
         self.parts = {name: 0.0 for name in PARTS if name != "other"}
         self._start: float | None = None
         self._active: str | None = None
@@ -86,7 +86,7 @@ class CallClock:
                 yield
             return
         self._open(name)
-        begin, end = _timing_event(self.device), _timing_event(self.device)
+        begin, end = _timing_event(), _timing_event()
         begin.record()
         try:
             yield
@@ -103,10 +103,9 @@ class CallClock:
         if self._start is None:
             raise RuntimeError("CallClock.stop() before start()")
         total = self.now() - self._start
-        spare = _SPARE_EVENTS.setdefault(self.device.index, [])
         for name, begin, end in self._events:
             self.parts[name] += begin.elapsed_time(end) / 1e3
-            spare += (begin, end)
+            _SPARE_EVENTS.setdefault(begin.device.index, []).extend((begin, end))
         self._events = []
         breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
         # The total is measured on its own; `other` is what the parts leave of it. Parts that add

@@ -47,7 +47,8 @@ def _walk(model) -> tuple[list, tuple]:
     the check was most of a steady call's host time outside its replays (reports/probes-h200,
     probe-rest). Modules come in `named_modules`' order (depth first, each once); tied tensors appear
     once per module that holds them, the same way every call. Names are looked up only where a module
-    holds adapter state (PEFT), which is rare.
+    holds adapter state (PEFT), by a second walk (`named_modules`): an adapted model pays about what the
+    walk cost when it carried every name.
     """
     tensors, adapted, seen = [], [], set()
     stack = [model]
@@ -277,7 +278,7 @@ class GraphEngine(Engine):
         else:
             self.check_parameters(decision)
         sequences, masks, offsets, captures = [], [], [], 0
-        dtype = next(self.model.parameters()).dtype  # once a call: each parameters() is a walk of its own
+        dtype = next(self.model.parameters()).dtype  # once a call: each parameters() starts generators and a memo
         with torch.no_grad():
             for batch in batches:
                 runner, new = self._ready_runner(batch.size, dtype, clock)

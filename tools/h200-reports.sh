@@ -64,10 +64,12 @@
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
+#   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
+#               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
 case $step in
-  part|fetch|sweep-pack|corner) ;;
+  part|fetch|hold|sweep-pack|corner) ;;
   *)  # every step that measures names its commit: the commit is computed where the tree was committed, never
       # here, where the copy's .git can be stale ($(git rev-parse HEAD) here once named a commit two changes
       # older than the code that ran; `publish` now refuses such results)
@@ -411,6 +413,10 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
         $([ $mode = unprotected ] && echo --unprotected) > "$OUT/corner-$mode.txt" 2>&1
       echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
     done ;;
+  hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
+    marker=${2:?hold MARKER [SECONDS]}; limit=${3:-560}; waited=0
+    until cat /tmp/*.log 2>/dev/null | grep -qF -- "$marker" || [ "$waited" -ge "$limit" ]; do sleep 5; waited=$((waited + 5)); done
+    echo "held ${waited} s for $marker"; tail -8 /tmp/i11g.log /tmp/sweep.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
   fetch)
     tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

@@ -416,7 +416,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     marker=${2:?hold MARKER [SECONDS]}; limit=${3:-560}; waited=0
     until cat /tmp/*.log 2>/dev/null | grep -qF -- "$marker" || [ "$waited" -ge "$limit" ]; do sleep 5; waited=$((waited + 5)); done
-    echo "held ${waited} s for $marker"; tail -8 /tmp/i11g.log /tmp/sweep.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    echo "held ${waited} s for $marker" ;&  # then what `fetch` does
   fetch)
     tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

@@ -147,12 +147,9 @@ class CompiledStep:
             # Here, not at construction: the first torch.compile imports dynamo and inductor (seconds),
             # and that belongs to the compile part, not to the runner's allocation.
             begin = time.perf_counter()
-            if self.backend == "inductor":  # mode None and INDUCTOR_OPTIONS, through the backend's config patches
-                self.fn = torch.compile(own_code(self.method), backend=inductor_with_row_reductions(self.matmuls),
-                                        fullgraph=True, dynamic=False)
-            else:
-                self.fn = torch.compile(own_code(self.method), backend=self.backend, mode=None, fullgraph=True,
-                                        dynamic=False)
+            # inductor through its own backend: INDUCTOR_OPTIONS as that backend's config patches, with the reductions
+            backend = inductor_with_row_reductions(self.matmuls) if self.backend == "inductor" else self.backend
+            self.fn = torch.compile(own_code(self.method), backend=backend, mode=None, fullgraph=True, dynamic=False)
             self.setup_s = time.perf_counter() - begin
         before = compiled_graphs()
         try:

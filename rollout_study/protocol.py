@@ -110,6 +110,8 @@ class Study:
                     {**memory.snapshot(self.device), "phase_start_allocated": start_allocated},
                     tokens, tokens / (total_ms / 1e3) if total_ms > 0 else None, None,
                     {"parameter_check": engine.last_check, "timing_check": clock.overlap_check(breakdown)})
+        if clock.other_split is not None:
+            call.extra["other_split"] = clock.other_split
         notes = engine.call_notes()
         if notes:
             call.extra["engine_notes"] = notes

@@ -11,6 +11,13 @@ Intervals on one stream follow each other, and a synchronized part starts only a
 stream drained, so all parts are disjoint. The total is measured on its own, from the
 synchronized start to the synchronized stop; `other` is what the parts leave of it, and parts
 that exceed the total are flagged (`overlap_check`), not hidden.
+
+Where every part of a call is a device part (a steady graph call), `other` is the time the device
+spends outside the replays, and the clock splits it (`other_split`) by one more event, recorded at
+the start after the synchronization and before the host clock is read, so its cost is not in the
+total: before the first part (host work the idle device waits for: the engine's checks, the first
+prompt loaded, the first launch), between parts (copies and kernels between replays, a replay
+launched late) and after the last part (outputs copied out, the synchronized stop).
 """
 from __future__ import annotations
 
@@ -52,9 +59,15 @@ class CallClock:
         self._events: list[tuple[str, object, object]] = []
         self.total_ms: float | None = None
         self.breakdown: dict[str, float] | None = None
+        self.other_split: dict[str, float] | None = None
+        self._start_event = None
 
     def start(self) -> "CallClock":
         synchronize(self.device)
+        if self.device.type == "cuda":
+            # On the idle device it completes as it is queued: the device's time at the host's start.
+            self._start_event = _timing_event()
+            self._start_event.record()
         self._start = time.perf_counter()
         return self
 
@@ -103,9 +116,17 @@ class CallClock:
         if self._start is None:
             raise RuntimeError("CallClock.stop() before start()")
         total = self.now() - self._start
+        device_ms = {name: 0.0 for name in self.parts}
         for name, begin, end in self._events:
-            self.parts[name] += begin.elapsed_time(end) / 1e3
+            device_ms[name] += begin.elapsed_time(end)
+        self.other_split = self._split_other(total * 1e3, sum(device_ms.values()))
+        for name, milliseconds in device_ms.items():
+            self.parts[name] += milliseconds / 1e3
+        for _, begin, end in self._events:
             _SPARE_EVENTS.setdefault(begin.device.index, []).extend((begin, end))
+        if self._start_event is not None:
+            _SPARE_EVENTS.setdefault(self._start_event.device.index, []).append(self._start_event)
+            self._start_event = None
         self._events = []
         breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
         # The total is measured on its own; `other` is what the parts leave of it. Parts that add
@@ -115,6 +136,17 @@ class CallClock:
         breakdown["other"] = self.total_ms - sum(breakdown.values())
         self.breakdown = breakdown
         return self.total_ms, breakdown
+
+    def _split_other(self, total_ms: float, device_parts_ms: float) -> dict[str, float] | None:
+        """`other` split on the device's clock, for a call whose parts are all device parts (None otherwise:
+        a synchronized host part, such as a capture, puts host time between them that no event sees)."""
+        if self._start_event is None or not self._events or any(self.parts.values()):
+            return None
+        first_begin, last_end = self._events[0][1], self._events[-1][2]
+        before = self._start_event.elapsed_time(first_begin)
+        span = self._start_event.elapsed_time(last_end)
+        return {"before_first_part_ms": before, "between_parts_ms": span - before - device_parts_ms,
+                "after_last_part_ms": total_ms - span}
 
     def overlap_check(self, breakdown: dict[str, float]) -> dict:
         """How far the measured parts exceed the independently measured total (0 when they fit)."""

@@ -6,6 +6,8 @@ is committed beside the reports.
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -93,6 +95,34 @@ def test_device_parts_reuse_the_events_of_the_call_before():
     assert len({id(event) for event in used}) == 4 and {id(e) for e in again} == {id(e) for e in used}
     assert clock.breakdown["prefill"] > 0 and clock.breakdown["decode"] > 0
     assert not clock.overlap_check(clock.breakdown)["flagged"]
+
+
+def test_other_is_split_where_the_device_waited_for_the_host():
+    """Host sleeps before, between and after two device parts: each lands in its own share of `other`, which the
+    three make up; a call with a synchronized host part gets no split (no event sees that host time)."""
+    x = torch.randn(256, 256, device="cuda")
+    waits = {"before_first_part_ms": 30.0, "between_parts_ms": 20.0, "after_last_part_ms": 10.0}
+    CallClock("cuda").start().stop()  # the pool's events exist before the timed call
+    clock = CallClock("cuda").start()
+    time.sleep(waits["before_first_part_ms"] / 1e3)
+    with clock.device_part("prefill"):
+        x @ x
+    time.sleep(waits["between_parts_ms"] / 1e3)
+    with clock.device_part("decode"):
+        x @ x
+    time.sleep(waits["after_last_part_ms"] / 1e3)
+    _, parts = clock.stop()
+    split = clock.other_split
+    assert sum(split.values()) == pytest.approx(parts["other"], abs=1e-6)
+    for key, slept in waits.items():  # each at least its sleep, and short of the next larger one
+        assert slept <= split[key] < slept + 10, split
+    mixed = CallClock("cuda").start()
+    with mixed.part("capture"):
+        x @ x
+    with mixed.device_part("decode"):
+        x @ x
+    mixed.stop()
+    assert mixed.other_split is None
 
 
 @pytest.mark.parametrize("flavour", ["foreach", "fused"])
@@ -222,6 +252,13 @@ def test_the_profiling_process_records_bandwidth_parameter_bytes_and_a_floor_bel
         assert row.steps == 2 * 8 and row.kernels_per_step > 1
         # Kernels cannot beat streaming the weights once per step: the floor is below them, and the wall above them.
         assert row.kernel_over_floor > 1 and row.wall_ms > row.kernel_ms
+    # The graph's steady calls are all device parts: their `other` is split; generate()'s calls have no parts.
+    from rollout_study.present import other_split
+    steady = {v: result.calls_of(v, 0, "steady") for v in ("eager", "graph[recapture]")}
+    assert all("other_split" not in c.extra for c in steady["eager"])
+    for call in steady["graph[recapture]"]:
+        assert sum(call.extra["other_split"].values()) == pytest.approx(call.breakdown_ms["other"], abs=1e-6)
+    assert [row[0] for row in other_split.split_rows(result)] == ["graph[recapture]"]
 
 
 def _in_place_update(model, workload):

@@ -19,6 +19,14 @@ def test_parts_are_disjoint_and_other_is_the_rest():
     assert parts["warmup"] == 0 and parts["allocation"] == 0
 
 
+def test_a_clock_without_cuda_splits_no_other():
+    clock = CallClock("cpu").start()
+    with clock.device_part("decode"):  # a synchronized part here: nothing on a device clock to split by
+        time.sleep(0.001)
+    clock.stop()
+    assert clock.other_split is None
+
+
 def test_nested_parts_are_refused():
     clock = CallClock("cpu").start()
     with pytest.raises(RuntimeError, match="disjoint"):

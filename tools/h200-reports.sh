@@ -60,7 +60,8 @@
 #               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets-compiled, each packed
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
 #               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone; SMOL_RUNS="NAME ...": these
-#               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends)
+#               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends); SMOL_RUNS=none:
+#               the tests and the tiny run alone (no `part` calls needed)
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -347,10 +348,12 @@ case $step in
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
       run reference-tiny-all; echo TINY-DONE
     fi
-    wait_for_model
-    for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
-      run "$study"; echo "${study^^}-DONE"
-    done
+    if [ "${SMOL_RUNS:-}" != none ]; then  # none: the tests and the tiny run alone, no `part` calls
+      wait_for_model
+      for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
+        run "$study"; echo "${study^^}-DONE"
+      done
+    fi
     echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi

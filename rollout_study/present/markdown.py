@@ -13,6 +13,7 @@ from ..result import Result
 from . import host
 from .captures import captures_markdown
 from .floors import floors_markdown
+from .other_split import split_markdown
 from .kernels import kernels_markdown
 from .text import MIB, goal_detail, headline_lines, number, phase_name, table, timing_line
 
@@ -169,7 +170,7 @@ def summary(result: Result) -> str:
                   *table(["variant", "wall ms (profiled)", "kernel ms", "kernels", "copy ms"],
                          [[name, p.wall_ms, p.kernel_ms, p.kernels, p.copy_ms] for name, p in result.profile.items()]),
                   ""]
-    lines += floors_markdown(result) + kernels_markdown(result) + captures_markdown(result)
+    lines += floors_markdown(result) + split_markdown(result) + kernels_markdown(result) + captures_markdown(result)
     controls = analysis.control_cycles(result)
     lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"] + (["update"] if controls else []),
                                        [[str(u.cycle), u.optimizer, number(u.lr), number(u.loss, 4), u.ms]

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import analysis
 from ..record import LABELS
 from ..result import Result
-from . import captures, figures, floors, kernels, tables
+from . import captures, figures, floors, kernels, other_split, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, headline_lines, number, timing_line
 
 
@@ -90,6 +90,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         Block("table", floors.TITLE, floors.floors_table(one)),
         Block("note", floors.floor_note(result)),
     ]
+    outside = other_split.split_table(one)
+    if not outside.empty:
+        blocks += [Block("table", other_split.TITLE, outside), Block("note", other_split.NOTE)]
     longest = kernels.kernels_table(one)
     if not longest.empty:
         blocks += [Block("table", kernels.TITLE, longest), Block("note", kernels.NOTE)]

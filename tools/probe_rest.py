@@ -14,7 +14,8 @@ are what differs between the engines, not `other`):
 - pinned: the prompts in page-locked host memory, so their copies to the device need not wait for the stream;
 - on-device: the prompts already on the device (a device-to-device copy into the graph's buffers);
 - one-batch: one batch a call, for what is per call and what per batch.
-Per variant, the medians over 50 steady calls of the total and its parts, and the host time (not synchronized)
+Per variant, the medians over 50 steady calls of the total and its parts, `other`'s split on the device's clock
+(timing.py: before the first replay, between replays, after the last), the host's speed, and the host time (not synchronized)
 of the parameter check and of each batch's prompt loading, measured by wrapping them. A copy from pageable
 host memory may wait for the stream (CUDA: "may synchronize"): the second batch's load would then hold the
 host until the first batch's replays end, which its host time shows (milliseconds, not microseconds), and the
@@ -37,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 VARIANTS = ("as-is", "unchecked", "pinned", "on-device", "one-batch")
+SPLIT = ("before_first_part_ms", "between_parts_ms", "after_last_part_ms")  # the clock's split of other (CUDA)
 WARM, CALLS = 3, 50
 
 
@@ -89,11 +91,13 @@ def one(variant: str, device: str) -> dict:
         clock.stop()
         if index >= WARM:
             assert len(host["check_ms"]) == 1 and len(host["load_ms"]) == len(batches), host
-            rows.append({"total_ms": clock.total_ms, **clock.breakdown, "host_check_ms": host["check_ms"][0],
+            rows.append({"total_ms": clock.total_ms, **clock.breakdown, **(clock.other_split or {}),
+                         "host_check_ms": host["check_ms"][0],
                          **{f"host_load_batch{i + 1}_ms": ms for i, ms in enumerate(host["load_ms"])}})
     median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+    from rollout_study import host_speed
     return {"variant": variant, "device": device, "batches": len(batches), "calls": CALLS, "median_ms": median,
-            "engine": engine.describe(), "torch": torch.__version__}
+            "engine": engine.describe(), "torch": torch.__version__, "host_us_per_op": host_speed.measure()["dispatch_us"]}
 
 
 def main() -> int:
@@ -117,8 +121,10 @@ def main() -> int:
             row = json.loads(done.stdout.strip().splitlines()[-1])
             m = row["median_ms"]
             loads = ", ".join(f"{m[key]:.3f}" for key in m if key.startswith("host_load_batch"))
+            split = ", ".join(f"{key[:-3]} {m[key]:.3f}" for key in SPLIT if key in m)
             print(f"{variant}: total {m['total_ms']:.3f} ms, prefill {m['prefill']:.3f}, decode {m['decode']:.3f}, "
-                  f"other {m['other']:.3f}; host: check {m['host_check_ms']:.3f}, load per batch {loads}", flush=True)
+                  f"other {m['other']:.3f} ({split}); host: check {m['host_check_ms']:.3f}, load per batch {loads}; "
+                  f"host {row['host_us_per_op']:.2f} us per tiny op", flush=True)
         else:
             row = {"variant": variant, "error": done.returncode, "stderr": done.stderr[-4000:]}
             print(f"{variant}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)

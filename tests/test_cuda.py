@@ -102,7 +102,7 @@ def test_other_is_split_where_the_device_waited_for_the_host():
     three make up; a call with a synchronized host part gets no split (no event sees that host time)."""
     x = torch.randn(256, 256, device="cuda")
     waits = {"before_first_part_ms": 30.0, "between_parts_ms": 20.0, "after_last_part_ms": 10.0}
-    CallClock("cuda").start().stop()  # the pool's events exist before the timed call
+    CallClock("cuda").start().stop()  # a start event in the pool (the parts' events are made inside their parts)
     clock = CallClock("cuda").start()
     time.sleep(waits["before_first_part_ms"] / 1e3)
     with clock.device_part("prefill"):

@@ -27,6 +27,59 @@ def test_a_clock_without_cuda_splits_no_other():
     assert clock.other_split is None
 
 
+class _HostEvent:
+    """A CUDA event's stand-in: stamped with the host clock at record(), so a CPU test can read the split."""
+
+    device = type("Device", (), {"index": 0})()
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3
+
+
+@pytest.fixture
+def host_events(monkeypatch):
+    monkeypatch.setattr(timing, "synchronize", lambda device: None)
+    monkeypatch.setattr(timing, "_timing_event", _HostEvent)
+    monkeypatch.setattr(timing, "_SPARE_EVENTS", {})
+
+
+def test_other_is_split_before_between_and_after_the_device_parts(host_events):
+    clock = CallClock("cuda").start()
+    time.sleep(0.03)
+    with clock.device_part("prefill"):
+        time.sleep(0.005)
+    time.sleep(0.02)
+    with clock.device_part("decode"):
+        time.sleep(0.005)
+    time.sleep(0.01)
+    _, parts = clock.stop()
+    split = clock.other_split
+    assert sum(split.values()) == pytest.approx(parts["other"], abs=1e-9)
+    for key, slept in (("before_first_part_ms", 30), ("between_parts_ms", 20), ("after_last_part_ms", 10)):
+        assert slept <= split[key] < slept + 10, split
+    assert len(timing._SPARE_EVENTS[0]) == 5  # the parts' four and the start event, for the next call
+
+
+def test_a_host_part_leaves_other_unsplit(host_events):
+    """Checked before the device parts join the host parts: a capture's synchronized host time has no event."""
+    clock = CallClock("cuda").start()
+    with clock.part("capture"):
+        time.sleep(0.002)
+    with clock.device_part("decode"):
+        time.sleep(0.002)
+    clock.stop()
+    assert clock.other_split is None and clock.breakdown["decode"] >= 2
+    charged = CallClock("cuda").start()
+    with charged.device_part("decode"):
+        pass
+    charged.add("compile", 0.0)  # a part charged nothing is no host time
+    charged.stop()
+    assert charged.other_split is not None
+
+
 def test_nested_parts_are_refused():
     clock = CallClock("cpu").start()
     with pytest.raises(RuntimeError, match="disjoint"):

@@ -19,13 +19,17 @@ from .tables import typed_frame
 from .text import table
 
 TITLE = "Outside the replays: where a steady call's other goes"
-NOTE = ("Cycle-0 steady calls whose parts are all device parts (CUDA events around the replays), medians over "
-        "those calls, in ms. other = total - the parts; before first part: from the synchronized start to the "
-        "first replay's start event on the device (the engine's check, the first prompt loaded, the launch); "
-        "between parts: the device's time between replays that no part covers (copies, output kernels, a "
-        "replay launched late); after last part: from the last replay's end to the synchronized stop (outputs "
-        "copied out, the wake from the synchronization). The three add up to other call by call; their medians "
-        "need not add up to other's median.")
+NOTE = ("Cycle-0 steady calls whose parts are all device parts (CUDA events around the replays), in ms: calls "
+        "counts them, and every column is a median over those calls only (total and other can differ from the "
+        "summary's steady medians where some steady calls had a host part). other = total - the parts; before "
+        "first part: from the start event, recorded on the idle device as the host clock starts, to the first "
+        "replay's start event (the engine's check, the first prompt loaded, the launch); between parts: the "
+        "device's time between replays that no part covers (the next prompt's copies, the outputs gathered on "
+        "the device, a replay launched late; for parts back to back, a few microseconds either side of zero, "
+        "the events' resolution); after last part: the host clock's total less the device's span from the start "
+        "event to the last part's end (the last batch's outputs gathered on the device, the host's return, the "
+        "wake from the synchronization; the outputs reach the host after the call). The three add up to other "
+        "call by call; their medians need not add up to other's median.")
 KEYS = ("before_first_part_ms", "between_parts_ms", "after_last_part_ms")
 COLUMNS = ["variant", "calls", "total ms", "other ms", "before first part ms", "between parts ms",
            "after last part ms"]

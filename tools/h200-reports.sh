@@ -61,7 +61,7 @@
 #               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
 #               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone; SMOL_RUNS="NAME ...": these
 #               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends); SMOL_RUNS=none:
-#               the tests and the tiny run alone (no `part` calls needed)
+#               the tests and the tiny run alone (no `part` calls needed); no study runs where a CUDA test failed
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -344,11 +344,18 @@ case $step in
     background /tmp/i11g.log inner-engines7 ;;
   inner-engines7)
     mkdir -p /tmp/out
+    passed=1
     if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
-      run reference-tiny-all; echo TINY-DONE
+      # Every CUDA test, the profiler's included (the studies profile): results of code that failed one are not
+      # published, so the session's minutes go to the failure instead
+      if ! bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt > /dev/null || grep -qE "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt; then
+        passed=0; echo "CUDA tests failed: no study runs"
+      else
+        run reference-tiny-all; echo TINY-DONE
+      fi
     fi
-    if [ "${SMOL_RUNS:-}" != none ]; then  # none: the tests and the tiny run alone, no `part` calls
+    if [ "${SMOL_RUNS:-}" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
       wait_for_model
       for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
         run "$study"; echo "${study^^}-DONE"

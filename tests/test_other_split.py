@@ -47,3 +47,15 @@ def test_the_summary_has_the_section_only_where_calls_were_split():
     assert other_split.split_rows(plain) == [] and other_split.split_markdown(plain) == []
     assert f"## {other_split.TITLE}" in markdown.summary(result)
     assert other_split.TITLE not in markdown.summary(plain)
+
+
+def test_the_report_notebook_has_the_table_only_where_calls_were_split(tmp_path):
+    from rollout_study.present import notebook
+
+    result, _ = _with_splits("graph[reuse]")
+    blocks = notebook.run_blocks(result, str(tmp_path))
+    table = [b for b in blocks if b.text == other_split.TITLE]
+    assert len(table) == 1 and list(table[0].body["variant"]) == ["graph[reuse]"]
+    assert other_split.NOTE in [b.text for b in blocks]
+    plain = Result.from_dict(make_result_dict(cuda_graph=True))
+    assert other_split.TITLE not in [b.text for b in notebook.run_blocks(plain, str(tmp_path))]

@@ -45,6 +45,11 @@ def _timing_event():
     return spare.pop() if spare else torch.cuda.Event(enable_timing=True)
 
 
+def _give_back(*events) -> None:
+    for event in events:
+        _SPARE_EVENTS.setdefault(event.device.index, []).append(event)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -116,18 +121,14 @@ class CallClock:
         if self._start is None:
             raise RuntimeError("CallClock.stop() before start()")
         total = self.now() - self._start
-        device_ms = {name: 0.0 for name in self.parts}
-        for name, begin, end in self._events:
-            device_ms[name] += begin.elapsed_time(end)
-        self.other_split = self._split_other(total * 1e3, sum(device_ms.values()))
-        for name, milliseconds in device_ms.items():
+        elapsed = [(name, begin.elapsed_time(end)) for name, begin, end in self._events]
+        # Before the device parts join `parts`: the split is for calls whose host-clock parts are all zero
+        self.other_split = self._split_other(total * 1e3, sum(ms for _, ms in elapsed))
+        for name, milliseconds in elapsed:
             self.parts[name] += milliseconds / 1e3
-        for _, begin, end in self._events:
-            _SPARE_EVENTS.setdefault(begin.device.index, []).extend((begin, end))
-        if self._start_event is not None:
-            _SPARE_EVENTS.setdefault(self._start_event.device.index, []).append(self._start_event)
-            self._start_event = None
-        self._events = []
+        _give_back(*(event for _, begin, end in self._events for event in (begin, end)),
+                   *([self._start_event] if self._start_event is not None else []))
+        self._events, self._start_event = [], None
         breakdown = {name: seconds * 1e3 for name, seconds in self.parts.items()}
         # The total is measured on its own; `other` is what the parts leave of it. Parts that add
         # up to more than the total (overlapping intervals: a timing bug) give a negative `other`,

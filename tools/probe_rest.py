@@ -38,7 +38,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 VARIANTS = ("as-is", "unchecked", "pinned", "on-device", "one-batch")
-SPLIT = ("before_first_part_ms", "between_parts_ms", "after_last_part_ms")  # the clock's split of other (CUDA)
 WARM, CALLS = 3, 50
 
 
@@ -101,6 +100,8 @@ def one(variant: str, device: str) -> dict:
 
 
 def main() -> int:
+    from rollout_study.present import other_split  # the clock's split of other, by the keys the report reads
+
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--device", default="cuda")
@@ -121,7 +122,7 @@ def main() -> int:
             row = json.loads(done.stdout.strip().splitlines()[-1])
             m = row["median_ms"]
             loads = ", ".join(f"{m[key]:.3f}" for key in m if key.startswith("host_load_batch"))
-            split = ", ".join(f"{key[:-3]} {m[key]:.3f}" for key in SPLIT if key in m)
+            split = ", ".join(f"{key[:-3]} {m[key]:.3f}" for key in other_split.KEYS if key in m)
             print(f"{variant}: total {m['total_ms']:.3f} ms, prefill {m['prefill']:.3f}, decode {m['decode']:.3f}, "
                   f"other {m['other']:.3f} ({split}); host: check {m['host_check_ms']:.3f}, load per batch {loads}; "
                   f"host {row['host_us_per_op']:.2f} us per tiny op", flush=True)

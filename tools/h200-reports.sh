@@ -67,6 +67,7 @@
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
+#               (exits 1 at once where no background step runs, a machine taken back, or it ended without MARKER)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
 case $step in
@@ -132,12 +133,30 @@ ray_importable() {  # whether Ray and what it needs import here (its wheel comes
   tail -2 /tmp/ray-import.err; return 1
 }
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
-  [ -f "/tmp/work-$1.pid" ] && kill -0 "$(cat "/tmp/work-$1.pid")" 2>/dev/null
+  local pid=${STATE_DIR:-/tmp}/work-$1.pid  # STATE_DIR: for the tests alone
+  [ -f "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
   # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps
   local busy; for busy in inner-sweep inner-resume inner-engines inner-engines2 inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-engines7 inner-updates inner-smol inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
   return 1
+}
+hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing runs
+  # A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
+  # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
+  # where the step ended without the marker (engines7 stops early where a CUDA test failed).
+  local marker=$1 limit=$2 waited=0 logs=${STATE_DIR:-/tmp}
+  until cat "$logs"/*.log 2>/dev/null | grep -qF -- "$marker"; do
+    if ! sweep_running > /dev/null; then
+      cat "$logs"/*.log 2>/dev/null | grep -qF -- "$marker" && break  # written just as the step ended
+      echo "error: no background step runs on this machine and no log has $marker ($([ $waited = 0 ] &&
+        echo "a fresh machine? start the step again" || echo "the step ended without it after ${waited} s"))"
+      return 1
+    fi
+    [ "$waited" -ge "$limit" ] && break
+    sleep 5; waited=$((waited + 5))
+  done
+  echo "held ${waited} s for $marker"
 }
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
@@ -424,9 +443,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
     done ;;
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
-    marker=${2:?hold MARKER [SECONDS]}; limit=${3:-560}; waited=0
-    until cat /tmp/*.log 2>/dev/null | grep -qF -- "$marker" || [ "$waited" -ge "$limit" ]; do sleep 5; waited=$((waited + 5)); done
-    echo "held ${waited} s for $marker" ;&  # then what `fetch` does
+    hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}" || exit 1 ;&  # then what `fetch` does
   fetch)
     tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
 esac

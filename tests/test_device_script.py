@@ -1,0 +1,60 @@
+"""tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
+step ended without it. Its functions run in bash on their own, with STATE_DIR in place of the device's /tmp."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS = ("running", "sweep_running", "hold_for")
+
+
+@pytest.fixture(scope="module")
+def functions() -> str:
+    text = ""
+    for name in FUNCTIONS:
+        text += subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "h200-reports.sh")],
+                               capture_output=True, text=True, check=True).stdout
+        assert f"{name}()" in text, f"tools/h200-reports.sh lost {name}()"
+    return text
+
+
+def _hold(functions: str, state: Path, marker: str, limit: int, before: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", f"{functions}\n{before}\nhold_for {marker} {limit}"], capture_output=True,
+                          text=True, timeout=60, env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin"})
+
+
+def test_hold_on_a_bare_machine_says_so_at_once(functions, tmp_path):
+    # A machine taken back comes back bare: no step, no log. Waiting out the limit would spend device time.
+    done = _hold(functions, tmp_path, "ENGINES7-DONE", 300)
+    assert done.returncode == 1 and "a fresh machine" in done.stdout and "held" not in done.stdout
+
+
+def test_hold_returns_where_a_log_has_the_marker(functions, tmp_path):
+    (tmp_path / "i11g.log").write_text("CUDA-TESTS-DONE\nTINY-DONE\nENGINES7-DONE\n")
+    done = _hold(functions, tmp_path, "TINY-DONE", 300)
+    assert done.returncode == 0 and done.stdout.strip() == "held 0 s for TINY-DONE"
+
+
+def test_hold_waits_while_the_step_runs_and_stops_where_it_ended_without_the_marker(functions, tmp_path):
+    log = tmp_path / "i11g.log"
+    log.write_text("CUDA tests failed: no study runs\n")
+    # A live step whose log gets the marker a second later, then one that ends without writing it.
+    writes = (f'sleep 60 > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-engines7.pid\n'
+              f'(sleep 1; echo TINY-DONE >> {log}) > /dev/null 2>&1 &')
+    waited = _hold(functions, tmp_path, "TINY-DONE", 300, writes)
+    assert waited.returncode == 0 and waited.stdout.strip() == "held 5 s for TINY-DONE"
+    subprocess.run(["bash", "-c", f"kill $(cat {tmp_path}/work-inner-engines7.pid)"], check=False)
+
+    ends = f'bash -c "sleep 1" > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-engines7.pid'
+    ended = _hold(functions, tmp_path, "ENGINES7-DONE", 300, ends)
+    assert ended.returncode == 1 and "the step ended without it after 5 s" in ended.stdout
+
+
+def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_path):
+    step = f'sleep 60 > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-sweep.pid'
+    try:
+        held = _hold(functions, tmp_path, "SWEEP-DONE", 0, step)
+    finally:
+        subprocess.run(["bash", "-c", f"kill $(cat {tmp_path}/work-inner-sweep.pid)"], check=False)
+    assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE"

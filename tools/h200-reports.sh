@@ -62,6 +62,9 @@
 #               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone; SMOL_RUNS="NAME ...": these
 #               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends); SMOL_RUNS=none:
 #               the tests and the tiny run alone (no `part` calls needed); no study runs where a CUDA test failed
+#   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
+#               reference-tiny-all (about 7 minutes, inside one call's 10), their files straight into $OUT; a chain of
+#               `hold` calls loses the machine where one call comes later than 30 s after the last
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
@@ -361,6 +364,9 @@ case $step in
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
     export PACK=/tmp/out
     background /tmp/i11g.log inner-engines7 ;;
+  engines7-foreground)  # the CUDA tests and reference-tiny-all in this call (~7 min): no `hold` chain to lose
+    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; not started"; exit 1; fi
+    export PACK=/tmp/out SMOL_RUNS=none FOREGROUND=1 ;&
   inner-engines7)
     mkdir -p /tmp/out
     passed=1
@@ -380,7 +386,8 @@ case $step in
         run "$study"; echo "${study^^}-DONE"
       done
     fi
-    echo ENGINES7-DONE ;;
+    echo ENGINES7-DONE
+    if [ "${FOREGROUND:-0}" = 1 ]; then cp /tmp/out/* "$OUT"/; fi ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset

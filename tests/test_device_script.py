@@ -36,19 +36,31 @@ def test_hold_returns_where_a_log_has_the_marker(functions, tmp_path):
     assert done.returncode == 0 and done.stdout.strip() == "held 0 s for TINY-DONE"
 
 
+def _kill(pidfile: Path) -> None:
+    subprocess.run(["bash", "-c", f"kill $(cat {pidfile}) 2>/dev/null"], check=False)
+
+
 def test_hold_waits_while_the_step_runs_and_stops_where_it_ended_without_the_marker(functions, tmp_path):
-    log = tmp_path / "i11g.log"
+    log, pidfile = tmp_path / "i11g.log", tmp_path / "work-inner-engines7.pid"
     log.write_text("CUDA tests failed: no study runs\n")
     # A live step whose log gets the marker a second later, then one that ends without writing it.
-    writes = (f'sleep 60 > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-engines7.pid\n'
+    writes = (f'sleep 60 > /dev/null 2>&1 & echo $! > {pidfile}\n'
               f'(sleep 1; echo TINY-DONE >> {log}) > /dev/null 2>&1 &')
-    waited = _hold(functions, tmp_path, "TINY-DONE", 300, writes)
-    assert waited.returncode == 0 and waited.stdout.strip() == "held 5 s for TINY-DONE"
-    subprocess.run(["bash", "-c", f"kill $(cat {tmp_path}/work-inner-engines7.pid)"], check=False)
+    try:
+        waited = _hold(functions, tmp_path, "TINY-DONE", 300, writes)
+    finally:
+        _kill(pidfile)
+    assert waited.returncode == 0 and waited.stdout.strip() in ("held 5 s for TINY-DONE", "held 10 s for TINY-DONE")
 
-    ends = f'bash -c "sleep 1" > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-engines7.pid'
+    ends = f'bash -c "sleep 1" > /dev/null 2>&1 & echo $! > {pidfile}'
     ended = _hold(functions, tmp_path, "ENGINES7-DONE", 300, ends)
-    assert ended.returncode == 1 and "the step ended without it after 5 s" in ended.stdout
+    assert ended.returncode == 1 and "the background step ended without ENGINES7-DONE (waited" in ended.stdout
+    assert "CUDA tests failed" in ended.stdout  # the log's end, to say why
+
+    # Ended before this hold began: not a fresh machine, and starting the step again would repeat the failure
+    again = _hold(functions, tmp_path, "ENGINES7-DONE", 300)
+    assert again.returncode == 1 and "ended without ENGINES7-DONE (waited 0 s)" in again.stdout
+    assert "fresh machine" not in again.stdout
 
 
 def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_path):
@@ -56,5 +68,5 @@ def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_pat
     try:
         held = _hold(functions, tmp_path, "SWEEP-DONE", 0, step)
     finally:
-        subprocess.run(["bash", "-c", f"kill $(cat {tmp_path}/work-inner-sweep.pid)"], check=False)
+        _kill(tmp_path / "work-inner-sweep.pid")
     assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE"

@@ -63,14 +63,15 @@
 #               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends); SMOL_RUNS=none:
 #               the tests and the tiny run alone (no `part` calls needed); no study runs where a CUDA test failed
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
-#               reference-tiny-all (about 7 minutes, inside one call's 10), their files straight into $OUT; a chain of
+#               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made; a chain of
 #               `hold` calls loses the machine where one call comes later than 30 s after the last
 #   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
 #               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
-#               (exits 1 at once where no background step runs, a machine taken back, or it ended without MARKER)
+#               (exits 1, after the fetch, at once where no background step runs, a machine taken back, or where it
+#               ended without MARKER)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 step=$1
 case $step in
@@ -106,6 +107,10 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
   echo "commit: ${ROLLOUT_STUDY_COMMIT:-$(git rev-parse HEAD 2>/dev/null)} ($(date -u +%FT%TZ))" > "$1"
   # each failure's traceback as it happens (tests/conftest.py): an abort later on would end pytest before its summary
   ROLLOUT_STUDY_EAGER_FAILURES=1 python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
+}
+deliver() {  # deliver FILE...: with FOREGROUND=1, these files of /tmp/out into $OUT as each is made (a call cut at
+  # its limit still brings back what was done)
+  if [ "${FOREGROUND:-0}" = 1 ]; then local f; for f in "$@"; do cp "/tmp/out/$f" "$OUT"/ 2>/dev/null; done; fi; return 0
 }
 sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
   bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
@@ -147,13 +152,17 @@ sweep_running() {  # prints the first background step that runs (or will run) on
 hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing runs
   # A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
-  # where the step ended without the marker (engines7 stops early where a CUDA test failed).
-  local marker=$1 limit=$2 waited=0 logs=${STATE_DIR:-/tmp}
-  until cat "$logs"/*.log 2>/dev/null | grep -qF -- "$marker"; do
+  # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
+  local marker=$1 limit=$2 waited=0 state=${STATE_DIR:-/tmp}
+  until cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; do
     if ! sweep_running > /dev/null; then
-      cat "$logs"/*.log 2>/dev/null | grep -qF -- "$marker" && break  # written just as the step ended
-      echo "error: no background step runs on this machine and no log has $marker ($([ $waited = 0 ] &&
-        echo "a fresh machine? start the step again" || echo "the step ended without it after ${waited} s"))"
+      cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker" && break  # written just as the step ended
+      if ls "$state"/work-inner-*.pid > /dev/null 2>&1; then
+        echo "error: the background step ended without $marker (waited ${waited} s); its log ends:"
+        tail -n 3 $(ls -t "$state"/*.log 2>/dev/null | head -1) 2>/dev/null
+      else
+        echo "error: no background step ran on this machine and no log has $marker (a fresh machine? start the step again)"
+      fi
       return 1
     fi
     [ "$waited" -ge "$limit" ] && break
@@ -371,13 +380,13 @@ case $step in
     mkdir -p /tmp/out
     passed=1
     if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
-      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt
+      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt; deliver cuda-tests.txt
       # Every CUDA test, the profiler's included (the studies profile): results of code that failed one are not
       # published, so the session's minutes go to the failure instead
       if ! bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt > /dev/null || grep -qE "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt; then
         passed=0; echo "CUDA tests failed: no study runs"
       else
-        run reference-tiny-all; echo TINY-DONE
+        run reference-tiny-all; echo TINY-DONE; deliver reference-tiny-all.tgz
       fi
     fi
     if [ "${SMOL_RUNS:-}" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
@@ -386,8 +395,7 @@ case $step in
         run "$study"; echo "${study^^}-DONE"
       done
     fi
-    echo ENGINES7-DONE
-    if [ "${FOREGROUND:-0}" = 1 ]; then cp /tmp/out/* "$OUT"/; fi ;;
+    echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset
@@ -450,8 +458,9 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
     done ;;
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
-    hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}" || exit 1 ;&  # then what `fetch` does
+    hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
   fetch)
-    tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null ;;
+    tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null
+    [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
 esac
 ls -la "$OUT"

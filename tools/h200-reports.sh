@@ -154,9 +154,10 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
   # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
   local marker=$1 limit=$2 waited=0 state=${STATE_DIR:-/tmp}
-  until cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; do
+  logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
+  until logged; do
     if ! sweep_running > /dev/null; then
-      cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker" && break  # written just as the step ended
+      logged && break  # written just as the step ended
       if ls "$state"/work-inner-*.pid > /dev/null 2>&1; then
         echo "error: the background step ended without $marker (waited ${waited} s); its log ends:"
         tail -n 3 $(ls -t "$state"/*.log 2>/dev/null | head -1) 2>/dev/null

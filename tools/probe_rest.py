@@ -46,7 +46,7 @@ def one(variant: str, device: str) -> dict:
 
     import torch
 
-    from rollout_study import models
+    from rollout_study import host_speed, models
     from rollout_study.engines.graph import GraphEngine
     from rollout_study.params import StudyParams
     from rollout_study.timing import CallClock
@@ -94,7 +94,6 @@ def one(variant: str, device: str) -> dict:
                          "host_check_ms": host["check_ms"][0],
                          **{f"host_load_batch{i + 1}_ms": ms for i, ms in enumerate(host["load_ms"])}})
     median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-    from rollout_study import host_speed
     return {"variant": variant, "device": device, "batches": len(batches), "calls": CALLS, "median_ms": median,
             "engine": engine.describe(), "torch": torch.__version__, "host_us_per_op": host_speed.measure()["dispatch_us"]}
 

@@ -70,3 +70,24 @@ def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_pat
     finally:
         _kill(tmp_path / "work-inner-sweep.pid")
     assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE"
+
+
+def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
+    # A parent that never waits keeps its ended child as a zombie, which still answers kill -0
+    pidfile = tmp_path / "work-inner-engines7.pid"
+    parent = subprocess.Popen(["python3", "-c", "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\n"
+                               "print(pid, flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = parent.stdout.readline().strip()
+        pidfile.write_text(child + "\n")
+        for _ in range(50):  # until the child has exited
+            if Path(f"/proc/{child}/status").read_text().count("zombie"):
+                break
+            subprocess.run(["sleep", "0.1"])
+        check = f'{functions}\nrunning inner-engines7 && echo alive || echo ended'
+        state = subprocess.run(["bash", "-c", check], capture_output=True, text=True,
+                               env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        assert state.stdout.strip() == "ended"
+        assert subprocess.run(["kill", "-0", child]).returncode == 0  # what running() used to trust
+    finally:
+        parent.kill(); parent.wait()

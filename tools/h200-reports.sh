@@ -142,7 +142,9 @@ ray_importable() {  # whether Ray and what it needs import here (its wheel comes
 }
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   local pid=${STATE_DIR:-/tmp}/work-$1.pid  # STATE_DIR: for the tests alone
-  [ -f "$pid" ] && kill -0 "$(cat "$pid")" 2>/dev/null
+  local p; p=$(cat "$pid" 2>/dev/null) || return 1
+  # a zombie answers kill -0: where the device's PID 1 does not reap, a finished step would look alive to `hold`
+  kill -0 "$p" 2>/dev/null && ! grep -qE '^State:[[:space:]]+Z' /proc/"$p"/status 2>/dev/null
 }
 sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
   # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps

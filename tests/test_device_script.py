@@ -1,12 +1,12 @@
 """tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
-step ended without it. Its functions run in bash on their own, with STATE_DIR in place of the device's /tmp."""
+step ended without it; `sweep-pack`'s packing of the sweep it is named. Its functions run in bash on their own, with STATE_DIR in place of the device's /tmp."""
 import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("running", "sweep_running", "hold_for")
+FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep")
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +91,30 @@ def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
         assert subprocess.run(["kill", "-0", child]).returncode == 0  # what running() used to trust
     finally:
         parent.kill(); parent.wait()
+
+
+def _pack(functions: str, tmp_path: Path, sweep: str) -> subprocess.CompletedProcess:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    return subprocess.run(["bash", "-c", f"{functions}\nSWEEP={sweep}\npack_sweep {out}"], capture_output=True,
+                          text=True, timeout=60, env={"STATE_DIR": str(tmp_path / "tmp"), "RUNS_DIR": str(tmp_path / "runs"),
+                                                      "PATH": "/usr/bin:/bin"})
+
+
+def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_others_where_it_has_none(functions, tmp_path):
+    # A pinned sweep runs in its own work copy; the tree's runs/ holds only what was carried in
+    work = tmp_path / "tmp" / "work-inner-resume" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
+    work.mkdir(parents=True)
+    (work / "p.json").write_text("{}")
+    (tmp_path / "runs" / ".sweep-h200-1b.partial-kept").mkdir(parents=True)
+
+    unnamed = _pack(functions, tmp_path, "sweep-h200")  # the default name: what a call without SWEEP= packs
+    assert unnamed.returncode == 1 and not (tmp_path / "out" / "sweep-h200-runs.tgz").exists()
+    assert unnamed.stdout.strip() == ("error: no run of sweep-h200 to pack (SWEEP=NAME names the sweep to pack); "
+                                      "sweeps in progress here: sweep-h200-1b")
+
+    named = _pack(functions, tmp_path, "sweep-h200-1b")
+    assert named.returncode == 0, named.stdout + named.stderr
+    listed = subprocess.run(["tar", "tzf", str(tmp_path / "out" / "sweep-h200-1b-runs.tgz")], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert ".sweep-h200-1b.partial-kept/points/p.json" in listed  # the work copy's points, not the carried folder's

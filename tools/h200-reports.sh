@@ -127,11 +127,13 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   runs=${runs%/*}; [ -d "$runs" ] || runs=$here
   local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null)
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
-    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$here"/.*.partial-* 2>/dev/null | sed 's|.*/\.||; s|\.partial-.*||' | sort -u | paste -sd ' ' -)
-    echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps in progress here: $others}"
+    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$stamp/sweep.json \
+      "$here"/.*.partial-* "$here"/*-$stamp/sweep.json 2>/dev/null |  # finished: a stamped folder with a sweep.json
+      sed -E 's|/sweep\.json$||; s|.*/\.?||; s/\.partial-.*$//; s/-[0-9]{8}-[0-9].*$//' | sort -u | paste -sd ' ' -)
+    echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps here: $others}"
     return 1
   fi
-  tar czf "$1/$SWEEP-runs.tgz" -C "$runs" $found
+  tar czf "${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz" -C "$runs" $found  # names without spaces (stamped)
 }
 sweep_needs_model() {  # whether params/$SWEEP.yaml has a pretrained (SmolLM2) point: else no `part` calls
   # 0 yes, 1 no; an error (no such file, an import error) exits 2 and stops the step rather than read as "no"
@@ -158,7 +160,11 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   local pid=${STATE_DIR:-/tmp}/work-$1.pid  # STATE_DIR: for the tests alone
   local p; p=$(cat "$pid" 2>/dev/null) || return 1
   # a zombie answers kill -0: where the device's PID 1 does not reap, a finished step would look alive to `hold`
-  kill -0 "$p" 2>/dev/null && ! grep -qE '^State:[[:space:]]+Z' /proc/"$p"/status 2>/dev/null
+  kill -0 "$p" 2>/dev/null || return 1
+  [ -d /proc/self ] || return 0  # no /proc to ask: kill -0 is all there is
+  # reaped between the two questions: its status is gone (grep answers 2), and it is not running
+  local state; state=$(grep -E '^State:' /proc/"$p"/status 2>/dev/null) || return 1
+  [[ ! $state =~ ^State:[[:space:]]+[ZX] ]]
 }
 sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
   # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps

@@ -1,5 +1,6 @@
 """tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
-step ended without it; `sweep-pack`'s packing of the sweep it is named. Its functions run in bash on their own, with STATE_DIR in place of the device's /tmp."""
+step ended without it; `sweep-pack`'s packing of the sweep it is named. Its functions run in bash on their own,
+with STATE_DIR in place of the device's /tmp."""
 import os
 import subprocess
 import time
@@ -21,9 +22,14 @@ def functions() -> str:
     return text
 
 
+def _bash(functions: str, script: str, state: Path, **env: str) -> subprocess.CompletedProcess:
+    """The script's functions, then `script`, in bash with `state` in place of the device's /tmp."""
+    return subprocess.run(["bash", "-c", f"{functions}\n{script}"], capture_output=True, text=True, timeout=60,
+                          env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin", **env})
+
+
 def _hold(functions: str, state: Path, marker: str, limit: int, before: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", f"{functions}\n{before}\nhold_for {marker} {limit}"], capture_output=True,
-                          text=True, timeout=60, env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin"})
+    return _bash(functions, f"{before}\nhold_for {marker} {limit}", state)
 
 
 def test_hold_on_a_bare_machine_says_so_at_once(functions, tmp_path):
@@ -89,9 +95,7 @@ def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
             time.sleep(0.1)
         else:
             pytest.fail(f"the forked child {child} did not become a zombie within 10 s")
-        check = f'{functions}\nrunning inner-engines7 && echo alive || echo ended'
-        state = subprocess.run(["bash", "-c", check], capture_output=True, text=True,
-                               env={"STATE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        state = _bash(functions, "running inner-engines7 && echo alive || echo ended", tmp_path)
         assert state.stdout.strip() == "ended"
         os.kill(int(child), 0)  # what running() used to trust: no error for a zombie
     finally:
@@ -101,9 +105,11 @@ def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
 def _pack(functions: str, tmp_path: Path, sweep: str) -> subprocess.CompletedProcess:
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    return subprocess.run(["bash", "-c", f"{functions}\nSWEEP={sweep}\npack_sweep {out}"], capture_output=True,
-                          text=True, timeout=60, env={"STATE_DIR": str(tmp_path / "tmp"), "RUNS_DIR": str(tmp_path / "runs"),
-                                                      "PATH": "/usr/bin:/bin"})
+    return _bash(functions, f"SWEEP={sweep}\npack_sweep {out}", tmp_path / "tmp", RUNS_DIR=str(tmp_path / "runs"))
+
+
+def _listed(archive: Path) -> list[str]:
+    return subprocess.run(["tar", "tzf", str(archive)], capture_output=True, text=True, check=True).stdout.split()
 
 
 def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_others_where_it_has_none(functions, tmp_path):
@@ -125,8 +131,7 @@ def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_other
 
     named = _pack(functions, tmp_path, "sweep-h200-1b")
     assert named.returncode == 0, named.stdout + named.stderr
-    listed = subprocess.run(["tar", "tzf", str(tmp_path / "out" / "sweep-h200-1b-runs.tgz")], capture_output=True,
-                            text=True, check=True).stdout.split()
+    listed = _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
     assert ".sweep-h200-1b.partial-kept/points/p.json" in listed  # the work copy's points, not the carried folder's
 
 
@@ -139,6 +144,5 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
         (work / name / "sweep.json").write_text("{}")
     packed = _pack(functions, tmp_path, "sweep-h200")
     assert packed.returncode == 0, packed.stdout + packed.stderr
-    listed = subprocess.run(["tar", "tzf", str(tmp_path / "out" / "sweep-h200-runs.tgz")], capture_output=True,
-                            text=True, check=True).stdout.split()
+    listed = _listed(tmp_path / "out" / "sweep-h200-runs.tgz")
     assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}

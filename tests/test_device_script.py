@@ -1,7 +1,9 @@
 """tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
-step ended without it; `sweep-pack`'s packing of the sweep it is named. Its functions run in bash on their own,
+step ended without it; which background step is busy; `sweep-pack`'s packing of the sweep it is named; which
+parameter files wait for the pretrained model's parts. Its functions run in bash on their own,
 with STATE_DIR in place of the device's /tmp."""
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep")
+FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
+             "studies_startable")
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +149,62 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
     assert packed.returncode == 0, packed.stdout + packed.stderr
     listed = _listed(tmp_path / "out" / "sweep-h200-runs.tgz")
     assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}
+
+
+def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_path):
+    # Any step `background` started (its /tmp/work-STEP.pid), not a fixed list a new step could be missing from
+    assert _bash(functions, "sweep_running", tmp_path).returncode == 1  # no pid file at all
+    (tmp_path / "work-inner-gone.pid").write_text("999999999\n")  # a step that ended
+    step = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "work-inner-some-new-step.pid").write_text(f"{step.pid}\n")
+        busy = _bash(functions, "sweep_running", tmp_path)
+        assert busy.returncode == 0 and busy.stdout.strip() == "some-new-step"
+    finally:
+        step.kill(); step.wait()
+    assert _bash(functions, "sweep_running", tmp_path).returncode == 1
+
+
+def _in_tree(functions: str, script: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """The functions, then `script`, in this repository's root (its params/ and sweeps-in-progress/)."""
+    return subprocess.run(["bash", "-c", f"{functions}\n{script}"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**os.environ, "STATE_DIR": str(tmp_path), **env})
+
+
+@pytest.mark.parametrize("name, needed", [("reference-tiny-all", 1), ("smollm2-buckets-compiled", 0),
+                                          ("hazards-hf-compile", 1), ("sweep-h200-smollm2", 0), ("sweep-h200-1b", 1)])
+def test_needs_model_reads_studies_and_sweeps(functions, tmp_path, name, needed):
+    # A study or a sweep without the pretrained model must not wait for parts nobody will carry
+    answer = _in_tree(functions, f"needs_model {name}", tmp_path)
+    assert answer.returncode == needed, answer.stdout + answer.stderr
+    # and the one rule for which command runs it
+    assert _in_tree(functions, f"is_sweep {name}", tmp_path).returncode == (0 if "sweep" in name or "hazards" in name else 1)
+
+
+def test_needs_model_stops_the_step_on_a_file_it_cannot_read(functions, tmp_path):
+    answer = _in_tree(functions, "needs_model no-such-file; echo went on", tmp_path)
+    assert answer.returncode == 2 and "went on" not in answer.stdout
+    assert "cannot read params/no-such-file.yaml" in answer.stdout and "does not exist" in answer.stdout
+
+
+def test_engines7_refuses_a_pinned_sweep_or_a_missing_file_among_its_studies(functions, tmp_path):
+    # `run` would measure a pinned sweep afresh at this tree's code, not its pin's: `resume` runs it in its tree
+    pinned = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="hazards-hf-compile sweep-h200-1b")
+    assert pinned.returncode == 1
+    assert pinned.stdout.startswith("error: SMOL_RUNS names sweep-h200-1b, pinned to f017795ddb64")
+    missing = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="smollm2-buckets no-such-study")
+    assert missing.returncode == 1 and "no params/no-such-study.yaml" in missing.stdout
+    fine = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="hazards-hf-compile smollm2-buckets")
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+
+
+def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
+    # Removed steps (engines6, corner) are still named in old notes: the script must not set up and exit 0
+    (tmp_path / "tools").mkdir()
+    for name in ("h200-reports.sh", "device-env.sh"):
+        shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
+    done = subprocess.run(["bash", "tools/h200-reports.sh", "engines6"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
+                                           "ROLLOUT_STUDY_COMMIT": "a" * 40})
+    assert done.returncode == 2
+    assert "error: no step 'engines6' here" in done.stdout

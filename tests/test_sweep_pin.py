@@ -263,8 +263,8 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
 
 
 def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):
-    # inner-sweep is reached from engines3 to engines6 in the working tree: a pinned sweep would run there at this
-    # tree's code and parameter file, so it is refused (sweep and resume run it in the pinned tree)
+    # inner-sweep started in the working tree (by hand, or by a step that reaches it there): a pinned sweep would
+    # run there at this tree's code and parameter file, so it is refused (sweep and resume run it in the pinned tree)
     (tmp_path / "tools").mkdir()
     for name in ("h200-reports.sh", "device-env.sh", "sweep_pin.py"):
         shutil.copy(ROOT / "tools" / name, tmp_path / "tools")

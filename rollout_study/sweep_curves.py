@@ -302,6 +302,30 @@ class Crossover:
         return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})")
 
 
+def _counts(tokens: list[int]) -> str:
+    words = [str(t) for t in tokens]
+    return (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]) + " tokens"
+
+
+def crossing_summary(rows: list[Crossover]) -> str:
+    """One variant's crossovers, one clause per outcome: new-token counts with the same outcome (none in the same
+    range; already under at the same smallest batch) are named together, a crossing within the range on its own."""
+    groups: dict[tuple, list[Crossover]] = {}
+    for c in rows:
+        key = (("none", c.swept[0], c.swept[-1]) if c.batch is None else ("first", c.batch) if c.before is None
+               else ("within", c.new_tokens))
+        groups.setdefault(key, []).append(c)
+    clauses = []
+    for (kind, *_), group in groups.items():
+        text = group[0].text
+        if kind == "first":
+            speeds = ", ".join(f"{c.speedup:.2f}x" for c in group)
+            text = (f"batch {group[0].batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a "
+                    "valid point")
+        clauses.append(f"{_counts([c.new_tokens for c in group])}: {text}")
+    return "; ".join(clauses)
+
+
 def crossovers(points: list[Point]) -> list[Crossover]:
     by_line: dict[tuple[str, int], list[SpeedUp]] = {}
     for row in speedups(points):

@@ -73,6 +73,20 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert at_once.batch == 2 and "already under" in at_once.text
 
 
+def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
+    c = curves.Crossover
+    swept = (1, 2, 4)
+    rows = [c("v", 16, None, None, None, swept), c("v", 64, 1, 0.5, None, swept), c("v", 128, None, None, None, swept),
+            c("v", 256, 1, 1.25, None, swept), c("v", 512, 2, 1.11, (1, 1.56), swept),
+            c("v", 1024, None, None, None, (1, 2))]  # another range (a failed point at batch 4): apart
+    assert curves.crossing_summary(rows) == (
+        "16 and 128 tokens: none in the valid points' range (batch 1 to 4); "
+        "64 and 256 tokens: batch 1 (0.50x, 1.25x): already under 1.5x at the smallest batch with a valid point; "
+        "512 tokens: batch 2 (1.11x; 1.56x at batch 1); "
+        "1024 tokens: none in the valid points' range (batch 1 to 2)")
+    assert curves.crossing_summary(rows[4:5]) == "512 tokens: batch 2 (1.11x; 1.56x at batch 1)"
+
+
 def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():
     good = {f"b{b}": point(b, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0 * b, 1, 1)}) for b in (1, 2)}
     pretrained = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}, label="pretrained")

@@ -262,9 +262,9 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):
             mine = [r.ratio.point for r in rows if r.variant == variant]
-            crossings = [f"{c.new_tokens} tokens: {c.text}" for c in curves.crossovers(points) if c.variant == variant]
+            crossings = curves.crossing_summary([c for c in curves.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
-                         f"under {curves.CROSSOVER}x from: " + "; ".join(crossings))
+                         f"under {curves.CROSSOVER}x from: {crossings}")
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded)

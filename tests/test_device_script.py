@@ -187,14 +187,32 @@ def test_needs_model_stops_the_step_on_a_file_it_cannot_read(functions, tmp_path
     assert "cannot read params/no-such-file.yaml" in answer.stdout and "does not exist" in answer.stdout
 
 
-def test_engines7_refuses_a_pinned_sweep_or_a_missing_file_among_its_studies(functions, tmp_path):
-    # `run` would measure a pinned sweep afresh at this tree's code, not its pin's: `resume` runs it in its tree
-    pinned = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="hazards-hf-compile sweep-h200-1b")
-    assert pinned.returncode == 1
-    assert pinned.stdout.startswith("error: SMOL_RUNS names sweep-h200-1b, pinned to f017795ddb64")
-    missing = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="smollm2-buckets no-such-study")
+def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studies(functions, tmp_path):
+    # `run` would measure a pinned or kept sweep afresh at this tree's code: `resume` runs it (in its pinned tree).
+    # A tree of its own: the real pins go once their sweeps are published.
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "params", tree / "params")
+    (tree / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "sweep_pin.py", tree / "tools")
+    (tree / "sweeps-in-progress").mkdir()
+    (tree / "sweeps-in-progress" / "sweep-h200-1b.pin").write_text(f"commit: {'c' * 40}\ncode_sha256: {'f' * 64}\n")
+    (tree / "sweeps-in-progress" / "sweep-h200-tiny.tgz").write_bytes(b"")  # kept, not pinned
+    (tree / "params" / "broken.yaml").write_text("name: broken\nrequests: 0\n")
+
+    def startable(runs: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"{functions}\nstudies_startable"], capture_output=True, text=True,
+                              timeout=120, cwd=tree, env={**os.environ, "STATE_DIR": str(tmp_path), "SMOL_RUNS": runs})
+
+    pinned = startable("hazards-hf-compile sweep-h200-1b")
+    assert pinned.returncode == 1 and pinned.stdout.startswith(
+        "error: SMOL_RUNS names sweep-h200-1b, a sweep kept in sweeps-in-progress/ (pinned to cccccccccccc)")
+    kept = startable("sweep-h200-tiny")
+    assert kept.returncode == 1 and "SMOL_RUNS names sweep-h200-tiny, a sweep kept" in kept.stdout
+    missing = startable("smollm2-buckets no-such-study")
     assert missing.returncode == 1 and "no params/no-such-study.yaml" in missing.stdout
-    fine = _in_tree(functions, "studies_startable", tmp_path, SMOL_RUNS="hazards-hf-compile smollm2-buckets")
+    broken = startable("smollm2-buckets broken")
+    assert broken.returncode == 1 and "cannot read params/broken.yaml" in broken.stdout and "requests" in broken.stdout
+    fine = startable("hazards-hf-compile smollm2-buckets")
     assert fine.returncode == 0, fine.stdout + fine.stderr
 
 

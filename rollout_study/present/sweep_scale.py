@@ -15,6 +15,7 @@ show one of them. Each value comes from its own model's points, as in the per-mo
 from __future__ import annotations
 
 import os
+import textwrap
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -61,9 +62,19 @@ def short_name(key: tuple, points: list[Point]) -> str:
     return f"{label} {name} ({dtype}, {_size(points)}, {_prompts(points)})"
 
 
+TICK_WIDTH = 22  # characters a tick line may take: three models' ticks side by side overlapped at full length
+
+
 def tick(key: tuple, points: list[Point]) -> str:
+    """The bottom row's tick: everything that tells the models apart, each part wrapped to TICK_WIDTH."""
     label, name, dtype = key
-    return f"{label}\n{name}\n{dtype}, {_size(points)}\n{_prompts(points)}"
+    parts = (label, name, f"{dtype}, {_size(points)}", _prompts(points))
+    return "\n".join(textwrap.fill(part, TICK_WIDTH) for part in parts)
+
+
+def brief_tick(key: tuple, points: list[Point]) -> str:
+    """The upper rows' tick: synthetic or pretrained and the size; the bottom row's tick names the rest."""
+    return f"{key[0]}\n{_size(points)}"
 
 
 def _per_model(models: Models, rows_of) -> dict:
@@ -150,12 +161,14 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
                 if drawn:
                     ax.legend(fontsize=7)
             ax.set_xticks(range(len(keys)))
-            ax.set_xticklabels([tick(k, models[k]) for k in keys], fontsize=6)
+            last = row == len(QUANTITIES) - 1
+            ax.set_xticklabels([(tick if last else brief_tick)(k, models[k]) for k in keys], fontsize=6)
             ax.set_xlim(-0.4, len(keys) - 0.6)
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
     fig.suptitle(f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its own "
-                 f"model's valid points; synthetic and pretrained named at each tick)", fontsize=10)
+                 f"model's valid points; synthetic and pretrained named at each tick, the models in full in the bottom row)",
+                 fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir), dpi=100)

@@ -12,7 +12,7 @@ import re
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
@@ -195,7 +195,11 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
             ax.text(0.5, 0.5, "no point pays off from some U\n(see the table)", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
-        ax.set_ylabel("pays off from U rollouts per update (log)", fontsize=8)
+        spread = bool(plotted) and max(plotted) > min(plotted)  # `_by_tokens` draws a log axis only then
+        ax.set_ylabel("pays off from U rollouts per update" + (" (log)" if spread else ""), fontsize=8)
+        if plotted and not spread:  # one U everywhere (1, mostly): whole rollouts, from 0, not 0.96 to 1.04
+            ax.set_ylim(0, 2 * plotted[0])
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         _batch_axis(ax, [p.batch for p in points])
         _legend(ax)
     return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even")

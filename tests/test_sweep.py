@@ -737,6 +737,8 @@ def test_the_speedup_figure_draws_each_speedups_interval():
     assert bars == expected and len(expected) == 2
     assert figure.axes[0].get_ylim()[1] >= max(high for _, high in expected)  # no bar cut off at the top
     assert expected[1][1] > expected[1][0] * 1.4  # the switching point's wide interval is visible, not averaged away
+
+
 def test_a_break_even_panel_with_one_u_everywhere_is_drawn_on_a_whole_rollout_axis_not_a_log_one():
     # graph 130 + 10(U-1) vs eager 100 + 50(U-1) pays off from U = 2 at both batches: one value, no decade
     points = [curves.Point(f"b{b}", point(b, 16, {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 20, 130, 10)}))

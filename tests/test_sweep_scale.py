@@ -116,7 +116,7 @@ def test_the_figure_draws_each_batch_across_the_models_at_the_largest_shared_tok
     bottom = [t.get_text() for t in figure.axes[-1].get_xticklabels()]  # the models in full, wrapped
     assert bottom[0].startswith("synthetic\n") and " ".join(bottom[1].split()).endswith("chat prompts of 41 tokens")
     assert max(len(line) for text in bottom for line in text.splitlines()) <= scale.TICK_WIDTH
-    assert all(len(text.splitlines()) == 2 for text in ticks)  # upper rows: synthetic or pretrained, and the size
+    assert all(len(text.splitlines()) == 2 and text.endswith(", float16") for text in ticks)  # label, size, dtype
     assert "64 new tokens" in figure.get_suptitle()
     capture_axis = figure.axes[2]  # second row (two variant columns): capture ms of the first call, 10% in the fixture
     captured = {line.get_label(): list(line.get_ydata()) for line in capture_axis.lines}

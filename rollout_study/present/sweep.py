@@ -29,10 +29,12 @@ DEFINITIONS = [
     "call x new tokens), one step of one batch with the prefill spread over the steps",
     "capture: the capture part of the variant's first call; peak: peak allocated during it minus allocated at "
     "its start; kept: allocated after it minus at its start (static cache, buffers, graph pools); reserved "
-    "growth: reserved after it minus after the call before it. Kept counts cuBLAS's workspace (32 MiB a stream "
-    "on Hopper) where the call frees one an earlier call left: a capture drops it (the first graph variant of "
-    "a point, hf-compile), so such a variant's kept reads about 32 MiB under its own footprint, below zero "
-    "where that is small",
+    "growth: reserved after it minus after the call before it. Kept counts cuBLAS's workspace (one a stream, "
+    "32 MiB on Hopper) where the call frees one an earlier call left or makes one again: the graph engines "
+    "clear it before capturing, torch's CUDA graph trees (hf-compile) around each recording, so the first "
+    "graph variant of a point and hf-compile read about one workspace under what they keep of their own "
+    "(below zero where that is small), and a variant that runs after a capture and makes one again "
+    "(hf-continuous after graph) about one over",
     "first after update: median over real updates of the first call after one; break-even: rollouts per update "
     "U from which (or up to which) first + (U-1) x steady is no dearer than the baseline's",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "

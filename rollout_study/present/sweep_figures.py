@@ -106,6 +106,11 @@ def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=Non
     return values
 
 
+def _log(ax, before: str, after: str = "") -> str:
+    """"log" for an axis label where `_by_tokens` drew a log axis (one value everywhere leaves it linear)."""
+    return f"{before}log{after}" if ax.get_yscale() == "log" else ""
+
+
 def _legend(ax) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
@@ -138,7 +143,7 @@ def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     for ax, variant in zip(axes, names):
         _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel("ms per generated token (steady / (requests x new tokens), log)", fontsize=7)
+        ax.set_ylabel(f"ms per generated token (steady / (requests x new tokens){_log(ax, ', ')})", fontsize=7)
         _batch_axis(ax, [p.batch for p in points])
         _legend(ax)
     return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
@@ -175,7 +180,7 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None) -> 
     for ax, variant in zip(axes, names):
         _by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel("first call after a real update (ms, log)")
+        ax.set_ylabel(f"first call after a real update (ms{_log(ax, ', ')})")
         _batch_axis(ax, [p.batch for p in points])
         _legend(ax)
     return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update")
@@ -195,9 +200,8 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
             ax.text(0.5, 0.5, "no point pays off from some U\n(see the table)", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
-        spread = bool(plotted) and max(plotted) > min(plotted)  # `_by_tokens` draws a log axis only then
-        ax.set_ylabel("pays off from U rollouts per update" + (" (log)" if spread else ""), fontsize=8)
-        if plotted and not spread:  # one U everywhere (1, mostly): whole rollouts, from 0, not 0.96 to 1.04
+        ax.set_ylabel(f"pays off from U rollouts per update{_log(ax, ' (', ')')}", fontsize=8)
+        if plotted and ax.get_yscale() != "log":  # one U everywhere (1, mostly): whole rollouts from 0, not 0.96-1.04
             ax.set_ylim(0, 2 * plotted[0])
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         _batch_axis(ax, [p.batch for p in points])

@@ -3,8 +3,8 @@ the models.
 
 The per-model sections draw each model alone; this puts the models a sweep ran side by side, for a sweep
 of two or more. Models are ordered by parameter count (a model of unknown size last), and every table
-column and figure tick names the model's label (synthetic or pretrained), shape, dtype, parameter count
-and prompts, so a synthetic shape is never read as the pretrained model it copies. A row or a line
+column and the figure's bottom-row ticks name the model's label (synthetic or pretrained), shape, dtype,
+parameter count and prompts (the upper rows' ticks its label, size and dtype), so a synthetic shape is never read as the pretrained model it copies. A row or a line
 appears only where at least two models have a valid point with that variant at that batch, request count
 and new-token count. What else differs between models is named, not hidden: a pretrained model's chat
 prompts are not a synthetic model's random ones, so the prompt lengths may differ. A place where one
@@ -73,8 +73,8 @@ def tick(key: tuple, points: list[Point]) -> str:
 
 
 def brief_tick(key: tuple, points: list[Point]) -> str:
-    """The upper rows' tick: synthetic or pretrained and the size; the bottom row's tick names the rest."""
-    return f"{key[0]}\n{_size(points)}"
+    """The upper rows' tick: synthetic or pretrained, the size and the dtype; the bottom row's names the rest."""
+    return f"{key[0]}\n{_size(points)}, {key[2]}"
 
 
 def _per_model(models: Models, rows_of) -> dict:
@@ -167,8 +167,8 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
     fig.suptitle(f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its own "
-                 f"model's valid points; synthetic and pretrained named at each tick, the models in full in the bottom row)",
-                 fontsize=10)
+                 "model's valid points; synthetic and pretrained named at each tick,\nthe models in full in the bottom "
+                 "row)", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir), dpi=100)

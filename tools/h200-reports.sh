@@ -7,7 +7,7 @@
 #               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
 #               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
-#               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial finds
+#               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial (device-functions.sh) finds
 #               (as `resume` below says; a partial folder carried in as it is, not packed, is not one of them);
 #               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part (Ray's too, for
 #               ray), then `sweep`
@@ -19,7 +19,7 @@
 #               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
 #               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
-#               with that tree's own copy of this script and device-env.sh for the inner step; `inner-sweep`
+#               with that tree's own copies of the tools for the inner step; `inner-sweep`
 #               reached otherwise refuses a pinned one
 #   resume      the unfinished sweep resumed, nothing else (refused without one, unless FRESH=1), from the first
 #               bring_partial finds: an earlier call's work copy, a carried runs/sweep-partial.tgz (made with
@@ -37,9 +37,10 @@
 #               sweep (`resume` runs it) is refused before the tests
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
-#   continue MARKER [SECONDS]  `hold` where a background step was started on this machine, else (a fresh one)
-#               `resume`, then `hold` for what is left of SECONDS: the one command for each call of a sweep that
-#               spans calls (carry .whl and the pinned tree each time; keep each call's pack before the next)
+#   continue [SECONDS]  `hold` for SWEEP-DONE where this machine runs or ran $SWEEP, else (a fresh one) `resume`
+#               first, until SECONDS (560) from the call's start, then `fetch` and `sweep-pack`: the one command
+#               for each call of a sweep spanning calls, on one GPU (carry .whl and the pinned tree each time;
+#               keep each call's pack before the next)
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
@@ -53,7 +54,8 @@ step=$1
 # A removed step (engines to engines6, corner, probes: at the commit a report names) or a typo would do nothing:
 # said before the set-up below (the wheels' install on a fresh machine), from the case labels of this very file
 if ! [[ $step =~ ^[a-z0-9-]+$ ]] || ! grep -qE "^  ([a-z0-9-]+\|)*$step(\|[a-z0-9-]+)*\)" "${BASH_SOURCE[0]}"; then
-  echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names)"
+  echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names,"
+  echo "README's table: pretrained, updates and smol-hazards are engines7 with SMOL_RUNS now)"
   exit 2
 fi
 case $step in
@@ -113,7 +115,8 @@ case $step in
     keep=(); for from in ${KEEP_FROM:-}; do keep+=(--keep-from "$from"); done  # folders, space-separated
     python3 -m rollout_study sweep "params/$SWEEP.yaml" --executor "$2" --quiet ${into:+--into "$into"} \
       "${keep[@]}" 2>&1 | tail -40
-    echo SWEEP-DONE ;;
+    rc=${PIPESTATUS[0]}  # a sweep that crashed is not done: `hold` says it ended without the marker
+    [ "$rc" = 0 ] && echo SWEEP-DONE || { echo "the sweep ended with exit $rc"; exit "$rc"; } ;;
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
     pack_sweep "$OUT" ;;
@@ -184,21 +187,29 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
-  continue)  # continue MARKER [SECONDS]: `hold` where a step was started on this machine, else `resume` first
-    # The machine goes back 30 s after a call, and a call made later finds a bare one: `hold` there said so and
-    # ended, and the fresh machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice). One
-    # command for every call of a sweep spanning calls, carrying .whl and the pinned tree each time.
-    started=$SECONDS
-    if ! ls "${STATE_DIR:-/tmp}"/work-inner-*.pid >/dev/null 2>&1; then
-      echo "no step was started on this machine: resuming $SWEEP"
+  continue)  # continue [SECONDS]: `hold` for SWEEP-DONE where this machine runs (or ran) $SWEEP, else `resume` it
+    # first; until SECONDS (default 560) from this call's start, then `fetch` and `sweep-pack`. The machine goes
+    # back 30 s after a call, and a later call finds a bare one: `hold` there said so and ended, and the fresh
+    # machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice). One command for every call
+    # of a sweep spanning calls, each carrying .whl and the pinned tree.
+    until=${2:-560}
+    [[ $until =~ ^[0-9]+$ ]] || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$until'"; exit 2; }
+    if ! sweep_here; then
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+      if [ "$gpus" -gt 1 ]; then  # resume runs the local executor: one GPU of several
+        echo "error: $gpus GPUs here: continue resumes on one (local); start a sweep across them with \`sweep ray\`"
+        exit 2
+      fi
+      echo "$SWEEP was not started on this machine: resuming it"
       bash tools/h200-reports.sh resume || exit  # with resume's status
     fi
-    left=$(( ${3:-560} - (SECONDS - started) )); [ "$left" -ge 0 ] || left=0
-    set -- hold "${2:?continue MARKER [SECONDS]}" "$left" ;&  # then what `hold` does, for the time left
+    left=$(( until - SECONDS )); [ "$left" -ge 0 ] || left=0  # SECONDS: since this script started, set-up included
+    pack=1; set -- hold SWEEP-DONE "$left" ;&  # then what `hold` does, for the time left
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
   fetch)
-    tail -v -n 5 /tmp/*.log 2>/dev/null; cp /tmp/out/* "$OUT"/ 2>/dev/null
+    tail -v -n 5 "${STATE_DIR:-/tmp}"/*.log 2>/dev/null; cp "${STATE_DIR:-/tmp}"/out/* "$OUT"/ 2>/dev/null
+    [ "${pack:-0}" = 1 ] && pack_sweep "$OUT"  # continue's: the points measured so far, ended or not
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
 esac
 ls -la "$OUT"

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable", "sweep_here")
+             "studies_startable", "sweep_step", "sweep_state")
 
 
 @pytest.fixture(scope="module")
@@ -263,15 +263,45 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         busy = _script(tmp_path, "continue", "30", SWEEP=sweep)
         assert busy.returncode == 1 and "resuming it" in busy.stdout
         assert "error: engines7 is running a sweep on this GPU" in busy.stdout
-        # The machine that runs this sweep: held, not started twice, and its points packed into $OUT
         (tmp_path / "work-inner-engines7.pid").unlink()
+        # The machine that runs this sweep (background's record names it): held, not started twice, packed
+        runs = tmp_path / "work-inner-resume" / "runs"
+        (runs / f".{sweep}.partial-x" / "points").mkdir(parents=True)
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
-        (tmp_path / "work-inner-resume" / "runs" / f".{sweep}.partial-x" / "points").mkdir(parents=True)
+        (tmp_path / "work-inner-resume.sweep").write_text(f"{sweep}\n")
         (tmp_path / "sweep.log").write_text("point 9 of 84\nSWEEP-DONE\n")
         warm = _script(tmp_path, "continue", "30", SWEEP=sweep)
+        assert warm.returncode == 0, warm.stdout + warm.stderr
+        assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming it" not in warm.stdout
+        assert f"{sweep}: still running" in warm.stdout
+        assert f".{sweep}.partial-x/points/" in _packed(tmp_path, sweep)
+        # another sweep's record is not this one's: resumed
+        other = _script(tmp_path, "continue", "30", SWEEP="sweep-test-other")
+        assert "sweep-test-other was not started on this machine: resuming it" in other.stdout
     finally:
         step.kill(); step.wait()
-    assert warm.returncode == 0, warm.stdout + warm.stderr
-    assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming it" not in warm.stdout
-    packed = subprocess.run(["tar", "tzf", str(tmp_path / f"{sweep}-runs.tgz")], capture_output=True, text=True)
-    assert f".{sweep}.partial-x/points/" in packed.stdout
+    # Ended: a pinned tree's older script logs SWEEP-DONE after a crash too, so its folder decides
+    crashed = _script(tmp_path, "continue", "30", SWEEP=sweep)
+    assert crashed.returncode == 1 and f"{sweep}: ended unfinished" in crashed.stdout
+    assert f".{sweep}.partial-x/points/" in _packed(tmp_path, sweep)
+    (runs / f".{sweep}.partial-x").rename(runs / f"{sweep}-20261203-153202")
+    finished = _script(tmp_path, "continue", "090", SWEEP=sweep)  # ninety, not octal
+    assert finished.returncode == 0 and f"{sweep}: finished" in finished.stdout, finished.stdout + finished.stderr
+    assert f"{sweep}-20261203-153202/points/" in _packed(tmp_path, sweep)
+
+
+def _packed(tmp_path: Path, sweep: str) -> str:
+    return subprocess.run(["tar", "tzf", str(tmp_path / f"{sweep}-runs.tgz")], capture_output=True, text=True).stdout
+
+
+def test_continue_resumes_on_one_gpu_only(tmp_path):
+    # resume runs the local executor: on a host of several GPUs it would measure on one and leave the rest idle
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA H200\\nGPU 1: NVIDIA H200\\n'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / ".wheels-installed").touch()
+    done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert done.returncode == 2 and "error: 2 GPUs here: continue resumes on one (local)" in done.stdout
+    assert "resuming it" not in done.stdout

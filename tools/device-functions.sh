@@ -139,10 +139,18 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
 # Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
 # re-sends the working tree into the repository root, and a run importing a module just then found it
 # missing. The copy takes the tree as it is when the step starts (carried runs/ included).
-sweep_here() {  # whether this machine's `resume` or `sweep` step holds $SWEEP's folder, running or ended
-  local folder; for folder in "${STATE_DIR:-/tmp}"/work-inner-{resume,sweep}/runs/{."$SWEEP".partial-*,"$SWEEP"-$STAMP}; do
-    [ -d "$folder" ] && return 0
+sweep_step() {  # prints the step (resume or sweep) this machine started for $SWEEP (background's record), if any
+  local step state=${STATE_DIR:-/tmp}
+  for step in resume sweep; do
+    [ -f "$state/work-inner-$step.pid" ] && [ "$(cat "$state/work-inner-$step.sweep" 2>/dev/null)" = "$SWEEP" ] &&
+      { echo "$step"; return 0; }
   done; return 1
+}
+sweep_state() {  # sweep_state STEP: where $SWEEP stands on this machine, from its folder in STEP's work copy, not
+  # from the log (a pinned tree's older script logs SWEEP-DONE after a crash too); 1 where it ended unfinished
+  if running "inner-$1"; then echo "$SWEEP: still running"
+  elif compgen -G "${STATE_DIR:-/tmp}/work-inner-$1/runs/$SWEEP-$STAMP" >/dev/null; then echo "$SWEEP: finished"
+  else echo "$SWEEP: ended unfinished (the log above says why)"; return 1; fi
 }
 bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of: an earlier call's work copy (a
   # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
@@ -172,7 +180,7 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   if running "$2"; then
     echo "error: $2 is still running from $work (log $1); not started again"; return 1
   fi
-  rm -rf "$work" && mkdir -p "$work" || return 1
+  rm -rf "$work" "$work.pid" "$work.sweep" && mkdir -p "$work" || return 1  # a failed start leaves no record
   if [ -n "$commit" ]; then
     local tree=.carry/tree-${commit:0:12}.tar want got
     [ -f "$tree" ] || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
@@ -191,5 +199,6 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   # ends, so a caller reading it through a pipe (`... | tail`) waited the whole step (2026-12-03: a call timed out)
   (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} exec setsid nohup \
     bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")
+  echo "${SWEEP:-}" > "$work.sweep"  # which sweep a resume or sweep step runs (continue asks)
   sleep 5; tail -5 "$1"
 }

@@ -37,10 +37,10 @@
 #               sweep (`resume` runs it) is refused before the tests
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
-#   continue [SECONDS]  `hold` for SWEEP-DONE where this machine runs or ran $SWEEP, else (a fresh one) `resume`
-#               first, until SECONDS (560) from the call's start, then `fetch` and `sweep-pack`: the one command
-#               for each call of a sweep spanning calls, on one GPU (carry .whl and the pinned tree each time;
-#               keep each call's pack before the next)
+#   continue [SECONDS]  `hold` for SWEEP-DONE where this machine started $SWEEP, else (a fresh one) `resume`
+#               first, until SECONDS (560) from the call's start, then `fetch`, `sweep-pack` and whether the sweep
+#               still runs, finished or ended unfinished (exit 1): the one command for each call of a sweep
+#               spanning calls, on one GPU (keep each call's pack before the next)
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
@@ -115,8 +115,8 @@ case $step in
     keep=(); for from in ${KEEP_FROM:-}; do keep+=(--keep-from "$from"); done  # folders, space-separated
     python3 -m rollout_study sweep "params/$SWEEP.yaml" --executor "$2" --quiet ${into:+--into "$into"} \
       "${keep[@]}" 2>&1 | tail -40
-    rc=${PIPESTATUS[0]}  # a sweep that crashed is not done: `hold` says it ended without the marker
-    [ "$rc" = 0 ] && echo SWEEP-DONE || { echo "the sweep ended with exit $rc"; exit "$rc"; } ;;
+    rc=${PIPESTATUS[0]}  # a crashed sweep, or a finished one whose checks failed: `hold` says it ended without it
+    if [ "$rc" = 0 ]; then echo SWEEP-DONE; else echo "the sweep command ended with exit $rc"; exit "$rc"; fi ;;
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
     pack_sweep "$OUT" ;;
@@ -187,14 +187,15 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
     fi
     source tools/h200-reports.sh inner-sweep local ;;
-  continue)  # continue [SECONDS]: `hold` for SWEEP-DONE where this machine runs (or ran) $SWEEP, else `resume` it
-    # first; until SECONDS (default 560) from this call's start, then `fetch` and `sweep-pack`. The machine goes
+  continue)  # continue [SECONDS]: `hold` for SWEEP-DONE where this machine started $SWEEP, else `resume` it first;
+    # until SECONDS (default 560) from this call's start, then `fetch`, `sweep-pack` and where the sweep stands. The machine goes
     # back 30 s after a call, and a later call finds a bare one: `hold` there said so and ended, and the fresh
     # machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice). One command for every call
     # of a sweep spanning calls, each carrying .whl and the pinned tree.
-    until=${2:-560}
-    [[ $until =~ ^[0-9]+$ ]] || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$until'"; exit 2; }
-    if ! sweep_here; then
+    deadline=${2:-560}
+    [[ $deadline =~ ^[0-9]+$ ]] || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$deadline'"; exit 2; }
+    deadline=$((10#$deadline))  # 090 is ninety, not an octal error after resume started
+    if ! started=$(sweep_step); then
       gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
       if [ "$gpus" -gt 1 ]; then  # resume runs the local executor: one GPU of several
         echo "error: $gpus GPUs here: continue resumes on one (local); start a sweep across them with \`sweep ray\`"
@@ -202,14 +203,18 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
       fi
       echo "$SWEEP was not started on this machine: resuming it"
       bash tools/h200-reports.sh resume || exit  # with resume's status
+      started=$(sweep_step) || { echo "error: resume left no record of $SWEEP on this machine"; exit 1; }
     fi
-    left=$(( until - SECONDS )); [ "$left" -ge 0 ] || left=0  # SECONDS: since this script started, set-up included
+    left=$(( deadline - SECONDS )); [ "$left" -ge 0 ] || left=0  # SECONDS: since this script started, set-up included
     pack=1; set -- hold SWEEP-DONE "$left" ;&  # then what `hold` does, for the time left
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
   fetch)
     tail -v -n 5 "${STATE_DIR:-/tmp}"/*.log 2>/dev/null; cp "${STATE_DIR:-/tmp}"/out/* "$OUT"/ 2>/dev/null
-    [ "${pack:-0}" = 1 ] && pack_sweep "$OUT"  # continue's: the points measured so far, ended or not
+    if [ "${pack:-0}" = 1 ]; then  # continue's: the points measured so far, ended or not, and where it stands
+      pack_sweep "$OUT" || held=1
+      sweep_state "$started" || held=1
+    fi
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
 esac
 ls -la "$OUT"

@@ -250,16 +250,20 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
             archive.add(stub, arcname=".")
         other = background("e" * 64)
         assert other.returncode == 1 and "holds code ffffffff, the pin says eeeeeeee" in other.stdout
+        # a failed start leaves no record for `continue` to hold on
+        assert not Path(f"{work}.pid").exists() and not Path(f"{work}.sweep").exists()
         ran = background("f" * 64)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert (work / "seen.txt").read_text().split() == [step, commit, str(work / "rollout_study" / "__init__.py"),
                                                             ".sw.partial-x"]
+        assert Path(f"{work}.sweep").read_text() == "sw\n"  # which sweep it runs (continue asks)
     finally:
         pid = Path(f"{work}.pid")
         if pid.exists():  # the step, still sleeping: its process group (setsid)
             subprocess.run(["kill", "--", f"-{pid.read_text().strip()}"], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
         pid.unlink(missing_ok=True)
+        Path(f"{work}.sweep").unlink(missing_ok=True)
 
 
 def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):

@@ -42,6 +42,9 @@ DEFINITIONS = [
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
     f"{curves.CROSSOVER}x",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart",
+    "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
+    "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
+    "spanning calls held its device longer than the sum",
 ]
 
 

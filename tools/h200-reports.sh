@@ -7,8 +7,9 @@
 #               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
 #               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
-#               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial (device-functions.sh) finds
-#               (as `resume` below says; a partial folder carried in as it is, not packed, is not one of them);
+#               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial
+#               (device-functions.sh) finds (as `resume` below says; a partial folder carried in as it is, not
+#               packed, is not one of them);
 #               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part (Ray's too, for
 #               ray), then `sweep`
 #   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz

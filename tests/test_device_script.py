@@ -220,12 +220,7 @@ def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studie
 
 def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
     # Removed steps (engines6, corner) are still named in old notes: the script must not set up and exit 0
-    (tmp_path / "tools").mkdir()
-    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh"):
-        shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
-    done = subprocess.run(["bash", "tools/h200-reports.sh", "engines6"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
-                                           "ROLLOUT_STUDY_COMMIT": "a" * 40})
+    done = _script(tmp_path, "engines6")
     assert done.returncode == 2
     # and before the set-up (the wheels' install, nvidia-smi): its message, nothing else
     assert done.stdout.startswith("error: no step 'engines6' here") and done.stdout.endswith("with SMOL_RUNS now)\n")

@@ -136,9 +136,6 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
   done
   echo "held ${waited} s for $marker"
 }
-# Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
-# re-sends the working tree into the repository root, and a run importing a module just then found it
-# missing. The copy takes the tree as it is when the step starts (carried runs/ included).
 sweep_step() {  # prints the step (resume or sweep) this machine started for $SWEEP (background's record), if any
   local step state=${STATE_DIR:-/tmp}
   for step in resume sweep; do
@@ -152,6 +149,9 @@ sweep_state() {  # sweep_state STEP: where $SWEEP stands on this machine, from i
   elif compgen -G "${STATE_DIR:-/tmp}/work-inner-$1/runs/$SWEEP-$STAMP" >/dev/null; then echo "$SWEEP: finished"
   else echo "$SWEEP: ended unfinished (the log above says why)"; return 1; fi
 }
+# Background steps run from a private copy of the tree, one per step (/tmp/work-STEP): each later call
+# re-sends the working tree into the repository root, and a run importing a module just then found it
+# missing. The copy takes the tree as it is when the step starts (carried runs/ included).
 bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of: an earlier call's work copy (a
   # second `sweep` or `resume` in one session would otherwise start again from the tree's, losing the points
   # measured since), a carried runs/sweep-partial.tgz, the one kept in the tree (tools/keep_sweep.py). Whatever

@@ -52,8 +52,8 @@
 # engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they
 # made (README, "Reproducing the GPU reports").
 step=$1
-# A removed step (engines to engines6, corner, probes: at the commit a report names) or a typo would do nothing:
-# said before the set-up below (the wheels' install on a fresh machine), from the case labels of this very file
+# A removed step (the header's last lines name them) or a typo would do nothing: said before the set-up below
+# (the wheels' install on a fresh machine), from the case labels of this very file
 if ! [[ $step =~ ^[a-z0-9-]+$ ]] || ! grep -qE "^  ([a-z0-9-]+\|)*$step(\|[a-z0-9-]+)*\)" "${BASH_SOURCE[0]}"; then
   echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names,"
   echo "README's table: pretrained, updates and smol-hazards are engines7 with SMOL_RUNS now)"
@@ -189,10 +189,9 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   continue)  # continue [SECONDS]: `hold` for SWEEP-DONE where this machine started $SWEEP, else `resume` it first;
-    # until SECONDS (default 560) from this call's start, then `fetch`, `sweep-pack` and where the sweep stands. The machine goes
-    # back 30 s after a call, and a later call finds a bare one: `hold` there said so and ended, and the fresh
-    # machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice). One command for every call
-    # of a sweep spanning calls, each carrying .whl and the pinned tree.
+    # until SECONDS (default 560) from this call's start, then `fetch`, `sweep-pack` and where the sweep stands.
+    # The machine goes back 30 s after a call, and a later call finds a bare one: `hold` there said so and ended,
+    # and the fresh machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice).
     deadline=${2:-560}
     [[ $deadline =~ ^[0-9]+$ ]] || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$deadline'"; exit 2; }
     deadline=$((10#$deadline))  # 090 is ninety, not an octal error after resume started

@@ -1,15 +1,15 @@
 """How a sweep's figures move with model size: one variant, batch, request count and new-token count across
 the models.
 
-The per-model sections draw each model alone; this puts the models a sweep ran side by side, for a sweep
-of two or more. Models are ordered by parameter count (a model of unknown size last), and every table
-column and the figure's bottom-row ticks name the model's label (synthetic or pretrained), shape, dtype,
-parameter count and prompts (the upper rows' ticks its label, size and dtype), so a synthetic shape is never read as the pretrained model it copies. A row or a line
-appears only where at least two models have a valid point with that variant at that batch, request count
-and new-token count. What else differs between models is named, not hidden: a pretrained model's chat
-prompts are not a synthetic model's random ones, so the prompt lengths may differ. A place where one
-model has two points (a sweep that varied another parameter) is left out for that model rather than
-show one of them. Each value comes from its own model's points, as in the per-model sections
+The per-model sections draw each model alone; this puts the models a sweep ran side by side, for a sweep of
+two or more. Models are ordered by parameter count (a model of unknown size last), and every table column and
+the figure's bottom-row ticks name the model's label (synthetic or pretrained), shape, dtype, parameter count
+and prompts (the upper rows' ticks its label, size and dtype), so a synthetic shape is never read as the
+pretrained model it copies. A row or a line appears only where at least two models have a valid point with
+that variant at that batch, request count and new-token count. What else differs between models is named, not
+hidden: a pretrained model's chat prompts are not a synthetic model's random ones, so the prompt lengths may
+differ. A place where one model has two points (a sweep that varied another parameter) is left out for that
+model rather than show one of them. Each value comes from its own model's points, as in the per-model sections
 (sweep_curves.py defines them).
 """
 from __future__ import annotations

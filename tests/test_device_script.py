@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
@@ -225,17 +226,6 @@ def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
     # and before the set-up (the wheels' install, nvidia-smi): its message, nothing else
     assert done.stdout.startswith("error: no step 'engines6' here") and done.stdout.endswith("with SMOL_RUNS now)\n")
     assert done.stderr == ""
-
-
-def _script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """The whole script, STEP ARGS, from a tree of its own (its tools alone), STATE_DIR in place of /tmp."""
-    tree = tmp_path / "tree"
-    (tree / "tools").mkdir(parents=True, exist_ok=True)
-    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py"):
-        shutil.copy(ROOT / "tools" / name, tree / "tools")
-    return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
-                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
-                                           "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})
 
 
 def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_where_it_has(tmp_path):

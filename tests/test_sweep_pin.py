@@ -12,6 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from device_tree import script as device_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PINS = sorted((ROOT / "sweeps-in-progress").glob("*.pin"))
@@ -269,13 +270,9 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
 def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):
     # inner-sweep started in the working tree (by hand, or by a step that reaches it there): a pinned sweep would
     # run there at this tree's code and parameter file, so it is refused (sweep and resume run it in the pinned tree)
-    (tmp_path / "tools").mkdir()
-    for name in ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py"):
-        shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
-    (tmp_path / "sweeps-in-progress").mkdir()
-    (tmp_path / "sweeps-in-progress" / "sw.pin").write_text(_pin_text("c" * 40, "f" * 64))
-    done = subprocess.run(["bash", "tools/h200-reports.sh", "inner-sweep", "local"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env={"PATH": os.environ["PATH"], "SWEEP": "sw", "OUT": str(tmp_path),
-                                                      "ROLLOUT_STUDY_COMMIT": "a" * 40, "HOME": str(tmp_path)})
+    pins = tmp_path / "tree" / "sweeps-in-progress"
+    pins.mkdir(parents=True)
+    (pins / "sw.pin").write_text(_pin_text("c" * 40, "f" * 64))
+    done = device_script(tmp_path, "inner-sweep", "local", SWEEP="sw")
     assert done.returncode == 1
     assert "error: sw is pinned to cccccccccccc (sweeps-in-progress/sw.pin)" in done.stdout

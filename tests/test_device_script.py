@@ -47,7 +47,7 @@ def test_hold_on_a_bare_machine_says_so_at_once(functions, tmp_path):
 def test_hold_returns_where_a_log_has_the_marker(functions, tmp_path):
     (tmp_path / "i11g.log").write_text("CUDA-TESTS-DONE\nTINY-DONE\nENGINES7-DONE\n")
     done = _hold(functions, tmp_path, "TINY-DONE", 300)
-    assert done.returncode == 0 and done.stdout.strip() == "held 0 s for TINY-DONE"
+    assert done.returncode == 0 and done.stdout.strip() == "held 0 s for TINY-DONE: logged"
 
 
 def _kill(pidfile: Path) -> None:
@@ -64,7 +64,7 @@ def test_hold_waits_while_the_step_runs_and_stops_where_it_ended_without_the_mar
         waited = _hold(functions, tmp_path, "TINY-DONE", 300, writes)
     finally:
         _kill(pidfile)
-    assert waited.returncode == 0 and waited.stdout.strip() in ("held 5 s for TINY-DONE", "held 10 s for TINY-DONE")
+    assert waited.returncode == 0 and waited.stdout.strip() in ("held 5 s for TINY-DONE: logged", "held 10 s for TINY-DONE: logged")
 
     ends = f'bash -c "sleep 1" > /dev/null 2>&1 & echo $! > {pidfile}'
     ended = _hold(functions, tmp_path, "ENGINES7-DONE", 300, ends)
@@ -83,7 +83,7 @@ def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_pat
         held = _hold(functions, tmp_path, "SWEEP-DONE", 0, step)
     finally:
         _kill(tmp_path / "work-inner-sweep.pid")
-    assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE"
+    assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE: not yet (the limit)"
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="zombies are told apart through /proc")
@@ -277,7 +277,7 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         (tmp_path / "sweep.log").write_text("point 9 of 84\nSWEEP-DONE\n")
         warm = _script(tmp_path, "continue", "30", SWEEP=sweep)
         assert warm.returncode == 0, warm.stdout + warm.stderr
-        assert "held 0 s for SWEEP-DONE" in warm.stdout and "resuming it" not in warm.stdout
+        assert "held 0 s for SWEEP-DONE: logged" in warm.stdout and "resuming it" not in warm.stdout
         assert f"{sweep}: still running" in warm.stdout
         assert f".{sweep}.partial-x/points/" in _packed(tmp_path, sweep)
         # another sweep's record is not this one's: resumed

@@ -139,7 +139,8 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
     [ "$waited" -ge "$limit" ] && break
     sleep 5; waited=$((waited + 5))
   done
-  echo "held ${waited} s for $marker"
+  # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
+  if logged; then echo "held ${waited} s for $marker: logged"; else echo "held ${waited} s for $marker: not yet (the limit)"; fi
 }
 sweep_step() {  # prints the step (resume or sweep) this machine started for $SWEEP (background's record), if any
   local step state=${STATE_DIR:-/tmp}

@@ -174,6 +174,24 @@ def test_sweep_pack_takes_the_copy_of_the_step_recorded_for_the_sweep_not_the_ne
     _pack(functions, tmp_path, "sweep-h200-1b")
     assert ".sweep-h200-1b.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
 
+
+def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_errors(functions, tmp_path):
+    # tar exits 1 for "file changed as we read it" (the sweep writes on as a call packs), 2 for a real error
+    work = tmp_path / "tmp" / "work-inner-resume" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
+    work.mkdir(parents=True)
+    (work / "p.json").write_text("{}")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for status in (1, 2):
+        (fake / "tar").write_text(f"#!/bin/bash\n{shutil.which('tar')} \"$@\"; exit {status}\n")
+        (fake / "tar").chmod(0o755)
+        out = tmp_path / "out"
+        out.mkdir(exist_ok=True)
+        packed = _bash(functions, f"SWEEP=sweep-h200-1b\npack_sweep {out}", tmp_path / "tmp",
+                       RUNS_DIR=str(tmp_path / "runs"), PATH=f"{fake}:/usr/bin:/bin")
+        assert (packed.returncode == 0) == (status == 1), (status, packed.stdout, packed.stderr)
+        assert ("a file changed while it was packed" in packed.stdout) == (status == 1)
+
 def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_path):
     # Any step `background` started (its /tmp/work-STEP.pid), not a fixed list a new step could be missing from
     assert _bash(functions, "sweep_running", tmp_path).returncode == 1  # no pid file at all

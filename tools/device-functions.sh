@@ -49,11 +49,11 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
     echo "error: no run of $SWEEP to pack (SWEEP=NAME names the sweep to pack)${others:+; sweeps here: $others}"
     return 1
   fi
-  # Packed while the sweep runs on: tar exits 1 where a file changed as it read it. Every file a sweep writes is
-  # written whole and renamed in (files.write_json_atomic), so the packed copy is the old one or the new one, and
-  # keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors.
+  # Packed while the sweep runs on: tar exits 1 where a file changed as it read it. The results (points/, sweep.json)
+  # are written whole and renamed in (files.write_json_atomic), so the packed copy is the old one or the new one,
+  # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors.
   tar czf "${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz" -C "$runs" $found ||  # names without spaces (stamped)
-    { [ $? = 1 ] && echo "(a file changed while it was packed: the packed copy is whole, the old one or the new)"; }
+    { [ $? = 1 ] && echo "(a file changed while it was packed: results are renamed in whole; keep_sweep.py checks them)"; }
 }
 is_sweep() {  # is_sweep NAME: whether params/NAME.yaml is a sweep file (its top-level `sweep:`), run with `sweep`
   grep -q '^sweep:' "params/$1.yaml"

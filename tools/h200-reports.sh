@@ -12,8 +12,9 @@
 #               packed, is not one of them);
 #               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part (Ray's too, for
 #               ray), then `sweep`
-#   sweep-pack  pack runs/$SWEEP-<time> and any unfinished runs/.$SWEEP.partial-* into $OUT/$SWEEP-runs.tgz
-#               (to resume in a later session, or to publish)
+#   sweep-pack  pack $SWEEP's finished runs/$SWEEP-<time> and unfinished runs/.$SWEEP.partial-* into
+#               $OUT/$SWEEP-runs.tgz (to resume in a later session, or to publish), from the work copy of the step
+#               last started for it (sweep_copy in device-functions.sh), else the tree's runs/; exit 1 where none
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
@@ -120,7 +121,7 @@ case $step in
     if [ "$rc" = 0 ]; then echo SWEEP-DONE; else echo "the sweep command ended with exit $rc"; exit "$rc"; fi ;;
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
-    pack_sweep "$OUT" ;;
+    pack_sweep "$OUT" || { ls -la "$OUT"; exit 1; } ;;  # the script's last `ls` would make it 0
   engines7)
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
     [ "$SMOL_RUNS" = none ] || studies_startable || exit 1  # said now, not after the tests in the background

@@ -155,7 +155,6 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
     assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}
 
 
-
 def _two_copies(state: Path, sweep: str, newest: str) -> None:
     """Two work copies holding `sweep`'s partial folder (points/STEP.json each), `newest`'s folder the newer."""
     for step in ("resume", "sweep"):

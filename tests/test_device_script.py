@@ -187,6 +187,11 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     assert _bash(functions, f"SWEEP={sweep}\nsweep_step", state).stdout.strip() == "sweep"
     assert _pack(functions, tmp_path, sweep).returncode == 0
     assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    # the step last started for it holds no folder of it yet (it has just started): not the other copy's, stale
+    (state / "work-inner-sweep" / "runs" / f".{sweep}.partial-kept").rename(state / "work-inner-sweep" / "runs" / "x")
+    early = _pack(functions, tmp_path, sweep)
+    assert early.returncode == 1 and f"error: no run of {sweep} to pack" in early.stdout
+    (state / "work-inner-sweep" / "runs" / "x").rename(state / "work-inner-sweep" / "runs" / f".{sweep}.partial-kept")
     # recorded for other sweeps only: the copy with this sweep's newest folder
     _record(state, "sweep", "sweep-h200-smollm2", age=1)
     _record(state, "resume", "sweep-h200-smollm2", age=1)

@@ -156,15 +156,17 @@ sweep_step() {  # prints the step (resume or sweep) this machine last started fo
   done; return 1
 }
 sweep_copy() {  # sweep_copy GLOB...: the work copy's runs/ holding $SWEEP's folders (GLOBs in runs/): the copy of the
-  # step last started for it (sweep_step), else the one with the newest such folder. A machine that ran `sweep` and
-  # then `resume` holds two copies, and folder times need not say which runs the sweep.
+  # step last started for it (sweep_step), and none where that copy holds none yet (another copy's would be stale);
+  # where no step is recorded for it, the one with the newest such folder. A machine that ran `sweep` and then
+  # `resume` holds two copies, and folder times need not say which runs the sweep.
   local root=${STATE_DIR:-/tmp} step glob newest
-  if step=$(sweep_step); then
+  if step=$(sweep_step) && [ -d "$root/work-inner-$step/runs" ]; then
     for glob; do
       compgen -G "$root/work-inner-$step/runs/$glob" >/dev/null && { echo "$root/work-inner-$step/runs"; return 0; }
-    done
+    done; return 1
   fi
-  newest=$(for glob; do compgen -G "$root/work-inner-*/runs/$glob"; done | xargs -r -d '\n' ls -td | head -1)
+  newest=$(for glob; do compgen -G "$root/work-inner-*/runs/$glob"; done |
+           xargs -r -d '\n' ls -td 2>/dev/null | head -1)
   [ -n "$newest" ] && echo "${newest%/*}"
 }
 sweep_state() {  # sweep_state STEP: where $SWEEP stands on this machine, from its folder in STEP's work copy, not

@@ -14,9 +14,9 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 
 def pytest_runtest_logreport(report):
-    """With ROLLOUT_STUDY_EAGER_FAILURES set (tools/device-functions.sh's cuda_tests sets it), a failure's traceback is written
-    the moment the test fails. An abort later in the session ends pytest before its summary, and every
-    traceback with it: on the H200 on 2026-12-02 a CUDA test failed and the process aborted two tests
+    """With ROLLOUT_STUDY_EAGER_FAILURES set (tools/device-functions.sh's cuda_tests sets it), a failure's
+    traceback is written the moment the test fails. An abort later in the session ends pytest before its summary,
+    and every traceback with it: on the H200 on 2026-12-02 a CUDA test failed and the process aborted two tests
     later, in a destructor, leaving only the word FAILED."""
     if report.failed and os.environ.get("ROLLOUT_STUDY_EAGER_FAILURES"):
         sys.stderr.write(f"\n--- {report.nodeid} failed ({report.when}) ---\n{report.longreprtext}\n")

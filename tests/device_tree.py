@@ -11,6 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py")
 
 
+def functions(*names: str) -> str:
+    """The named functions of tools/device-functions.sh, whole, to run in bash on their own."""
+    text = ""
+    for name in names:
+        found = subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "device-functions.sh")],
+                               capture_output=True, text=True, check=True).stdout
+        assert found.startswith(f"{name}()"), f"tools/device-functions.sh lost {name}()"
+        text += found
+    return text
+
+
 def script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays)."""
     tree = tmp_path / "tree"

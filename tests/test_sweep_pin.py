@@ -180,6 +180,23 @@ def test_a_pinned_sweep_is_held_to_its_commits_parameter_file_and_code(pinned_re
                      f"it would run again (revert sweeps-in-progress/sweep-cpu.pin, or drop the kept sweep knowingly)"]
 
 
+def test_keep_says_how_many_of_the_pinned_sweeps_points_are_left(pinned_repo, tmp_path):
+    repo, pinned, files, _ = pinned_repo
+    root = tmp_path / "repo"
+    shutil.copytree(repo, root)
+    folder = _kept(tmp_path / "device", files, pinned["code_sha256"])  # of two listed, one on disk
+    pack = tmp_path / "pack.tgz"
+    with tarfile.open(pack, "w:gz") as archive:
+        archive.add(folder, arcname=folder.name)
+    said = keep_sweep.keep(pack, root)
+    assert said == [f"kept sweeps-in-progress/sweep-cpu.tgz (1 points measured by its pinned code "
+                    f"{pinned['code_sha256'][:8]}; 1 of the sweep's 2 points left): commit it; "
+                    "`h200-reports.sh resume` resumes it"]
+    # where the pinned commit cannot be read, the count is not known and not said
+    (root / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text("e" * 40, pinned["code_sha256"]))
+    assert keep_sweep.points_left(folder, pinned["code_sha256"], root) is None
+
+
 def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_path):
     repo, pinned, files, _ = pinned_repo
     wrong = tmp_path / "repo"

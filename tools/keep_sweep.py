@@ -70,11 +70,15 @@ def _fingerprint(path: Path) -> str | None:
         return None
 
 
+def _measured(folder: Path, fingerprint: str) -> list[str]:
+    """The files of a sweep folder's points (and repeats) with a result measured by the code of `fingerprint`
+    (failed ones have none)."""
+    return [entry["file"] for entry in _entries(_record(folder)) if entry.get("status") != "failed"
+            and _fingerprint(folder / entry["file"]) == fingerprint]
+
+
 def measured_points(folder: Path, fingerprint: str) -> int:
-    """Points (and repeats) of a sweep folder with a result measured by the code of `fingerprint` (failed ones
-    have none)."""
-    return sum(1 for entry in _entries(_record(folder)) if entry.get("status") != "failed"
-               and _fingerprint(folder / entry["file"]) == fingerprint)
+    return len(_measured(folder, fingerprint))
 
 
 def held_code(name: str, root: Path = ROOT) -> tuple[str, str]:
@@ -193,6 +197,17 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
     return found + ([] if shallow else code_problems(results))  # a shallow clone lacks the commits they name
 
 
+def points_left(folder: Path, fingerprint: str, root: Path = ROOT) -> tuple[int, int] | None:
+    """(the sweep's points with no result measured by the code of `fingerprint` yet, all its points), by its
+    parameter file (a pinned sweep's: the pinned commit's); None where that cannot be read. Repeats not counted:
+    they run once the points are done."""
+    held, _ = _held(sweep_name(folder), _record(folder), root, shallow=True)  # a missing commit: not known
+    if held is None or held.files is None:
+        return None
+    done = {file.split("/", 1)[-1] for file in _measured(folder, fingerprint) if file.startswith("points/")}
+    return len(held.files - done), len(held.files)
+
+
 def _unpack(pack: Path, into: Path) -> None:
     """Extract a tgz with nothing outside `into` and no links (tarfile's data filter does this from 3.11.4 on)."""
     try:
@@ -273,7 +288,9 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                     raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by {by}, the "
                                     f"pack {count}: an older pack; nothing kept")
             writes.append(("pack", best, target))
+            left = points_left(best, fingerprint, root)
             done.append(f"kept {target.relative_to(root)} ({count} points measured by {by}"
+                        + (f"; {left[0]} of the sweep's {left[1]} points left" if left else "")
                         + (f"; {len(stale)} unlisted point file(s) left out" if stale else "")
                         + "): commit it; `h200-reports.sh resume` resumes it")
         for kind, folder, target in writes:

@@ -23,7 +23,8 @@ less the engines) come from the first valid point there that ran it, so no curve
     growth              least squares ms = a + b x new tokens per variant and batch: slope b
                         (ms per new token), intercept a, R^2 (None where every ms is equal)
     crossover           per variant and new tokens: the smallest batch with a valid point whose speed-up
-                        is under `CROSSOVER`, or none in the valid points' range
+                        is under `CROSSOVER`, or none in the valid points' range; larger batches back at or
+                        over it are named (a crossing need not hold: host speed moves eager's time)
 """
 from __future__ import annotations
 
@@ -291,14 +292,22 @@ class Crossover:
     speedup: float | None  # the speed-up there
     before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
     swept: tuple[int, ...]
+    back_over: tuple[tuple[int, float], ...] = ()  # larger batches whose speed-up is CROSSOVER or more again
 
     @property
     def text(self) -> str:
         if self.batch is None:
             return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return _already_under(self.batch, [self.speedup])
-        return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})")
+            return _already_under(self.batch, [self.speedup]) + self._back
+        return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})"
+                + self._back)
+
+    @property
+    def _back(self) -> str:
+        if not self.back_over:
+            return ""
+        return f", back at or over {CROSSOVER}x at " + ", ".join(f"batch {b} ({s:.2f}x)" for b, s in self.back_over)
 
 
 def _already_under(batch: int, speedups: list[float]) -> str:
@@ -316,8 +325,8 @@ def crossing_summary(rows: list[Crossover]) -> str:
     range; already under at the same smallest batch) are named together, a crossing within the range on its own."""
     groups: dict[tuple, list[Crossover]] = {}
     for c in rows:
-        key = (("none", c.swept[0], c.swept[-1]) if c.batch is None else ("first", c.batch) if c.before is None
-               else ("within", c.new_tokens))
+        key = (("none", c.swept[0], c.swept[-1]) if c.batch is None
+               else ("first", c.batch) if c.before is None and not c.back_over else ("own", c.new_tokens))
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
@@ -339,5 +348,6 @@ def crossovers(points: list[Point]) -> list[Crossover]:
             out.append(Crossover(variant, tokens, None, None, None, swept))
         else:
             before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
-            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept))
+            back = tuple((r.batch, r.ratio.point) for r in rows[under + 1:] if r.ratio.point >= CROSSOVER)
+            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept, back))
     return out

@@ -40,7 +40,8 @@ DEFINITIONS = [
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
-    f"{curves.CROSSOVER}x",
+    f"{curves.CROSSOVER}x; larger batches whose speed-up is back at or over it are named (eager generate()'s time "
+    "moves with the host's speed, so a crossing need not hold)",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from .breakeven import (BASELINE, BreakEven, BreakEvenRow, break_even_pairs, break_even_rollouts,  # noqa: F401
                         break_even_rows, costs_after_update, rollouts_cost)
 from .engines import variant_rank
-from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects, instrumented_calls,  # noqa: F401
-                      real_cycles, samples_in, timing_checked, timing_flagged, untouched_variants)
+from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
+                      instrumented_calls, real_cycles, samples_in, timing_checked, timing_flagged, untouched_variants)
 from .record import PARTS, Call, run_order
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval, resampled_sides  # noqa: F401
@@ -254,7 +254,8 @@ def generate_token_sets(result: Result) -> list[tuple[str, int, int]]:
 
 
 def speedup_ratios(result: Result) -> list[tuple[str, int, str, Ratio]]:
-    """(graph variant, cycle, phase, generate()'s steady median over the variant's, with its interval) per steady phase."""
+    """(graph variant, cycle, phase, generate()'s steady median over the variant's, with its interval) per steady
+    phase."""
     steady = [(cycle, phase) for cycle, phase in result.phase_groups() if phase in STEADY_PHASES]
     pairs = [(v, c, p, result.samples(BASELINE, c, p), result.samples(v, c, p))
              for v in graph_variants(result) for c, p in steady]

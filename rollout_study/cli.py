@@ -266,7 +266,8 @@ def cmd_publish(args, argv: list[str]) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m rollout_study", description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = top.add_subparsers(dest="command", required=True, metavar="{run,bench,sweep,report,summary,publish,compare}")
+    commands = top.add_subparsers(dest="command", required=True,
+                                  metavar="{run,bench,sweep,report,summary,publish,compare}")
     run = commands.add_parser("run", help="study + report notebooks into a new folder under runs/")
     run.add_argument("params_file", nargs="?", default=None,
                      help="YAML parameter file (default: reference-tiny with CUDA, else cpu-smoke)")

@@ -235,9 +235,11 @@ def peer_engines(result: Result) -> list[str]:
 
 
 def matrix(results: list[Result]) -> list[HazardCell]:
-    """Every (update path, graph policy) cell of a hazard sweep, then the peer engines' cells, paths in the order run."""
+    """Every (update path, graph policy) cell of a hazard sweep, then the peer engines' cells, paths in the order
+    run."""
     return [c for result in results
-            for c in [cell(result, p) for p in graph_policies(result)] + [peer_cell(result, e) for e in peer_engines(result)]]
+            for c in [cell(result, p) for p in graph_policies(result)]
+                     + [peer_cell(result, e) for e in peer_engines(result)]]
 
 
 def eager_parity(result: Result) -> str:

@@ -175,7 +175,8 @@ def check_trainable(model) -> None:
     """Every parameter must be a plain floating-point tensor that an optimizer can update in place."""
     for name, p in model.named_parameters():
         if type(p) is not torch.nn.Parameter or not p.dtype.is_floating_point or p.is_quantized:
-            raise TypeError(f"parameter {name} is {type(p).__name__} of {p.dtype}; the study needs plain floating-point parameters")
+            raise TypeError(f"parameter {name} is {type(p).__name__} of {p.dtype}; "
+                            "the study needs plain floating-point parameters")
 
 
 def _smollm2_sources() -> tuple[dict, str | None]:

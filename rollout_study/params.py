@@ -196,11 +196,13 @@ class StudyParams:
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "parameters") -> "StudyParams":
         if not isinstance(values, dict):
-            raise ParameterError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
+            raise ParameterError(f"{source}: expected a mapping of parameter names to values, "
+                                 f"got {type(values).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(known))}")
         merged = {**dataclasses.asdict(cls()), **values}
         if merged.get("prompt_len") == "auto":
             merged["prompt_len"] = None

@@ -124,7 +124,8 @@ class Result:
         """The (cycle, phase) pairs of the run, in run order."""
         return sorted({(c.cycle, c.phase) for c in self.calls}, key=lambda cp: run_order(*cp))
 
-    def calls_of(self, variant: str, cycle: int | None = None, phase: str | tuple[str, ...] | None = None) -> list[Call]:
+    def calls_of(self, variant: str, cycle: int | None = None,
+                 phase: str | tuple[str, ...] | None = None) -> list[Call]:
         phases = (phase,) if isinstance(phase, str) else phase
         return [c for c in self.calls if c.variant == variant and (cycle is None or c.cycle == cycle)
                 and (phases is None or c.phase in phases)]

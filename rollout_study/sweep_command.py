@@ -77,7 +77,8 @@ def command(args) -> list[str]:
     say(f"sweep folder: {folder}")
     findings = point_problems(loaded[1]) if spec.report == "sweep" else []
     if findings:  # a curve sweep's failed and invalid points are its findings, not errors: said all the same
-        say(f"{len(findings)} point(s) failed or are invalid (listed in the report, never plotted); first: {findings[0]}")
+        say(f"{len(findings)} point(s) failed or are invalid (listed in the report, never plotted); "
+            f"first: {findings[0]}")
     for problem in problems:
         say(f"error: {problem}")
     return problems

@@ -20,10 +20,12 @@ for part in .carry/*.part* .carry/*.sha256; do [ -f "$part" ] && cp "$part" /tmp
 if [ ! -f /tmp/site/.wheels-installed ]; then
   wheels=
   if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then wheels=.whl
-  elif joined whl; then rm -rf /tmp/whl && mkdir -p /tmp/whl && tar xf /tmp/whl.joined -C /tmp/whl && wheels=/tmp/whl/.whl
+  elif joined whl; then rm -rf /tmp/whl && mkdir -p /tmp/whl && tar xf /tmp/whl.joined -C /tmp/whl \
+    && wheels=/tmp/whl/.whl
   fi
   if [ -n "$wheels" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$wheels"/*.whl \
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site "$wheels"/*.whl \
       && touch /tmp/site/.wheels-installed
   fi
 fi
@@ -34,7 +36,8 @@ install_joined() {  # install_joined NAME PACKAGE: NAME's wheel into /tmp/site o
   local wheel; wheel=/tmp/$(basename "$(awk '{print $2}' "/tmp/$1.sha256")")
   # not `return 1`: under set -e it would end every step, fetch and sweep-pack included; those that need the
   # wheel refuse without it
-  [[ $wheel == *.whl ]] || { echo "error: .carry/$1.sha256 names no wheel after its checksum (tools/device-files.sh)"; return 0; }
+  [[ $wheel == *.whl ]] \
+    || { echo "error: .carry/$1.sha256 names no wheel after its checksum (tools/device-files.sh)"; return 0; }
   mv "/tmp/$1.joined" "$wheel"
   # Without --upgrade pip leaves /tmp/site/bin as the wheels made it (with it, it would replace the folder), so
   # Ray's command-line tools are not installed: ray.init() starts a local instance without them

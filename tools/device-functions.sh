@@ -1,6 +1,7 @@
 # The functions of tools/h200-reports.sh's steps, sourced by it on the device after tools/device-env.sh (and read
 # one by one by tests/test_device_script.py, with STATE_DIR in place of /tmp). SWEEP and SMOL_RUNS are set before.
-STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'  # a finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
+# A finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
+STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
   # back; RUN_NAME names the run when ARGS rename it (--name)
   local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
@@ -23,7 +24,8 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
 }
 deliver() {  # deliver FILE...: with FOREGROUND=1, these files of /tmp/out into $OUT as each is made (a call cut at
   # its limit still brings back what was done)
-  if [ "${FOREGROUND:-0}" = 1 ]; then local f; for f in "$@"; do cp "/tmp/out/$f" "$OUT"/ 2>/dev/null; done; fi; return 0
+  if [ "${FOREGROUND:-0}" = 1 ]; then local f; for f in "$@"; do cp "/tmp/out/$f" "$OUT"/ 2>/dev/null; done; fi
+  return 0
 }
 sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
   bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
@@ -135,7 +137,8 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
         echo "error: the background step ended without $marker (waited ${waited} s); its log ends:"
         tail -n 3 $(ls -t "$state"/*.log 2>/dev/null | head -1) 2>/dev/null
       else
-        echo "error: no background step ran on this machine and no log has $marker (a fresh machine? start the step again)"
+        echo "error: no background step ran on this machine and no log has $marker" \
+          "(a fresh machine? start the step again)"
       fi
       return 1
     fi
@@ -192,7 +195,8 @@ bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of
   elif [ -f "sweeps-in-progress/$SWEEP.tgz" ]; then
     tar xzf "sweeps-in-progress/$SWEEP.tgz" -C runs && echo "resuming sweeps-in-progress/$SWEEP.tgz"
   fi || return 1
-  [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] || { echo "more than one partial $SWEEP"; return 1; }
+  [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] \
+    || { echo "more than one partial $SWEEP"; return 1; }
 }
 pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$SWEEP.pin, nothing where $SWEEP is not
   # pinned; fails (status 1, the reason on stderr) where the pin does not parse: read by tools/sweep_pin.py, as the
@@ -209,11 +213,14 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   rm -rf "$work" "$work.pid" "$work.sweep" && mkdir -p "$work" || return 1  # a failed start leaves no record
   if [ -n "$commit" ]; then
     local tree=.carry/tree-${commit:0:12}.tar want got
-    [ -f "$tree" ] || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
+    [ -f "$tree" ] \
+      || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
     tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } || return 1
     want=$(pin_field code_sha256) || return 1
-    got=$(cd "$work" && PYTHONPATH=/tmp/site:$work python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
-    [ -n "$want" ] && [ "$got" = "$want" ] || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
+    got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \
+      python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
+    [ -n "$want" ] && [ "$got" = "$want" ] \
+      || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
     echo "in commit ${commit:0:12}'s tree (code ${got:0:8}), as sweeps-in-progress/$SWEEP.pin says"
   else
     tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -

@@ -56,7 +56,8 @@ step=$1
 # A removed step (the header's last lines name them) or a typo would do nothing: said before the set-up below
 # (the wheels' install on a fresh machine), from the case labels of this very file
 if ! [[ $step =~ ^[a-z0-9-]+$ ]] || ! grep -qE "^  ([a-z0-9-]+\|)*$step(\|[a-z0-9-]+)*\)" "${BASH_SOURCE[0]}"; then
-  echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit its report names,"
+  echo "error: no step '$step' here (the header lists them; a removed one is in this script at the commit" \
+    "its report names,"
   echo "README's table: pretrained, updates and smol-hazards are engines7 with SMOL_RUNS now)"
   exit 2
 fi
@@ -137,7 +138,8 @@ case $step in
       cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt; deliver cuda-tests.txt
       # Every CUDA test, the profiler's included (the studies profile): results of code that failed one are not
       # published, so the session's minutes go to the failure instead
-      if ! bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt > /dev/null || grep -qE "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt; then
+      if ! bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt > /dev/null \
+        || grep -qE "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt; then
         passed=0; echo "CUDA tests failed: no study runs"
       else
         run reference-tiny-all; echo TINY-DONE; deliver reference-tiny-all.tgz
@@ -163,7 +165,8 @@ case $step in
     fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     if ! ls -d runs/."$SWEEP".partial-* >/dev/null 2>&1 && [ "${FRESH:-0}" != 1 ]; then
-      echo "error: no sweeps-in-progress/$SWEEP.tgz, runs/sweep-partial.tgz or runs/.$SWEEP.partial-* (or FRESH=1 to start afresh)"
+      echo "error: no sweeps-in-progress/$SWEEP.tgz, runs/sweep-partial.tgz or runs/.$SWEEP.partial-*" \
+        "(or FRESH=1 to start afresh)"
       exit 1
     fi
     ls -d runs/."$SWEEP".partial-* 2>/dev/null
@@ -186,7 +189,8 @@ case $step in
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
         echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
       fi
-      export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"  # its points are the sweep's own: measured once, its time counted in the sweep's
+      # Its points are the sweep's own: measured once, its time counted in the sweep's
+      export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"
     fi
     source tools/h200-reports.sh inner-sweep local ;;
   continue)  # continue [SECONDS]: `hold` for SWEEP-DONE where this machine started $SWEEP, else `resume` it first;
@@ -194,7 +198,8 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     # The machine goes back 30 s after a call, and a later call finds a bare one: `hold` there said so and ended,
     # and the fresh machine's start-up (about 130 s of held time) bought nothing (2026-12-03, twice).
     deadline=${2:-560}
-    [[ $deadline =~ ^[0-9]+$ ]] || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$deadline'"; exit 2; }
+    [[ $deadline =~ ^[0-9]+$ ]] \
+      || { echo "error: continue [SECONDS]: SECONDS is a whole number, not '$deadline'"; exit 2; }
     deadline=$((10#$deadline))  # 090 is ninety, not an octal error after resume started
     if ! started=$(sweep_step); then
       gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

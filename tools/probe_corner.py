@@ -54,7 +54,8 @@ class Loud(list):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="params/sweep-h200.yaml")
-    parser.add_argument("--match", action="append", required=True, help="substring of the point's slug (all must match)")
+    parser.add_argument("--match", action="append", required=True,
+                        help="substring of the point's slug (all must match)")
     parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE (YAML value): a parameter changed")
     parser.add_argument("--unprotected", action="store_true", help="capture as before the graphs owned their "

@@ -27,7 +27,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import host_speed  # noqa: E402
 
-SECONDS = float(os.environ.get("PROBE_SECONDS", 90))  # a tiny sweep point's length: its host changed speed between start and end
+# A tiny sweep point's length: its host changed speed between start and end
+SECONDS = float(os.environ.get("PROBE_SECONDS", 90))
 INTERVAL = 0.1
 
 
@@ -109,7 +110,8 @@ def summary(samples: list[dict]) -> dict:
             by_cpu.setdefault(s["pinned"], []).append(s["us"])
     unpinned = [s["us"] for s in samples if s["pinned"] is None]
     return {"pinned_median_min_max": {c: (statistics.median(v), min(v), max(v)) for c, v in sorted(by_cpu.items())},
-            "unpinned_median_min_max": (statistics.median(unpinned), min(unpinned), max(unpinned)) if unpinned else None,
+            "unpinned_median_min_max": ((statistics.median(unpinned), min(unpinned), max(unpinned))
+                                        if unpinned else None),
             "slow_share": sum(s["us"] > 1.5 for s in samples) / len(samples)}
 
 

@@ -64,7 +64,8 @@ def main() -> None:
         print(f"{p['kind']:8s} per kernel ({p['kernels_per_step']} per step): unprofiled replay "
               f"{us(p['replay_us_per_kernel'])} us (max {us(max(p['replay_us_per_kernel_samples']))}), profiled "
               f"{us(p['profiled_wall_us_per_kernel'])}; recorded: "
-              f"in the replay {us(p['recorded_us_per_kernel'])}, eager queued {us(p['eager-queued']['us_per_kernel'])}, "
+              f"in the replay {us(p['recorded_us_per_kernel'])}, "
+              f"eager queued {us(p['eager-queued']['us_per_kernel'])}, "
               f"alone {us(p['alone_us_per_kernel'])}")
 
 

@@ -15,11 +15,11 @@ are what differs between the engines, not `other`):
 - on-device: the prompts already on the device (a device-to-device copy into the graph's buffers);
 - one-batch: one batch a call, for what is per call and what per batch.
 Per variant, the medians over 50 steady calls of the total and its parts, `other`'s split on the device's clock
-(timing.py: before the first replay, between replays, after the last), the host's speed, and the host time (not synchronized)
-of the parameter check and of each batch's prompt loading, measured by wrapping them. A copy from pageable
-host memory may wait for the stream (CUDA: "may synchronize"): the second batch's load would then hold the
-host until the first batch's replays end, which its host time shows (milliseconds, not microseconds), and the
-pinned and on-device variants would not.
+(timing.py: before the first replay, between replays, after the last), the host's speed, and the host time (not
+synchronized) of the parameter check and of each batch's prompt loading, measured by wrapping them. A copy from
+pageable host memory may wait for the stream (CUDA: "may synchronize"): the second batch's load would then hold the
+host until the first batch's replays end, which its host time shows (milliseconds, not microseconds), and the pinned
+and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
@@ -65,7 +65,8 @@ def one(variant: str, device: str) -> dict:
         batches = [dataclasses.replace(b, input_ids=move(b.input_ids), attention_mask=move(b.attention_mask))
                    for b in batches]
     engine = GraphEngine(loaded.model, device, "unchecked" if variant == "unchecked" else "reuse",
-                         params.prompt_len, params.max_new_tokens, attn=params.attn, steps_per_graph=params.steps_per_graph)
+                         params.prompt_len, params.max_new_tokens, attn=params.attn,
+                         steps_per_graph=params.steps_per_graph)
     host: dict[str, list[float]] = {"check_ms": [], "load_ms": []}  # this call's, in the order they ran
 
     def timed(name, fn):
@@ -95,7 +96,8 @@ def one(variant: str, device: str) -> dict:
                          **{f"host_load_batch{i + 1}_ms": ms for i, ms in enumerate(host["load_ms"])}})
     median = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
     return {"variant": variant, "device": device, "batches": len(batches), "calls": CALLS, "median_ms": median,
-            "engine": engine.describe(), "torch": torch.__version__, "host_us_per_op": host_speed.measure()["dispatch_us"]}
+            "engine": engine.describe(), "torch": torch.__version__,
+            "host_us_per_op": host_speed.measure()["dispatch_us"]}
 
 
 def main() -> int:

@@ -57,7 +57,8 @@ def main() -> None:
     for mode in ("unprotected", "unprotected-junk", "protected-junk"):
         done = subprocess.run([sys.executable, __file__, mode], capture_output=True, text=True, timeout=300)
         lines = (done.stdout + done.stderr).strip().splitlines()
-        print(f"{mode}: exit {done.returncode}; " + " | ".join(lines[-3:] if done.returncode else lines[-1:]), flush=True)
+        print(f"{mode}: exit {done.returncode}; " + " | ".join(lines[-3:] if done.returncode else lines[-1:]),
+              flush=True)
 
 
 if __name__ == "__main__":

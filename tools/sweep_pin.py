@@ -122,7 +122,8 @@ def pinned_sweep(commit: str, name: str, repo: Path = ROOT) -> dict:
                                f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}")
             return json.loads(done.stdout.strip().splitlines()[-1])
         except subprocess.TimeoutExpired as err:
-            raise PinError(f"commit {commit[:12]}'s code took over {err.timeout:.0f} s reading params/{name}.yaml") from err
+            raise PinError(f"commit {commit[:12]}'s code took over {err.timeout:.0f} s "
+                           f"reading params/{name}.yaml") from err
         except (IndexError, ValueError) as err:  # no output, or not the JSON line asked for
             raise PinError(f"commit {commit[:12]}'s code said nothing readable of params/{name}.yaml") from err
 

@@ -164,7 +164,8 @@ class GraphEngine(Engine):
         return {"engine": self.name, "policy": self.policy, "cache": "static",
                 "cuda_graph": self.use_graphs, "prefill": "graph" if self.use_graphs else "eager (no CUDA graph)",
                 "decode": decode if self.use_graphs else "eager (no CUDA graph)",
-                "buckets": bucket_layout(self.prompt_len, self.max_new_tokens, self.length_bucket, self.steps_per_graph)}
+                "buckets": bucket_layout(self.prompt_len, self.max_new_tokens, self.length_bucket,
+                                         self.steps_per_graph)}
 
     def call_notes(self) -> dict:
         return {"captures": list(self._captured)} if self._captured else {}

@@ -218,7 +218,8 @@ class GraphCompiledEngine(GraphEngine):
     def __call__(self, batches, clock: CallClock):
         self._compile_notes = {"graphs_compiled": 0, "compiled": [], "recompiled": [], "compile_runs": 0,
                                # aten.mm products inductor traced, per way (row_reductions); None: no inductor
-                               "matmuls": {"as_reductions": 0, "left_to_inductor": 0} if self.backend == "inductor" else None,
+                               "matmuls": ({"as_reductions": 0, "left_to_inductor": 0}
+                                           if self.backend == "inductor" else None),
                                "compiles_in_rollout": 0}
         before = compiled_graphs()
         try:

@@ -81,7 +81,8 @@ def step_buckets(prompt_len: int, new_tokens: int, length_bucket: int) -> list[i
     return [(prompt_len + s - 1) // length_bucket - first for s in range(1, new_tokens)]
 
 
-def replay_plan(prompt_len: int, new_tokens: int, length_bucket: int, steps_per_graph: int = 1) -> list[tuple[int, int]]:
+def replay_plan(prompt_len: int, new_tokens: int, length_bucket: int,
+                steps_per_graph: int = 1) -> list[tuple[int, int]]:
     """The decode replays of one rollout, in order: (bucket index, steps in that replay).
 
     Each bucket's steps are cut into runs of `steps_per_graph` (0: the whole bucket), the last run

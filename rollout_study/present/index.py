@@ -19,7 +19,8 @@ TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model r
           None: "Runs without a readable result"}
 STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
-         ".ok{color:#070}.warn{color:#a60;font-weight:bold}.bad{color:#c00;font-weight:bold}.answer{white-space:pre-line;font-size:90%}")
+         ".ok{color:#070}.warn{color:#a60;font-weight:bold}.bad{color:#c00;font-weight:bold}"
+         ".answer{white-space:pre-line;font-size:90%}")
 
 
 def entry(folder: Path) -> dict | None:

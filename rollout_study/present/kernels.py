@@ -124,7 +124,8 @@ def tracing_note(result: Result) -> str | None:
         verdict += ("; against the same kernels launched one at a time (host gaps between them, as a host-bound "
                     "generate() leaves them), a replay's are recorded " + ", ".join(
                         f"{kind} the same" if abs(us) < 0.0005 else f"{kind} {number(abs(us), 3)} us "
-                        f"({number(100 * abs(share), 1)}%) {'longer' if us > 0 else 'shorter'}" for kind, us, share in apart)
+                        f"({number(100 * abs(share), 1)}%) {'longer' if us > 0 else 'shorter'}"
+                        for kind, us, share in apart)
                     + " per kernel: a graph engine's kernel sum against generate()'s carries that for kernels like "
                       "these, whether the time is the kernel's or the trace's")
     return (f"Tracing check (profiling process, before the model loads; a graph of small kernels replayed without and "

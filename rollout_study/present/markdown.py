@@ -34,8 +34,9 @@ def phase_table(result: Result) -> list[str]:
                      str(r.captures), number(peak / MIB if peak else None, 1),
                      number(reserved / MIB if reserved else None, 1), number(r.tokens_per_s, 0), kernel,
                      "ok" if r.parity_ok else "FAIL"])
-    return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "compile", "capture", "prefill",
-                  "decode", "other", "captures", "peak MiB", "reserved MiB", "tok/s", "kernel ms", "parity"], rows)
+    return table(["variant", "cycle", "phase", "n", "median ms", "IQR ms", "alloc", "warmup", "compile", "capture",
+                  "prefill", "decode", "other", "captures", "peak MiB", "reserved MiB", "tok/s", "kernel ms", "parity"],
+                 rows)
 
 
 def _interval_cells(ratio) -> list:
@@ -103,14 +104,16 @@ def _facts(result: Result) -> list[str]:
            if hw.get("gpu") else "CPU only")
     return [
         f"- valid: **{result.is_valid}**{graph_note}",
-        f"- model: {model.get('name')} ({result.label}), {model.get('layers')} layers, hidden {model.get('hidden_size')}, "
+        f"- model: {model.get('name')} ({result.label}), {model.get('layers')} layers, "
+        f"hidden {model.get('hidden_size')}, "
         f"heads {model.get('heads')}/{model.get('kv_heads')} KV, vocab {model.get('vocab')}, "
         f"{number(parameters)} parameters, {meta.get('dtype')}, attention {meta.get('attention_implementation')}"
         + (f", {model['quantization']}" if model.get("quantization") else ""),
         f"- machine: {gpu}; {hw.get('cpu')}, {hw.get('cores')} cores",
         f"- software: Python {sw.get('python')}, torch {sw.get('torch_build') or sw.get('torch')}, "
         f"transformers {sw.get('transformers')}",
-        f"- workload: {wl.get('requests')} requests, batch {wl.get('batch_size')}, prompt length {wl.get('prompt_len')} "
+        f"- workload: {wl.get('requests')} requests, batch {wl.get('batch_size')}, "
+        f"prompt length {wl.get('prompt_len')} "
         f"(true lengths {wl.get('true_prompt_lengths')}), {wl.get('max_new_tokens')} new tokens, "
         f"{wl.get('iterations')} iterations, {wl.get('cycles')} cycles, seed {wl.get('seed')}, "
         f"prompts {wl.get('prompt_source')}",

@@ -150,8 +150,10 @@ def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figur
 
 
 MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms, False),
-               ("peak allocated - start (MiB)", lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB, False),
-               ("reserved growth (MiB)", lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB, False))
+               ("peak allocated - start (MiB)",
+                lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB, False),
+               ("reserved growth (MiB)",
+                lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB, False))
 
 
 def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figure:

@@ -123,7 +123,8 @@ def tokens_shown(models: Models) -> int | None:
 QUANTITIES = (
     ("speed-up over eager generate() (steady)", curves.speedups, lambda r: r.ratio.point),
     ("capture ms (first call)", curves.captures, lambda r: r.capture_ms),
-    ("kept after the first call (MiB)", curves.captures, lambda r: None if r.kept_bytes is None else r.kept_bytes / MIB),
+    ("kept after the first call (MiB)", curves.captures,
+     lambda r: None if r.kept_bytes is None else r.kept_bytes / MIB),
 )
 
 

@@ -196,7 +196,8 @@ def console_summary(result: Result) -> str:
     for update in sorted(result.updates, key=lambda u: u.cycle):
         kind = " (control: no optimizer step)" if update.extra.get("control") else ""
         if update.loss is None:
-            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} FAILED (non-finite){kind}")
+            lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} "
+                         f"FAILED (non-finite){kind}")
         else:
             lines.append(f"update cycle {update.cycle}: {update.optimizer} lr={number(update.lr)} "
                          f"loss={number(update.loss, 4)} {number(update.ms)} ms{kind}")

@@ -183,10 +183,7 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
         device = params.resolved_device()
     except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
         return None
-    # Invalid for parity alone: kept. A failure the study caught (out of memory in a phase, say) may pass on
-    # another try, as a failed process's may: run again.
-    parity_only = not result.failures and all(run.valid for run in result.cold_starts)
-    if not ((result.is_valid or parity_only) and same_code and result.metadata.get("device") == device):
+    if not (kept_on_resume(result) and same_code and result.metadata.get("device") == device):
         return None
     recorded_gpu = (result.metadata.get("hardware") or {}).get("gpu")
     here = gpu_names() if device == "cuda" else None
@@ -194,6 +191,13 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
         print(f"{file}: measured on {recorded_gpu}, this host has {', '.join(here)}: runs again", file=sys.stderr)
         return None
     return KEPT if result.is_valid else f"invalid, {KEPT}"
+
+
+def kept_on_resume(result: Result) -> bool:
+    """Whether a resume keeps this result, by what it records (its code, device and GPU checked apart): valid, or
+    invalid for parity alone. A failure the study caught (out of memory in a phase, say) may pass on another try,
+    as a failed process's may: run again."""
+    return result.is_valid or (not result.failures and all(run.valid for run in result.cold_starts))
 
 
 def _card(name: str) -> str:

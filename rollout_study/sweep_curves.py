@@ -23,8 +23,8 @@ less the engines) come from the first valid point there that ran it, so no curve
     growth              least squares ms = a + b x new tokens per variant and batch: slope b
                         (ms per new token), intercept a, R^2 (None where every ms is equal)
     crossover           per variant and new tokens: the smallest batch with a valid point whose speed-up
-                        is under `CROSSOVER`, or none in the valid points' range; larger batches back at or
-                        over it are named (a crossing need not hold: host speed moves eager's time)
+                        is under `CROSSOVER`, or none in the valid points' range; where a larger batch's is not
+                        under it, every larger batch's speed-up (point estimates, as the crossing's)
 """
 from __future__ import annotations
 
@@ -292,22 +292,25 @@ class Crossover:
     speedup: float | None  # the speed-up there
     before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
     swept: tuple[int, ...]
-    back_over: tuple[tuple[int, float], ...] = ()  # larger batches whose speed-up is CROSSOVER or more again
+    # every larger batch and its speed-up, where one of them is not under CROSSOVER (else empty): the speed-up
+    # need not fall steadily with the batch
+    later: tuple[tuple[int, float], ...] = ()
 
     @property
     def text(self) -> str:
         if self.batch is None:
             return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return _already_under(self.batch, [self.speedup]) + self._back
+            return _already_under(self.batch, [self.speedup]) + self._later
         return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})"
-                + self._back)
+                + self._later)
 
     @property
-    def _back(self) -> str:
-        if not self.back_over:
+    def _later(self) -> str:
+        if not self.later:
             return ""
-        return f", back at or over {CROSSOVER}x at " + ", ".join(f"batch {b} ({s:.2f}x)" for b, s in self.back_over)
+        return f", not under {CROSSOVER}x at every larger batch: " + ", ".join(f"{s:.2f}x at batch {b}"
+                                                                            for b, s in self.later)
 
 
 def _already_under(batch: int, speedups: list[float]) -> str:
@@ -322,11 +325,12 @@ def _counts(tokens: list[int]) -> str:
 
 def crossing_summary(rows: list[Crossover]) -> str:
     """One variant's crossovers, one clause per outcome: new-token counts with the same outcome (none in the same
-    range; already under at the same smallest batch) are named together, a crossing within the range on its own."""
+    range; already under at the same smallest batch, and under at every larger one) are named together; a crossing
+    within the range, or one not under at every larger batch, on its own."""
     groups: dict[tuple, list[Crossover]] = {}
     for c in rows:
         key = (("none", c.swept[0], c.swept[-1]) if c.batch is None
-               else ("first", c.batch) if c.before is None and not c.back_over else ("own", c.new_tokens))
+               else ("first", c.batch) if c.before is None and not c.later else ("own", c.new_tokens))
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
@@ -348,6 +352,8 @@ def crossovers(points: list[Point]) -> list[Crossover]:
             out.append(Crossover(variant, tokens, None, None, None, swept))
         else:
             before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
-            back = tuple((r.batch, r.ratio.point) for r in rows[under + 1:] if r.ratio.point >= CROSSOVER)
-            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept, back))
+            later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
+            if all(speedup < CROSSOVER for _, speedup in later):
+                later = ()
+            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept, later))
     return out

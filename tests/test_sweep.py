@@ -1,5 +1,6 @@
 """The sweep report: curve numbers from hand-made results, the repeat rule, failed points, bad sweep
 files, and a two-point CPU sweep through the sweep notebook to HTML."""
+import dataclasses
 import copy
 import json
 import os
@@ -71,9 +72,13 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert absent.batch is None and absent.text == "none in the valid points' range (batch 1 to 8)"
     (at_once,) = curves.crossovers(_by_batch({2: 90.0, 4: 20.0}))
     assert at_once.batch == 2 and "already under" in at_once.text
-    (back,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0}))  # 5x, 1.25x, 2x, 1.11x
-    assert (back.batch, back.back_over) == (2, ((4, 2.0),))
-    assert back.text == "batch 2 (1.25x; 5.00x at batch 1), back at or over 1.5x at batch 4 (2.00x)"
+    # a larger batch not under again: every larger batch named, the dip between them too; 1.5x is not under
+    (back,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0, 16: 100 / 1.5}))  # 5, 1.25, 2, 1.11, 1.5
+    assert (back.batch, [b for b, _ in back.later]) == (2, [4, 8, 16])
+    assert back.text == ("batch 2 (1.25x; 5.00x at batch 1), not under 1.5x at every larger batch: 2.00x at batch 4, "
+                         "1.11x at batch 8, 1.50x at batch 16")
+    (steady,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 90.0}))  # under at every larger batch: not named
+    assert steady.later == () and steady.text == "batch 2 (1.25x; 5.00x at batch 1)"
 
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
@@ -88,12 +93,14 @@ def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together()
         "512 tokens: batch 2 (1.11x; 1.56x at batch 1); "
         "1024 tokens: none in the valid points' range (batch 1 to 2)")
     assert curves.crossing_summary(rows[4:5]) == "512 tokens: batch 2 (1.11x; 1.56x at batch 1)"
-    # already under at the smallest batch but back over later: said on its own, not grouped
-    again = [c("v", 64, 1, 0.5, None, swept), c("v", 256, 1, 1.25, None, swept, ((4, 1.6),))]
-    assert curves.crossing_summary(again) == (
-        "64 tokens: batch 1 (0.50x): already under 1.5x at the smallest batch with a valid point; "
+    # already under at the smallest batch, not under at a larger one: its own clause, from crossovers() itself
+    first = curves.crossovers(_by_batch({1: 80.0, 2: 90.0}))  # 1.25x, 1.11x
+    later = curves.crossovers(_by_batch({1: 80.0, 2: 62.5}))  # 1.25x, 1.6x
+    assert later[0].later == ((2, 1.6),)
+    assert curves.crossing_summary(first + [dataclasses.replace(later[0], new_tokens=256)]) == (
+        "64 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point; "
         "256 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point, "
-        "back at or over 1.5x at batch 4 (1.60x)")
+        "not under 1.5x at every larger batch: 1.60x at batch 2")
 
 
 def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():

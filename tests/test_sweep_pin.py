@@ -189,12 +189,56 @@ def test_keep_says_how_many_of_the_pinned_sweeps_points_are_left(pinned_repo, tm
     with tarfile.open(pack, "w:gz") as archive:
         archive.add(folder, arcname=folder.name)
     said = keep_sweep.keep(pack, root)
-    assert said == [f"kept sweeps-in-progress/sweep-cpu.tgz (1 points measured by its pinned code "
+    assert said == [f"kept sweeps-in-progress/sweep-cpu.tgz (1 point measured by its pinned code "
                     f"{pinned['code_sha256'][:8]}; 1 of the sweep's 2 points left): commit it; "
                     "`h200-reports.sh resume` resumes it"]
     # where the pinned commit cannot be read, the count is not known and not said
     (root / "sweeps-in-progress" / "sweep-cpu.pin").write_text(_pin_text("e" * 40, pinned["code_sha256"]))
     assert keep_sweep.points_left(folder, pinned["code_sha256"], root) is None
+    (root / "sweeps-in-progress" / "sweep-cpu.tgz").unlink()
+    assert keep_sweep.keep(pack, root, check=lambda f, r: [])[0].startswith(
+        f"kept sweeps-in-progress/sweep-cpu.tgz (1 point measured by its pinned code {pinned['code_sha256'][:8]}): ")
+
+
+def test_points_left_counts_what_the_resume_runs(tmp_path):
+    """Unpinned: the working tree's parameter file names the points. A point whose result records a failure runs
+    again (sweep.kept_on_resume), a failed one has no result (a file left there is not one), a repeat is no point."""
+    from rollout_study.sweep import SweepSpec, point_hash
+
+    root = tmp_path / "repo"
+    (root / "params").mkdir(parents=True)
+    shutil.copy(ROOT / "params" / "sweep-cpu.yaml", root / "params")
+    files = [f"{slug}-{point_hash(params)}.json"
+             for slug, params in SweepSpec.from_yaml(str(root / "params" / "sweep-cpu.yaml")).points()]
+    assert len(files) == 2
+
+    def kept(name: str, second: str | None, failures: list) -> Path:
+        folder = _kept(tmp_path / name, files, "f" * 64)
+        real = json.loads((folder / "points" / files[0]).read_text())
+        (folder / "points" / files[1]).write_text(json.dumps({**real, "failures": failures}))
+        (folder / "repeats").mkdir()
+        (folder / "repeats" / files[0]).write_text(json.dumps(real))
+        record = json.loads((folder / "sweep.json").read_text())
+        record["points"][1]["status"] = second
+        record["repeats"] = {"points": [{"order": 0, "file": f"repeats/{files[0]}", "status": "valid"}]}
+        (folder / "sweep.json").write_text(json.dumps(record))
+        return folder
+
+    done = kept("done", "valid", [])
+    assert keep_sweep.measured_points(done, "f" * 64) == 3 and keep_sweep.points_left(done, "f" * 64, root) == (0, 2)
+    oom = [{"engine": "graph", "policy": "reuse", "cycle": 0, "phase": "steady", "error": "OutOfMemoryError: CUDA"}]
+    again = kept("again", "invalid", oom)
+    assert keep_sweep.measured_points(again, "f" * 64) == 3 and keep_sweep.points_left(again, "f" * 64, root) == (1, 2)
+    failed = kept("failed", "failed", [])
+    assert keep_sweep.measured_points(failed, "f" * 64) == 2
+    assert keep_sweep.points_left(failed, "f" * 64, root) == (1, 2)
+    assert keep_sweep._counted(3, 1, "this code", (1, 2)) == (
+        "2 points and 1 repeat measured by this code; 1 of the sweep's 2 points left")
+    assert keep_sweep._counted(3, 1, "this code", (0, 2)) == (
+        "2 points and 1 repeat measured by this code; none of the sweep's 2 points left (its repeats, if it has "
+        "any, run next)")
+    (root / "params" / "sweep-cpu.yaml").unlink()  # no parameter file: not known
+    assert keep_sweep.points_left(done, "f" * 64, root) is None
 
 
 def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_path):

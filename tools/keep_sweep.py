@@ -78,6 +78,7 @@ def _measured(folder: Path, fingerprint: str) -> list[str]:
 
 
 def measured_points(folder: Path, fingerprint: str) -> int:
+    """How many points (and repeats) of a sweep folder have a result measured by the code of `fingerprint`."""
     return len(_measured(folder, fingerprint))
 
 
@@ -138,7 +139,8 @@ def _held(name: str, record: dict, root: Path, shallow: bool) -> tuple[Held | No
             return None, [f"params/{name}.yaml: {err}"]
         fingerprint = environment.code_fingerprint(str(root))
         return Held(spec.name, spec.report, {f"{slug}-{point_hash(params)}.json" for slug, params in spec.points()},
-                    fingerprint, f"params/{name}.yaml", f"now {fingerprint[:8]}", "the change to the measuring code"), []
+                    fingerprint, f"params/{name}.yaml", f"now {fingerprint[:8]}",
+                    "the change to the measuring code"), []
     # Pinned: the pinned commit's own code names the points and measures them (tools/sweep_pin.py)
     pin, commit, fingerprint = f"{sweep_pin.IN_PROGRESS}/{name}.pin", pinned["commit"], pinned["code_sha256"]
     held = Held(record["spec"].get("name"), record["spec"].get("report"), None, fingerprint,
@@ -198,14 +200,32 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
 
 
 def points_left(folder: Path, fingerprint: str, root: Path = ROOT) -> tuple[int, int] | None:
-    """(the sweep's points with no result measured by the code of `fingerprint` yet, all its points), by its
-    parameter file (a pinned sweep's: the pinned commit's); None where that cannot be read. Repeats not counted:
-    they run once the points are done."""
+    """(the sweep's points the resume will run, all its points), by its parameter file (a pinned sweep's: the
+    pinned commit's); None where that cannot be read. Run: those with no result measured by the code of
+    `fingerprint`, or one the resume does not keep (a failure recorded). Repeats not counted: they run after."""
+    from rollout_study.result import Result
+    from rollout_study.sweep import kept_on_resume
+
     held, _ = _held(sweep_name(folder), _record(folder), root, shallow=True)  # a missing commit: not known
     if held is None or held.files is None:
         return None
-    done = {file.split("/", 1)[-1] for file in _measured(folder, fingerprint) if file.startswith("points/")}
+    done = {file.split("/", 1)[-1] for file in _measured(folder, fingerprint)
+            if file.startswith("points/") and kept_on_resume(Result.read(folder / file))}
     return len(held.files - done), len(held.files)
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}" + ("" if count == 1 else "s")
+
+
+def _counted(count: int, repeats: int, by: str, left: tuple[int, int] | None) -> str:
+    """What a kept sweep holds, in words: points and repeats measured, and points the resume will run."""
+    said = _many(count - repeats, "point") + (f" and {_many(repeats, 'repeat')}" if repeats else "")
+    said += f" measured by {by}"
+    if left is None:
+        return said
+    return said + (f"; {left[0]} of the sweep's {left[1]} points left" if left[0] else
+                   f"; none of the sweep's {left[1]} points left (its repeats, if it has any, run next)")
 
 
 def _unpack(pack: Path, into: Path) -> None:
@@ -263,7 +283,8 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                 writes.append(("move", finished[0], target))
                 done.append(f"finished {target.relative_to(root)}: `python -m rollout_study publish "
                             f"{target.relative_to(root)}`, then `git rm {IN_PROGRESS}/{name}.tgz`"
-                            + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)" if unfinished else ""))
+                            + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)"
+                               if unfinished else ""))
                 continue
             fingerprint, by = (given, "this code") if given else held_code(name, root)
             counts = {f: measured_points(f, fingerprint) for f in unfinished}  # unlisted files count for none
@@ -278,7 +299,8 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                     path.unlink()
             found = check(best, root)
             if found:
-                raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; first: {found[0]}")
+                raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; "
+                                f"first: {found[0]}")
             target, count = root / IN_PROGRESS / f"{name}.tgz", counts[best]
             if count == 0:
                 raise KeepError(f"{best.name}: no point measured by {by}; nothing kept")
@@ -288,9 +310,9 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                     raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by {by}, the "
                                     f"pack {count}: an older pack; nothing kept")
             writes.append(("pack", best, target))
-            left = points_left(best, fingerprint, root)
-            done.append(f"kept {target.relative_to(root)} ({count} points measured by {by}"
-                        + (f"; {left[0]} of the sweep's {left[1]} points left" if left else "")
+            repeats = sum(1 for file in _measured(best, fingerprint) if file.startswith("repeats/"))
+            holds = _counted(count, repeats, by, points_left(best, fingerprint, root))
+            done.append(f"kept {target.relative_to(root)} ({holds}"
                         + (f"; {len(stale)} unlisted point file(s) left out" if stale else "")
                         + "): commit it; `h200-reports.sh resume` resumes it")
         for kind, folder, target in writes:

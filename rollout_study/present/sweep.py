@@ -40,8 +40,9 @@ DEFINITIONS = [
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
-    f"{curves.CROSSOVER}x; larger batches whose speed-up is back at or over it are named (eager generate()'s time "
-    "moves with the host's speed, so a crossing need not hold)",
+    f"{curves.CROSSOVER}x (the point estimate); where a larger batch's is not under it, every larger batch's is "
+    "listed: the speed-up need not fall steadily with the batch (eager generate(), among other things, runs at the "
+    "host's pace: see each point's host)",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
@@ -98,7 +99,7 @@ def growth_table(points) -> pd.DataFrame:
 
 def crossover_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"variant": c.variant, "new tokens": c.new_tokens,
-                          f"speed-up under {curves.CROSSOVER}x from": c.text} for c in curves.crossovers(points)])
+                          f"first batch under {curves.CROSSOVER}x": c.text} for c in curves.crossovers(points)])
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
@@ -172,6 +173,10 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
             f"all points (wall s: the {timed} of {len(frame)} run in the latest invocation)")
         frame.loc[len(frame)] = {"point": label, **total.to_dict()}
     return frame
+
+
+HOST_CAPTION = ("Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager "
+                "generate()'s steady calls")
 
 
 def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
@@ -273,7 +278,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             mine = [r.ratio.point for r in rows if r.variant == variant]
             crossings = curves.crossing_summary([c for c in curves.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
-                         f"under {curves.CROSSOVER}x from: {crossings}")
+                         f"first under {curves.CROSSOVER}x at: {crossings}")
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded)
@@ -289,10 +294,11 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
     if rejected:
         out.append(Block("warning", f"{len(rejected)} point(s) failed or are invalid: listed below, never plotted"))
     out += [Block("answer", "Definitions", DEFINITIONS),
-            Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)", wall_table(record)),
+            Block("table", "Wall time of the sweep (compare two sweeps: rollout-study compare A B)",
+                  wall_table(record)),
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
             Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
-            Block("table", "Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", host_table(loaded))]
+            Block("table", HOST_CAPTION, host_table(loaded))]
     models = curves.by_model(usable)
     for points in models.values():
         out.append(Block("heading", model_title(points), 2))
@@ -325,14 +331,15 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
     lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
-    lines += ["## Host of each point: speed at start and end (us per tiny CPU tensor operation), spread of eager generate()'s steady calls", ""] + _markdown(host_table(loaded)) + [""]
+    lines += [f"## {HOST_CAPTION}", ""] + _markdown(host_table(loaded)) + [""]
     models = curves.by_model(usable)
     for points in models.values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:
             lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
     if sweep_scale.tokens_shown(models) is not None:
-        lines += ["## The models side by side", "", SCALE_CAPTION, ""] + _markdown(sweep_scale.scale_table(models)) + [""]
+        lines += ["## The models side by side", "", SCALE_CAPTION, ""]
+        lines += _markdown(sweep_scale.scale_table(models)) + [""]
     if record.get("repeats"):
         lines += ([f"## {sweep_repeats.HEADING}", "", "Rule: " + repeats.RULE, "", sweep_repeats.point_caption(record),
                    ""] + _markdown(sweep_repeats.point_table(verdicts))

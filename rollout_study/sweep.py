@@ -194,9 +194,9 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
 
 
 def kept_on_resume(result: Result) -> bool:
-    """Whether a resume keeps this result, by what it records (its code, device and GPU checked apart): valid, or
-    invalid for parity alone. A failure the study caught (out of memory in a phase, say) may pass on another try,
-    as a failed process's may: run again."""
+    """Whether a resume keeps this result, by what it records (its code, torch and Transformers, device and GPU
+    checked apart): valid, or invalid for parity alone. A failure the study caught (out of memory in a phase, say)
+    may pass on another try, as a failed process's may: run again."""
     return result.is_valid or (not result.failures and all(run.valid for run in result.cold_starts))
 
 

@@ -24,7 +24,7 @@ less the engines) come from the first valid point there that ran it, so no curve
                         (ms per new token), intercept a, R^2 (None where every ms is equal)
     crossover           per variant and new tokens: the smallest batch with a valid point whose speed-up
                         is under `CROSSOVER`, or none in the valid points' range; where a larger batch's is not
-                        under it, every larger batch's speed-up (point estimates, as the crossing's)
+                        under it, every larger batch's speed-up is listed too (point estimates, as the crossing's)
 """
 from __future__ import annotations
 
@@ -309,8 +309,8 @@ class Crossover:
     def _later(self) -> str:
         if not self.later:
             return ""
-        return f", not under {CROSSOVER}x at every larger batch: " + ", ".join(f"{s:.2f}x at batch {b}"
-                                                                            for b, s in self.later)
+        every = ", ".join(f"{s:.2f}x at batch {b}" for b, s in self.later)
+        return f", at or over {CROSSOVER}x at a larger batch (every larger batch: {every})"
 
 
 def _already_under(batch: int, speedups: list[float]) -> str:

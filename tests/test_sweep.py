@@ -75,8 +75,12 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     # a larger batch not under again: every larger batch named, the dip between them too; 1.5x is not under
     (back,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0, 16: 100 / 1.5}))  # 5, 1.25, 2, 1.11, 1.5
     assert (back.batch, [b for b, _ in back.later]) == (2, [4, 8, 16])
-    assert back.text == ("batch 2 (1.25x; 5.00x at batch 1), not under 1.5x at every larger batch: 2.00x at batch 4, "
-                         "1.11x at batch 8, 1.50x at batch 16")
+    assert back.text == ("batch 2 (1.25x; 5.00x at batch 1), at or over 1.5x at a larger batch (every larger batch: "
+                         "2.00x at batch 4, 1.11x at batch 8, 1.50x at batch 16)")
+    (edge,) = curves.crossovers(_by_batch({1: 80.0, 2: 50.0, 4: 90.0, 8: 62.5}))  # 1.25x, 2x, 1.11x, 1.6x
+    assert edge.later == ((2, 2.0), (4, pytest.approx(100 / 90)), (8, 1.6))
+    (exactly,) = curves.crossovers(_by_batch({1: 80.0, 2: 100 / 1.5}))  # 1.5x is not under: named
+    assert exactly.later == ((2, pytest.approx(1.5)),) and exactly.later[0][1] >= curves.CROSSOVER
     (steady,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 90.0}))  # under at every larger batch: not named
     assert steady.later == () and steady.text == "batch 2 (1.25x; 5.00x at batch 1)"
 
@@ -100,7 +104,7 @@ def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together()
     assert curves.crossing_summary(first + [dataclasses.replace(later[0], new_tokens=256)]) == (
         "64 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point; "
         "256 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point, "
-        "not under 1.5x at every larger batch: 1.60x at batch 2")
+        "at or over 1.5x at a larger batch (every larger batch: 1.60x at batch 2)")
 
 
 def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():
@@ -322,14 +326,16 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     record = {"spec": spec.to_dict(), "wall": {"executor": "local", "seconds": 1.0}}
     assert report.answer_lines(record, [], tmp_path)[1].startswith("a subset of full.yaml: its points")
     for values, fragment in [
-            ({"sweep": {"prompt_len": [8]}}, "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
+            ({"sweep": {"prompt_len": [8]}},
+             "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
             ({"sweep": {"max_new_tokens": [5, 4]}}, "sweep.max_new_tokens has [5], not among full.yaml's "
                                                    "sweep.max_new_tokens; allowed: [4, 6]"),
             ({"sweep": {"max_new_tokens": [4]}, "name": "sweep-cpu"}, "name must differ from the full sweep's"),
             ({"subset_of": "../full.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file in the same"),
             ({"subset_of": "broken.yaml", "sweep": {"max_new_tokens": [4]}}, "broken.yaml: sweep.max_new_tokens must"),
             ({"sweep": {"max_new_tokens": []}}, "sweep.max_new_tokens must be a non-empty list"),
-            ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1}, "sets only name, subset_of, repeat_alone, launcher, sweep; got lr"),
+            ({"sweep": {"max_new_tokens": [4]}, "lr": 0.1},
+             "sets only name, subset_of, repeat_alone, launcher, sweep; got lr"),
             ({}, "needs a 'sweep:' mapping of some of full.yaml's axes"),
             ({"subset_of": "missing.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file"),
             ({"subset_of": "part.yaml", "sweep": {"max_new_tokens": [4]}}, "is not a full sweep file")]:
@@ -876,7 +882,8 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
     doubled = [s for s in moved.shifts if s.variant == "eager" and s.ratio.point > 1.5]
     assert doubled and all(s.ratio.point == pytest.approx(2.0) for s in doubled)
     text = "\n".join(moved.lines())
-    assert "tokens: DIFFER in 1" in text and f"tokens not compared (no common call with token hashes): {slugs[1]}" in text
+    assert "tokens: DIFFER in 1" in text
+    assert f"tokens not compared (no common call with token hashes): {slugs[1]}" in text
     # a variant B did not measure at one point: named, not silently dropped
     for call in unhashed["calls"]:
         if call["engine"] != "eager" and call["phase"].startswith("steady"):

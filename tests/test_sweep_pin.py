@@ -46,7 +46,8 @@ def test_the_device_script_reads_each_pin_as_the_tools_do(pin):
     read = {}
     for field in sweep_pin.FIELDS:
         read[field] = subprocess.run(["bash", "-c", f'{functions}\npin_field {field}'], cwd=ROOT, text=True,
-                                     capture_output=True, env={"SWEEP": pin.stem, "PATH": "/usr/bin:/bin"}).stdout.strip()
+                                     capture_output=True,
+                                     env={"SWEEP": pin.stem, "PATH": "/usr/bin:/bin"}).stdout.strip()
     assert read == sweep_pin.read(pin.stem)
 
 
@@ -176,8 +177,9 @@ def test_a_pinned_sweep_is_held_to_its_commits_parameter_file_and_code(pinned_re
                      for file in sorted(elsewhere)]
     # a point of other code
     found = keep_sweep.problems(_kept(tmp_path / "c", files, "0" * 64), repo)
-    assert [line for line in found if "measured by code 00000000" in line] == [f"points/{files[0]}: measured by code 00000000, the code is pinned to {pinned['code_sha256'][:8]}: "
-                     f"it would run again (revert sweeps-in-progress/sweep-cpu.pin, or drop the kept sweep knowingly)"]
+    assert [line for line in found if "measured by code 00000000" in line] == [
+        f"points/{files[0]}: measured by code 00000000, the code is pinned to {pinned['code_sha256'][:8]}: "
+        f"it would run again (revert sweeps-in-progress/sweep-cpu.pin, or drop the kept sweep knowingly)"]
 
 
 def test_keep_says_how_many_of_the_pinned_sweeps_points_are_left(pinned_repo, tmp_path):
@@ -225,16 +227,25 @@ def test_points_left_counts_what_the_resume_runs(tmp_path):
         return folder
 
     done = kept("done", "valid", [])
-    assert keep_sweep.measured_points(done, "f" * 64) == 3 and keep_sweep.points_left(done, "f" * 64, root) == (0, 2)
+    assert keep_sweep.measured_points(done, "f" * 64) == 3
+    assert keep_sweep.points_left(done, "f" * 64, root) == keep_sweep.Left(0, 2, 0)
     oom = [{"engine": "graph", "policy": "reuse", "cycle": 0, "phase": "steady", "error": "OutOfMemoryError: CUDA"}]
     again = kept("again", "invalid", oom)
-    assert keep_sweep.measured_points(again, "f" * 64) == 3 and keep_sweep.points_left(again, "f" * 64, root) == (1, 2)
+    assert keep_sweep.measured_points(again, "f" * 64) == 3
+    assert keep_sweep.points_left(again, "f" * 64, root) == keep_sweep.Left(1, 2, 1)
     failed = kept("failed", "failed", [])
     assert keep_sweep.measured_points(failed, "f" * 64) == 2
-    assert keep_sweep.points_left(failed, "f" * 64, root) == (1, 2)
-    assert keep_sweep._counted(3, 1, "this code", (1, 2)) == (
-        "2 points and 1 repeat measured by this code; 1 of the sweep's 2 points left")
-    assert keep_sweep._counted(3, 1, "this code", (0, 2)) == (
+    assert keep_sweep.points_left(failed, "f" * 64, root) == keep_sweep.Left(1, 2, 0)
+    pack = tmp_path / "again.tgz"  # keep() says it: points and repeats apart, the point to run again
+    with tarfile.open(pack, "w:gz") as archive:
+        archive.add(again, arcname=again.name)
+    assert keep_sweep.keep(pack, root, check=lambda f, r: [], fingerprint="f" * 64) == [
+        "kept sweeps-in-progress/sweep-cpu.tgz (2 points and 1 repeat measured by this code; 1 of the sweep's 2 "
+        "points left (1 of them measured, recording a failure: run again)): commit it; `h200-reports.sh resume` "
+        "resumes it"]
+    assert keep_sweep._counted(3, 1, "this code", keep_sweep.Left(1, 1, 0)) == (
+        "2 points and 1 repeat measured by this code; 1 of the sweep's 1 point left")
+    assert keep_sweep._counted(3, 1, "this code", keep_sweep.Left(0, 2, 0)) == (
         "2 points and 1 repeat measured by this code; none of the sweep's 2 points left (its repeats, if it has "
         "any, run next)")
     (root / "params" / "sweep-cpu.yaml").unlink()  # no parameter file: not known

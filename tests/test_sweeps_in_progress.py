@@ -112,7 +112,8 @@ class Repo:
         return keep_sweep.keep(pack, self.root, check=lambda folder, root: [], fingerprint=self.fingerprint)
 
     def kept(self, name: str) -> int:
-        folder = keep_sweep.kept_folder(self.root / "sweeps-in-progress" / f"{name}.tgz", self.tmp / f"out-{self.packs}")
+        folder = keep_sweep.kept_folder(self.root / "sweeps-in-progress" / f"{name}.tgz",
+                                        self.tmp / f"out-{self.packs}")
         return keep_sweep.measured_points(folder, self.fingerprint)
 
 
@@ -121,7 +122,8 @@ def test_keep_puts_an_unfinished_sweep_in_the_tree_and_never_loses_points(tmp_pa
     repo.keep(repo.pack(("sw", ".sw.partial-abc", 3)))
     assert repo.kept("sw") == 3 and not (repo.root / "runs").exists()
 
-    with pytest.raises(keep_sweep.KeepError, match="holds 3 points measured by this code, the pack 2"):
+    older = r"holds 3 results \(points and repeats\) measured by this code, the pack 2"
+    with pytest.raises(keep_sweep.KeepError, match=older):
         repo.keep(repo.pack(("sw", ".sw.partial-old", 2)))
     assert repo.kept("sw") == 3
 
@@ -179,7 +181,8 @@ def test_keep_counts_repeats_and_refuses_a_sweep_with_nothing_measured(tmp_path)
     repo = Repo(tmp_path)
     repo.keep(repo.pack(("sw", ".sw.partial-abc", 3, 2)))
     assert repo.kept("sw") == 5
-    with pytest.raises(keep_sweep.KeepError, match="holds 5 points measured by this code, the pack 4"):
+    older = r"holds 5 results \(points and repeats\) measured by this code, the pack 4"
+    with pytest.raises(keep_sweep.KeepError, match=older):
         repo.keep(repo.pack(("sw", ".sw.partial-old", 3, 1)))  # the same points, a repeat fewer
     with pytest.raises(keep_sweep.KeepError, match="no point measured by this code"):
         Repo(tmp_path / "empty").keep(repo.pack(("sw", ".sw.partial-new", 0)))

@@ -203,29 +203,47 @@ def points_left(folder: Path, fingerprint: str, root: Path = ROOT) -> tuple[int,
     """(the sweep's points the resume will run, all its points), by its parameter file (a pinned sweep's: the
     pinned commit's); None where that cannot be read. Run: those with no result measured by the code of
     `fingerprint`, or one the resume does not keep (a failure recorded). Repeats not counted: they run after."""
-    from rollout_study.result import Result
-    from rollout_study.sweep import kept_on_resume
-
     held, _ = _held(sweep_name(folder), _record(folder), root, shallow=True)  # a missing commit: not known
     if held is None or held.files is None:
         return None
-    done = {file.split("/", 1)[-1] for file in _measured(folder, fingerprint)
-            if file.startswith("points/") and kept_on_resume(Result.read(folder / file))}
-    return len(held.files - done), len(held.files)
+    measured = [file for file in _measured(folder, fingerprint) if file.startswith("points/")]
+    done = {file.split("/", 1)[-1] for file in measured if _kept_on_resume(folder / file)}
+    return Left(len(held.files - done), len(held.files), len(measured) - len(done))
+
+
+def _kept_on_resume(path: Path) -> bool:
+    from rollout_study.record import ResultError
+    from rollout_study.result import Result
+    from rollout_study.sweep import kept_on_resume
+
+    try:
+        return kept_on_resume(Result.read(path))
+    except (ResultError, ValueError):  # no result the resume reads: it runs the point again
+        return False
+
+
+class Left(NamedTuple):
+    """A kept sweep's points the resume will run, all its points, and those of them measured already but whose
+    result records a failure (they run again)."""
+    left: int
+    total: int
+    again: int
 
 
 def _many(count: int, thing: str) -> str:
     return f"{count} {thing}" + ("" if count == 1 else "s")
 
 
-def _counted(count: int, repeats: int, by: str, left: tuple[int, int] | None) -> str:
+def _counted(count: int, repeats: int, by: str, left: Left | None) -> str:
     """What a kept sweep holds, in words: points and repeats measured, and points the resume will run."""
     said = _many(count - repeats, "point") + (f" and {_many(repeats, 'repeat')}" if repeats else "")
     said += f" measured by {by}"
     if left is None:
         return said
-    return said + (f"; {left[0]} of the sweep's {left[1]} points left" if left[0] else
-                   f"; none of the sweep's {left[1]} points left (its repeats, if it has any, run next)")
+    if not left.left:
+        return said + f"; none of the sweep's {_many(left.total, 'point')} left (its repeats, if it has any, run next)"
+    again = f" ({left.again} of them measured, recording a failure: run again)" if left.again else ""
+    return said + f"; {left.left} of the sweep's {_many(left.total, 'point')} left{again}"
 
 
 def _unpack(pack: Path, into: Path) -> None:
@@ -307,8 +325,8 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
             if target.is_file():
                 earlier = measured_points(kept_folder(target, Path(scratch) / f"kept-{name}"), fingerprint)
                 if earlier > count:
-                    raise KeepError(f"{target.relative_to(root)} holds {earlier} points measured by {by}, the "
-                                    f"pack {count}: an older pack; nothing kept")
+                    raise KeepError(f"{target.relative_to(root)} holds {earlier} results (points and repeats) "
+                                    f"measured by {by}, the pack {count}: an older pack; nothing kept")
             writes.append(("pack", best, target))
             repeats = sum(1 for file in _measured(best, fingerprint) if file.startswith("repeats/"))
             holds = _counted(count, repeats, by, points_left(best, fingerprint, root))

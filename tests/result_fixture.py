@@ -237,5 +237,6 @@ def sweep_point(batch: int, tokens: int, times: dict, label: str = "synthetic", 
 def sweep_entries(results: dict, params: dict | None = None) -> list:
     """(sweep.json entry, result) pairs as the sweep report reads them, all valid; `params`: slug -> the point's
     parameters, for a test that varies one the curves key on."""
-    return [({"order": i, "slug": slug, "status": "valid", **({"params": params[slug]} if slug in (params or {}) else {})},
+    return [({"order": i, "slug": slug, "status": "valid",
+              **({"params": params[slug]} if slug in (params or {}) else {})},
              r) for i, (slug, r) in enumerate(results.items())]

@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from result_fixture import TIMES, UPDATE_MS, add_engine, make_invalid_result, make_result, make_result_dict, rename_engine, retime
+from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, make_result, make_result_dict,
+                            rename_engine, retime)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
 from rollout_study.result import Result
@@ -53,7 +54,8 @@ def test_break_even_verdicts_tell_the_cases_apart():
 def test_break_even_rows_from_fixture():
     # After an update: eager 100 then 50, recapture 130 then 10, reuse 60 then 10.
     rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(make_result())}
-    assert list(rows) == [("graph[recapture]", "eager"), ("graph[reuse]", "eager"), ("graph[reuse]", "graph[recapture]")]
+    assert list(rows) == [("graph[recapture]", "eager"), ("graph[reuse]", "eager"),
+                          ("graph[reuse]", "graph[recapture]")]
     assert rows[("graph[recapture]", "eager")].break_even == BreakEven(2, None)  # 130 > 100; 140 <= 150
     assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None)
@@ -165,7 +167,8 @@ def test_with_length_buckets_each_graph_variant_is_held_to_generates_kernel_time
     data["profile"]["graph[reuse]"]["kernel_ms"] = 6.5
     goals = by_name(analysis.goals(Result.from_dict(data)))
     name = "graph[{}] summed kernel time at most generate()'s (decode graphs per 64 positions)"
-    assert goals[name.format("recapture")].met is True and goals[name.format("recapture")].measured == pytest.approx(5 / 6)
+    assert goals[name.format("recapture")].met is True
+    assert goals[name.format("recapture")].measured == pytest.approx(5 / 6)
     assert goals[name.format("reuse")].met is False and goals[name.format("reuse")].measured == pytest.approx(6.5 / 6)
     del data["profile"]["eager"]
     assert by_name(analysis.goals(Result.from_dict(data)))[name.format("reuse")].met is None  # not a pass

@@ -40,7 +40,8 @@ def test_replays_cover_every_decode_step_once_in_order():
     assert replay_plan(PROMPT, 1, 0, 0) == []
     layout = bucket_layout(PROMPT, NEW, 0, 10)
     assert layout["steps_per_graph"] == 10
-    assert layout["decode_graphs"] == [{"graph": "decode[0:40]x10", "keys": 40, "steps_per_replay": 10, "steps": [1, 30]},
+    assert layout["decode_graphs"] == [{"graph": "decode[0:40]x10", "keys": 40, "steps_per_replay": 10,
+                                        "steps": [1, 30]},
                                        {"graph": "decode[0:40]", "keys": 40, "steps_per_replay": 1, "steps": [31, 31]}]
 
 

@@ -233,7 +233,8 @@ def test_the_profiler_records_every_kernel_of_each_replay_of_the_tracing_check()
         assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED
         assert 0 < record["replay_us_per_kernel"] < 100 and 0 < record["recorded_us_per_kernel"] < 100
         # launched one at a time, the same kernels, as many of them (each step waited for)
-        assert len(record["alone_us_per_kernel_samples"]) == tracing.PROFILED and 0 < record["alone_us_per_kernel"] < 100
+        assert len(record["alone_us_per_kernel_samples"]) == tracing.PROFILED
+        assert 0 < record["alone_us_per_kernel"] < 100
         print("tracing:", {k: v for k, v in record.items() if k != "replay_us_per_kernel_samples"})
 
 
@@ -377,7 +378,8 @@ def test_hf_compile_compiles_records_and_matches_generate(setup):
     model, workload = setup
     torch._dynamo.reset()  # the dynamo cache is process-wide: this test sees its own first compile
     engine = HFCompileEngine(model, "cuda", NEW, 0, backend="inductor")
-    assert engine.describe()["cuda_graph"] == "inductor CUDA graph trees" and engine.describe()["emulate_precision_casts"]
+    assert engine.describe()["cuda_graph"] == "inductor CUDA graph trees"
+    assert engine.describe()["emulate_precision_casts"]
     first, clock = _peer_matches(model, engine, workload)
     notes = engine.call_notes()
     assert notes["dynamo_compiles"] >= 1 and clock.breakdown["compile"] > 0
@@ -477,12 +479,14 @@ def test_a_named_shape_initializes_on_the_gpu_repeatably_and_the_tiny_model_as_o
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
     on_host = models.load(StudyParams.from_dict({"device": "cpu", "model": "synthetic-smollm2-135m"}), "cpu", "float32")
     embedding = "model.embed_tokens.weight"
-    assert not torch.equal(first.model.state_dict()[embedding].cpu(), on_host.model.state_dict()[embedding])  # drawn on the GPU
+    # Drawn on the GPU
+    assert not torch.equal(first.model.state_dict()[embedding].cpu(), on_host.model.state_dict()[embedding])
     tiny = StudyParams.from_dict({"device": "cuda"})
     on_gpu = models.load(tiny, "cuda", "float32")
     on_host = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "float32")
     assert on_gpu.info["init_device"] == "cpu" and "init_gpu" not in on_gpu.info
-    assert all(torch.equal(a.cpu(), b) for a, b in zip(on_gpu.model.state_dict().values(), on_host.model.state_dict().values()))
+    assert all(torch.equal(a.cpu(), b)
+               for a, b in zip(on_gpu.model.state_dict().values(), on_host.model.state_dict().values()))
 
 
 def _workspace_case(mode: str) -> tuple[int, dict | None, str]:

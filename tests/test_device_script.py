@@ -116,7 +116,8 @@ def _listed(archive: Path) -> list[str]:
     return subprocess.run(["tar", "tzf", str(archive)], capture_output=True, text=True, check=True).stdout.split()
 
 
-def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_others_where_it_has_none(functions, tmp_path):
+def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_others_where_it_has_none(
+        functions, tmp_path):
     # A pinned sweep runs in its own work copy; the tree's runs/ holds only what was carried in
     work = tmp_path / "tmp" / "work-inner-resume" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
     work.mkdir(parents=True)
@@ -264,7 +265,8 @@ def test_needs_model_reads_studies_and_sweeps(functions, tmp_path, name, needed)
     answer = _in_tree(functions, f"needs_model {name}", tmp_path)
     assert answer.returncode == needed, answer.stdout + answer.stderr
     # and the one rule for which command runs it
-    assert _in_tree(functions, f"is_sweep {name}", tmp_path).returncode == (0 if "sweep" in name or "hazards" in name else 1)
+    assert _in_tree(functions, f"is_sweep {name}", tmp_path).returncode == (
+        0 if "sweep" in name or "hazards" in name else 1)
 
 
 def test_needs_model_stops_the_step_on_a_file_it_cannot_read(functions, tmp_path):

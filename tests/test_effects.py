@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from result_fixture import INSTRUMENTED, make_result, make_result_dict, retime, set_samples, with_control, with_instruments
+from result_fixture import (INSTRUMENTED, make_result, make_result_dict, retime, set_samples, with_control,
+                            with_instruments)
 from rollout_study import analysis, effects
 from rollout_study.result import Result
 

@@ -52,7 +52,8 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
     assert set(untimed) == {"collect", "parity", "reference", "update"} and all(v > 0 for v in untimed.values())
     assert "- host time around the measured calls (ms): collect " in markdown.summary(result)
     speed = result.metadata["host_speed"]  # the host's pace at the run's start and end
-    assert all(0 < speed[when]["dispatch_us"] < 1e3 and len(speed[when]["samples_us"]) == 5 for when in ("start", "end"))
+    assert all(0 < speed[when]["dispatch_us"] < 1e3 and len(speed[when]["samples_us"]) == 5
+               for when in ("start", "end"))
     assert "- host speed: " in markdown.summary(result) and " us per tiny CPU tensor operation at the start" in \
         markdown.summary(result)
     assert "echo" in text.console_summary(result)
@@ -96,7 +97,8 @@ def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows
 
     events = []  # ("collect", generation), ("reset",) and ("call", collector on?) in the order they happened
     collect, call, reset = gc.collect, echo_registered.__call__, protocol.memory.reset_peak
-    monkeypatch.setattr(gc, "collect", lambda generation=2: events.append(("collect", generation)) or collect(generation))
+    monkeypatch.setattr(gc, "collect",
+                        lambda generation=2: events.append(("collect", generation)) or collect(generation))
     monkeypatch.setattr(protocol.memory, "reset_peak", lambda device: events.append(("reset",)) or reset(device))
     monkeypatch.setattr(echo_registered, "__call__",
                         lambda self, *a: events.append(("call", gc.isenabled())) or call(self, *a))

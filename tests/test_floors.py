@@ -250,7 +250,8 @@ def test_top_kernels_that_are_not_a_list_of_kernels_are_refused(bad):
 
 @pytest.mark.parametrize("name, shown", [
     # torch's own kernels carry brackets in their names, not only in their argument lists
-    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int)",
+    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"
+     "(float*, float const*, int)",
      "(anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"),
     ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<4u>, "
      "unsigned int, 4, 64, 64>(at::native::(anonymous namespace)::OpaqueType<4u>*, int)",
@@ -301,12 +302,13 @@ def test_tracing_is_measured_on_cuda_only_and_knows_its_kernels():
 
 def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_is_no_record():
     def seen(ms, kernels=4000, wall_ms=5.6):
-        return {"kernel_ms": ms, "kernels": kernels, "wall_ms": wall_ms, "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
-                                                                     {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
+        return {"kernel_ms": ms, "kernels": kernels, "wall_ms": wall_ms,
+                "top_kernels": [{"name": "gemm", "ms": 3.0, "count": 2000},
+                                {"name": "splitKreduce", "ms": 1.0, "count": 2000}]}
 
     # 2,000 steps of a matrix product that launches two kernels each; replays of 5.0 to 5.2 ms
-    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0], "seen": [seen(4.0), seen(4.4, wall_ms=6.0),
-                                                                                          seen(4.2)],
+    record = tracing.record_of("gemv", {"replay_us": [5000.0, 5200.0, 5100.0],
+                                        "seen": [seen(4.0), seen(4.4, wall_ms=6.0), seen(4.2)],
                                         "alone": [seen(3.6), seen(3.2), seen(3.8)]}, steps=2000)
     assert record["alone_us_per_kernel_samples"] == [0.9, 0.8, 0.95] and record["alone_us_per_kernel"] == 0.9
     assert record["kernels"] == 4000 and record["kernels_per_step"] == 2 and record["names"] == ["gemm", "splitKreduce"]
@@ -315,7 +317,8 @@ def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_
     assert record["excess_us_per_kernel"] == pytest.approx(-0.225)
     assert record["profiled_wall_us_per_kernel"] == pytest.approx(1.4)  # the profiled replays' wall, median
     # launched alone, a kernel count unlike the replays': nothing to compare with
-    odd = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0)], "alone": [seen(4.0, 3000)]}, steps=2000)
+    odd = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0)], "alone": [seen(4.0, 3000)]},
+                            steps=2000)
     assert odd["alone_us_per_kernel"] is None and odd["recorded_us_per_kernel"] == 1.0
     for counts in ([0, 0, 0], [4000, 3999, 4000], [3999] * 3):  # none, some replays' kernels missing, not whole steps
         missing = tracing.record_of("gemv", {"replay_us": [5000.0], "seen": [seen(4.0, n) for n in counts]}, steps=2000)
@@ -338,7 +341,8 @@ def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_re
     note = kernels.tracing_note(result)
     assert ("add: 1.100 us recorded per kernel against 1.010 us per kernel for the whole unprofiled replay (2,000 "
             "kernels in 2,000 steps): recorded kernels outlast every unprofiled replay, by 0.090 us each") in note
-    assert "gemv: 5.000 us recorded" in note and "whose gaps leave 0.200 us per kernel in which a cost could hide" in note
+    assert "gemv: 5.000 us recorded" in note
+    assert "whose gaps leave 0.200 us per kernel in which a cost could hide" in note
     assert "softmax: not measured (RuntimeError: no graphs)" in note
     assert "So: the profiler lengthens the kernels it records back to back (add)" in note
     assert "by 0.090 us each; launched one at a time, 1.000 us recorded per kernel" in note  # gemv: not measured
@@ -379,7 +383,8 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     def profiled(fn, device):
         order.append("profiler")
         fn()
-        return {"kernel_ms": 2.0, "wall_ms": 2.5, "kernels": tracing.STEPS, "top_kernels": [{"name": "k", "ms": 2.0, "count": 2000}]}
+        return {"kernel_ms": 2.0, "wall_ms": 2.5, "kernels": tracing.STEPS,
+                "top_kernels": [{"name": "k", "ms": 2.0, "count": 2000}]}
 
     monkeypatch.setattr(tracing, "step_function", lambda kind, device: kind)
     monkeypatch.setattr(tracing, "captured", captured)

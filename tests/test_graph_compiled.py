@@ -28,7 +28,8 @@ def test_in_a_study_compile_is_its_own_part_and_parity_holds(backend, policy, pa
     first = by_phase[("first", 0)]
     # compile is dynamo's own compile intervals (as hf-compile's); running the compiled steps is warmup
     assert first.breakdown_ms["compile"] > 0 and first.breakdown_ms["warmup"] > 0
-    assert first.extra["engine_notes"]["compile"]["compiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + NEW}] (batch 2)"]
+    assert first.extra["engine_notes"]["compile"]["compiled"] == ["prefill (batch 2)",
+                                                                 f"decode[0:{PROMPT + NEW}] (batch 2)"]
     for call in result.calls:
         notes = call.extra["engine_notes"]["compile"]
         assert notes["compiles_in_rollout"] == 0
@@ -111,7 +112,8 @@ def test_graphs_of_one_bucket_share_one_compiled_step_and_warm_up_once(tiny):
     clock.stop()
     notes = engine.call_notes()["compile"]
     (runner,) = engine.runners.values()
-    assert [name for name, *_ in runner.steps] == ["prefill", f"decode[0:{PROMPT + new}]x5", f"decode[0:{PROMPT + new}]"]
+    assert [name for name, *_ in runner.steps] == ["prefill", f"decode[0:{PROMPT + new}]x5",
+                                                   f"decode[0:{PROMPT + new}]"]
     assert runner.distinct_steps() == [0, 1] and runner.step_graphs == [1, 1, 2]
     assert notes["graphs_compiled"] == 2 and notes["compile_runs"] == 2
     assert notes["compiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + new}]x5 (batch 2)"]

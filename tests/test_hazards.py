@@ -27,7 +27,8 @@ def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed:
             for index in range(samples):
                 call = make_call(f"graph[{policy}]", cycle, phase, index, 20.0 if phase.startswith("first") else 10.0,
                                  True)
-                call["captures"] = 2 if phase == "first" or (phase == "first_after_update" and check == "dropped") else 0
+                call["captures"] = (2 if phase == "first" or (phase == "first_after_update" and check == "dropped")
+                                    else 0)
                 call["parameter_check"] = check if phase == "first_after_update" else "unchanged"
                 if policy in stale and phase.endswith("after_update"):
                     call["parity"] = dict(BAD)
@@ -93,7 +94,8 @@ def test_report_tables_put_paths_down_and_policies_across():
     assert frame.set_index("update path").loc["assign", "unchecked"] == "STALE"
     assert list(report.cost_table(cells)["policy"]) == ["recapture", "recapture"]  # diagnostics are not priced
     text = report.summary({"spec": {"name": "h"}}, results)
-    assert "| assign | unchecked (diagnostic) | STALE |" in text and "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in text
+    assert "| assign | unchecked (diagnostic) | STALE |" in text
+    assert "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in text
 
 
 def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path):
@@ -177,7 +179,8 @@ def test_a_rerun_into_the_same_folder_skips_the_valid_points(cpu_sweep):
     stored["metadata"]["git"]["code_sha256"] = environment.code_fingerprint()
     (folder / kept["file"]).write_text(json.dumps(stored), encoding="utf-8")
     for fingerprint, keeps in ((environment.code_fingerprint(), True), ("0" * 64, False)):
-        edited.setattr(environment, "git_commit", lambda: {"commit": "f" * 40, "dirty": True, "code_sha256": fingerprint})
+        edited.setattr(environment, "git_commit",
+                       lambda: {"commit": "f" * 40, "dirty": True, "code_sha256": fingerprint})
         try:
             assert (sweep.kept_status(folder, kept["file"], spec.points()[0][1]) is not None) is keeps
         finally:
@@ -230,7 +233,8 @@ def test_the_sweep_command_runs_fresh_processes_then_the_report_and_publishes(tm
     assert done.returncode == 0, done.stderr[-3000:]
     (folder,) = [p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert {"sweep.json", "summary.md", "hazards.ipynb", "report.html"} <= {p.name for p in folder.iterdir()}
-    assert "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in (folder / "summary.md").read_text(encoding="utf-8")
+    assert ("recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right"
+            in (folder / "summary.md").read_text(encoding="utf-8"))
     # the code check (tests/test_publish.py) would refuse this run wherever the tree holds uncommitted code
     monkeypatch.setattr(publish, "code_problems", lambda results: [])
     target = publish.publish(folder, tmp_path / "reports")
@@ -242,7 +246,8 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
 
     root = Path(__file__).resolve().parent.parent
     text = (root / "README.md").read_text(encoding="utf-8")
-    assert all(f"<!-- readme-hazards {name} -->" in text for name in ("hazards-tiny", "hazards-smollm2", "hazards-hf-compile"))
+    assert all(f"<!-- readme-hazards {name} -->" in text
+               for name in ("hazards-tiny", "hazards-smollm2", "hazards-hf-compile"))
     assert report.fill_readme(text, root / "reports") == text
     for name in ("hazards-tiny", "hazards-smollm2", "hazards-hf-compile"):
         assert sweep.validity_problems(root / "reports" / name) == []

@@ -233,7 +233,8 @@ def test_peer_verdicts_and_counts_per_sync_from_hand_made_results():
     assert full.set_index("policy").loc["hf-compile", "CUDA-graph recordings per sync"] == "1, 1"
     text = report.summary({"spec": {"name": "h"}}, [recorded])
     assert "recapture and reuse: 0 of 1 cells wrong" in text
-    assert "hf-compile after every sync (compiles / CUDA-graph recordings per sync): assign re-recorded (0, 0 / 1, 1)" in text
+    assert ("hf-compile after every sync (compiles / CUDA-graph recordings per sync): assign re-recorded "
+            "(0, 0 / 1, 1)") in text
 
 
 def test_compiles_of_other_code_between_calls_are_not_counted_as_the_engines(small_model):

@@ -27,7 +27,8 @@ def test_summary_starts_with_the_answer():
 def test_summary_of_a_cpu_run_does_not_claim_gpu_goals():
     summary = markdown.summary(make_result())
     assert "**no CUDA graph**" in summary
-    for row in ("| eager | 0 | first |", "| graph[recapture] | 0 | steady |", "| graph[reuse] | 1 | steady_after_update |"):
+    for row in ("| eager | 0 | first |", "| graph[recapture] | 0 | steady |",
+                "| graph[reuse] | 1 | steady_after_update |"):
         assert row in summary
     assert "| graph[reuse] steady speed-up over eager generate() | 5.000 | >= 12.0x | GPU only, not measured on CPU |" \
         in summary

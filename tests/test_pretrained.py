@@ -54,7 +54,8 @@ def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(s
     # The copy's config is the GGUF model's without the GGUF quantizer (its weights are dequantized
     # tensors either way: plain nn.Linear, as check_trainable requires) and without the file's path.
     def config(loaded):
-        return {k: v for k, v in loaded.model.config.to_dict().items() if k not in ("_name_or_path", "quantization_config")}
+        return {k: v for k, v in loaded.model.config.to_dict().items()
+                if k not in ("_name_or_path", "quantization_config")}
     assert config(from_copy) == config(direct) and "quantization_config" not in from_copy.model.config.to_dict()
     assert from_copy.model.generation_config.to_dict() == direct.model.generation_config.to_dict()
     messages = [[{"role": "user", "content": p}] for p in CHAT_PROMPTS]

@@ -43,7 +43,8 @@ def test_a_crash_while_writing_leaves_the_old_file_intact(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r["calls"][0]["breakdown_ms"].update(other=r["calls"][0]["breakdown_ms"]["other"] + 1), "breakdown sums"),
+    (lambda r: r["calls"][0]["breakdown_ms"].update(other=r["calls"][0]["breakdown_ms"]["other"] + 1),
+     "breakdown sums"),
     (lambda r: r["metadata"].update(label="mixed"), "metadata.label"),
     (lambda r: r.update(valid="false"), "valid must be true or false"),
     (lambda r: r["calls"][0].update(phase="warm"), "unknown phase"),

@@ -32,13 +32,17 @@ def _sweep() -> dict:
     and 256 new tokens and with hf-compile; a synthetic 1B shape only at batch 8, which no other model has."""
     results = {}
     for batch in (1, 2):
-        results[f"smol-b{batch}"] = _as(point(batch, 64, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (400, 20.0 * batch, 1, 1)},
+        results[f"smol-b{batch}"] = _as(point(batch, 64, {"eager": (1, 100.0, 1, 1),
+                                                          "graph[reuse]": (400, 20.0 * batch, 1, 1)},
                                               label="pretrained"), 134_515_008, prompts=("chat", 41))
     for batch in (1, 2, 4):
-        results[f"tiny-b{batch}"] = _as(point(batch, 64, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (300, 5.0 * batch, 1, 1),
+        results[f"tiny-b{batch}"] = _as(point(batch, 64, {"eager": (1, 100.0, 1, 1),
+                                                          "graph[reuse]": (300, 5.0 * batch, 1, 1),
                                                           "hf-compile": (300, 50.0, 1, 1)}), 557_696)
-        results[f"tiny-b{batch}-16"] = _as(point(batch, 16, {"eager": (1, 50.0, 1, 1), "graph[reuse]": (300, 5.0, 1, 1)}), 557_696)
-        results[f"tiny-b{batch}-256"] = _as(point(batch, 256, {"eager": (1, 500.0, 1, 1), "graph[reuse]": (300, 9.0, 1, 1)}), 557_696)
+        results[f"tiny-b{batch}-16"] = _as(point(batch, 16, {"eager": (1, 50.0, 1, 1),
+                                                             "graph[reuse]": (300, 5.0, 1, 1)}), 557_696)
+        results[f"tiny-b{batch}-256"] = _as(point(batch, 256, {"eager": (1, 500.0, 1, 1),
+                                                               "graph[reuse]": (300, 9.0, 1, 1)}), 557_696)
     results["1b-b8"] = _as(point(8, 64, {"eager": (1, 900.0, 1, 1), "graph[reuse]": (900, 300.0, 1, 1)}),
                            1_235_814_400, "Llama-3.2-1B shape")
     return results
@@ -87,10 +91,13 @@ def test_a_model_of_unknown_size_goes_last_and_one_model_in_two_dtypes_is_two_mo
 def test_a_model_with_two_points_at_one_place_is_left_out_there_not_shown_as_either():
     results = _sweep()
     # another parameter varied (the update path, say): a second tiny point at batch 2, 64 tokens, requests 2
-    results["tiny-b2-other"] = _as(point(2, 64, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (300, 50.0, 1, 1)}), 557_696)
-    varied = {"tiny-b2": {"batch_size": 2, "update_path": "copy"}, "tiny-b2-other": {"batch_size": 2, "update_path": "assign"}}
+    results["tiny-b2-other"] = _as(point(2, 64, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (300, 50.0, 1, 1)}),
+                                   557_696)
+    varied = {"tiny-b2": {"batch_size": 2, "update_path": "copy"},
+              "tiny-b2-other": {"batch_size": 2, "update_path": "assign"}}
     models = _models(results, varied)
-    both = [r.ratio.point for r in curves.speedups(models[TINY]) if (r.variant, r.new_tokens, r.batch) == ("graph[reuse]", 64, 2)]
+    both = [r.ratio.point for r in curves.speedups(models[TINY])
+            if (r.variant, r.new_tokens, r.batch) == ("graph[reuse]", 64, 2)]
     assert both == pytest.approx([10.0, 2.0])  # both in the tiny model's own curves
     frame = scale.scale_table(models)
     assert list(frame["batch"]) == [1]  # at batch 2 only SmolLM2 is left: nothing to compare
@@ -122,7 +129,8 @@ def test_the_figure_draws_each_batch_across_the_models_at_the_largest_shared_tok
     captured = {line.get_label(): list(line.get_ydata()) for line in capture_axis.lines}
     assert captured["batch 1"] == pytest.approx([30.0, 40.0])
     hf_compile = figure.axes[1]  # a variant only the tiny model ran: said so, nothing drawn
-    assert hf_compile.get_title() == "hf-compile" and not [l for l in hf_compile.lines if l.get_label().startswith("batch")]
+    assert hf_compile.get_title() == "hf-compile"
+    assert not [l for l in hf_compile.lines if l.get_label().startswith("batch")]
     assert [t.get_text() for t in hf_compile.texts] == ["no two models with this value"]
 
 
@@ -140,4 +148,5 @@ def test_a_one_model_sweep_has_no_side_by_side_section_and_a_two_model_one_has(t
     (heading,) = [i for i, b in enumerate(blocks) if b.kind == "heading" and b.text == "The models side by side"]
     assert blocks[heading + 1].kind == "figure" and (figures / "sweep-models-side-by-side.png").exists()
     assert blocks[heading + 1].text == report.SCALE_FIGURE_CAPTION and blocks[heading + 2].text == report.SCALE_CAPTION
-    assert not [b for b in report.blocks(record, tiny_only, str(tmp_path / "one")) if b.text == "The models side by side"]
+    assert not [b for b in report.blocks(record, tiny_only, str(tmp_path / "one"))
+                if b.text == "The models side by side"]

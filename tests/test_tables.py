@@ -80,7 +80,8 @@ def test_invalid_result_shows_mismatch_details():
 
 def test_failures_of_a_result_without_calls():
     data = {**make_result_dict(), "calls": [], "updates": [], "cold_starts": [], "valid": False,
-            "failures": [{"engine": "eager", "policy": None, "cycle": 0, "phase": "first", "error": "OutOfMemoryError"}]}
+            "failures": [{"engine": "eager", "policy": None, "cycle": 0, "phase": "first",
+                          "error": "OutOfMemoryError"}]}
     assert list(tables.failures_table([Result.from_dict(data)])["error"]) == ["OutOfMemoryError"]
 
 

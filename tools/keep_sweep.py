@@ -199,10 +199,11 @@ def problems(folder: Path, root: Path = ROOT) -> list[str]:
     return found + ([] if shallow else code_problems(results))  # a shallow clone lacks the commits they name
 
 
-def points_left(folder: Path, fingerprint: str, root: Path = ROOT) -> tuple[int, int] | None:
-    """(the sweep's points the resume will run, all its points), by its parameter file (a pinned sweep's: the
-    pinned commit's); None where that cannot be read. Run: those with no result measured by the code of
-    `fingerprint`, or one the resume does not keep (a failure recorded). Repeats not counted: they run after."""
+def points_left(folder: Path, fingerprint: str, root: Path = ROOT) -> Left | None:
+    """The sweep's points the resume will run, all its points, and those run again (`Left`), by its parameter file
+    (a pinned sweep's: the pinned commit's); None where that cannot be read. Run: those with no result measured by
+    the code of `fingerprint`, or one the resume does not keep (a failure recorded). Repeats not counted: they run
+    after."""
     held, _ = _held(sweep_name(folder), _record(folder), root, shallow=True)  # a missing commit: not known
     if held is None or held.files is None:
         return None
@@ -305,8 +306,8 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                                if unfinished else ""))
                 continue
             fingerprint, by = (given, "this code") if given else held_code(name, root)
-            counts = {f: measured_points(f, fingerprint) for f in unfinished}  # unlisted files count for none
-            best = max(unfinished, key=counts.get)
+            measured = {f: _measured(f, fingerprint) for f in unfinished}  # unlisted files count for none
+            best = max(unfinished, key=lambda f: len(measured[f]))
             listed = {entry["file"] for entry in _entries(_record(best))}
             stale = [p for kind in ("points", "repeats") for p in (best / kind).glob("*")
                      if f"{kind}/{p.name}" not in listed]
@@ -319,7 +320,7 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
             if found:
                 raise KeepError(f"{best.name} cannot be kept ({len(found)} problem(s)); nothing kept; "
                                 f"first: {found[0]}")
-            target, count = root / IN_PROGRESS / f"{name}.tgz", counts[best]
+            target, count = root / IN_PROGRESS / f"{name}.tgz", len(measured[best])
             if count == 0:
                 raise KeepError(f"{best.name}: no point measured by {by}; nothing kept")
             if target.is_file():
@@ -328,7 +329,7 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                     raise KeepError(f"{target.relative_to(root)} holds {earlier} results (points and repeats) "
                                     f"measured by {by}, the pack {count}: an older pack; nothing kept")
             writes.append(("pack", best, target))
-            repeats = sum(1 for file in _measured(best, fingerprint) if file.startswith("repeats/"))
+            repeats = sum(1 for file in measured[best] if file.startswith("repeats/"))
             holds = _counted(count, repeats, by, points_left(best, fingerprint, root))
             done.append(f"kept {target.relative_to(root)} ({holds}"
                         + (f"; {len(stale)} unlisted point file(s) left out" if stale else "")

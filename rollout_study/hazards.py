@@ -93,10 +93,7 @@ def _divergence(call) -> str:
     mismatch = (call.parity.mismatch if call.parity else None) or {}
     if mismatch.get("kind") != "tokens":
         return f"{call.phase} cycle {call.cycle}: {mismatch.get('kind', 'no parity')}"
-    text = (f"cycle {call.cycle} {call.phase}: request {mismatch['request']} step {mismatch['step']}: "
-            f"token {mismatch['engine_token']} instead of {mismatch['reference_token']}")
-    if mismatch.get("reference_top2_margin") is not None:
-        text += f" (reference top-2 margin {mismatch['reference_top2_margin']:.3g})"
+    text = f"cycle {call.cycle} {call.phase}: {call.parity.describe_mismatch()}"
     before = call.parity.extra.get("matches_weights_before_update")
     if before is not None:
         text += "; the tokens of the weights before the sync" if before else "; neither old nor new weights' tokens"

@@ -86,6 +86,25 @@ class Parity:
     def to_dict(self) -> dict:
         return _plain(self)
 
+    def describe_mismatch(self) -> str:
+        """The first difference from generate(), in words; a token's carries the reference's top-2 margin, which
+        tells a near-tie flipped by the last bit of FP arithmetic (margin near zero) from an engine's error."""
+        m = self.mismatch or {}
+        kind = m.get("kind")
+        if kind == "tokens":
+            text = (f"request {m.get('request')} step {m.get('step')}: "
+                    f"token {m.get('engine_token')} instead of {m.get('reference_token')}")
+            if m.get("reference_top2_margin") is not None:
+                text += f" (reference top-2 margin {m['reference_top2_margin']:.3g})"
+            return text
+        if kind == "response_offset":
+            return f"request {m.get('request')}: response at {m.get('engine')} instead of {m.get('reference')}"
+        if kind == "attention_mask":
+            return f"request {m.get('request')}: attention mask differs at position {m.get('position')}"
+        if kind == "batches":
+            return f"{m.get('engine')} batches instead of {m.get('reference')}"
+        return kind or "no mismatch recorded"
+
 
 @dataclass
 class Call:

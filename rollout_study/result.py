@@ -172,8 +172,10 @@ class Result:
         problems = []
         unmatched = self.unmatched_calls()
         if unmatched:
-            problems.append(f"{len(unmatched)} call(s) without parity (first: {unmatched[0].variant} "
-                            f"cycle {unmatched[0].cycle} {unmatched[0].phase} #{unmatched[0].index})")
+            first = unmatched[0]
+            what = f": {first.parity.describe_mismatch()}" if first.parity else ""
+            problems.append(f"{len(unmatched)} call(s) without parity (first: {first.variant} "
+                            f"cycle {first.cycle} {first.phase} #{first.index}{what})")
         if self.failures:
             problems.append(f"{len(self.failures)} failure(s) (first: {self.failures[0].variant} "
                             f"{self.failures[0].phase}: {self.failures[0].error})")

@@ -86,6 +86,24 @@ def test_validity_is_derived_not_trusted():
     assert Result.from_dict(honest).validity_problems() == ["the file says invalid"]
 
 
+@pytest.mark.parametrize("mismatch, words", [
+    ({"kind": "tokens", "request": 56, "step": 33, "engine_token": 22408, "reference_token": 94886,
+      "reference_top2_margin": 5.4836e-06},
+     "request 56 step 33: token 22408 instead of 94886 (reference top-2 margin 5.48e-06)"),
+    ({"kind": "tokens", "request": 2, "step": 7, "engine_token": None, "reference_token": 5},
+     "request 2 step 7: token None instead of 5"),
+    ({"kind": "response_offset", "request": 3, "engine": 9, "reference": 8}, "request 3: response at 9 instead of 8"),
+    ({"kind": "attention_mask", "request": 4, "position": 2}, "request 4: attention mask differs at position 2"),
+    ({"kind": "batches", "engine": 1, "reference": 2}, "1 batches instead of 2"),
+])
+def test_the_first_mismatch_is_named_in_the_validity_problems(mismatch, words):
+    data = make_invalid_result_dict()
+    call = next(c for c in data["calls"] if not c["parity"]["ok"])
+    call["parity"]["mismatch"] = mismatch
+    problems = Result.from_dict(data).validity_problems()
+    assert problems[0].endswith(f"#{call['index']}: {words})"), problems[0]
+
+
 def test_queries_follow_run_and_registry_order():
     result = make_result()
     assert result.variants() == ["eager", "graph[recapture]", "graph[reuse]"]

@@ -72,9 +72,10 @@ def test_headline_shows_ranges_and_the_bounded_break_even():
 def test_invalid_summary_names_the_first_mismatch():
     summary = text.invalid_summary(make_invalid_result())
     assert summary.startswith("the result is invalid")
-    assert "1 call(s) without parity (first: graph[recapture] cycle 0 first_after_update #0)" in summary
-    assert "first mismatch: graph[recapture] cycle 0 first_after_update #0" in summary
-    assert '"reference_token": 42' in summary
+    assert ("1 call(s) without parity (first: graph[recapture] cycle 0 first_after_update #0: request 1 step 3: "
+            "token 17 instead of 42 (reference top-2 margin 0.01))") in summary
+    assert 'the first mismatch as recorded: {"kind": "tokens"' in summary
+    assert '"reference_top2_tokens": [42, 17]' in summary
     assert text.headline_lines(make_invalid_result())[-2].startswith("parity: 35/36 calls matched generate(); INVALID")
 
 

@@ -210,8 +210,8 @@ def invalid_summary(result: Result) -> str:
     parts = result.validity_problems()  # derived from the records, the one place validity is decided
     unmatched = result.unmatched_calls()
     if unmatched:
+        # The problems name the first mismatch in words; the record adds the reference's top-2 tokens.
         first = unmatched[0]
         detail = first.parity.mismatch if first.parity else "no reference computed"
-        parts.append(f"first mismatch: {first.variant} cycle {first.cycle} {first.phase} #{first.index}: "
-                     f"{json.dumps(detail)}")
+        parts.append(f"the first mismatch as recorded: {json.dumps(detail)}")
     return "the result is invalid (written anyway, for inspection): " + "; ".join(parts)

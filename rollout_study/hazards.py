@@ -90,9 +90,8 @@ def _median(values) -> float | None:
 
 
 def _divergence(call) -> str:
-    mismatch = (call.parity.mismatch if call.parity else None) or {}
-    if mismatch.get("kind") != "tokens":
-        return f"{call.phase} cycle {call.cycle}: {mismatch.get('kind', 'no parity')}"
+    if call.parity is None:
+        return f"cycle {call.cycle} {call.phase}: no parity checked"
     text = f"cycle {call.cycle} {call.phase}: {call.parity.describe_mismatch()}"
     before = call.parity.extra.get("matches_weights_before_update")
     if before is not None:

@@ -98,11 +98,13 @@ class Parity:
                 text += f" (reference top-2 margin {m['reference_top2_margin']:.3g})"
             return text
         if kind == "response_offset":
+            if m.get("engine") == m.get("reference"):  # the offset is right, what stands before it is not
+                return f"request {m.get('request')}: the prompt before its response (at {m.get('engine')}) differs"
             return f"request {m.get('request')}: response at {m.get('engine')} instead of {m.get('reference')}"
         if kind == "attention_mask":
             return f"request {m.get('request')}: attention mask differs at position {m.get('position')}"
         if kind == "batches":
-            return f"{m.get('engine')} batches instead of {m.get('reference')}"
+            return f"{m.get('engine')} batch(es) instead of generate()'s {m.get('reference')}"
         return kind or "no mismatch recorded"
 
 

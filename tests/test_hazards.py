@@ -16,7 +16,7 @@ BAD = {"ok": False, "tokens": False, "attention_mask": True, "response_offsets":
        "matches_weights_before_update": True}
 
 
-def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed: int = 6) -> Result:
+def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed: int = 6, bad: dict = BAD) -> Result:
     """A GPU result of one update path; `decisions`: policy -> parameter_check after each sync."""
     data = make_result_dict(cuda_graph=True)
     data["calls"] = [c for c in data["calls"] if c["engine"] == "eager"]
@@ -31,7 +31,7 @@ def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed:
                                     else 0)
                 call["parameter_check"] = check if phase == "first_after_update" else "unchanged"
                 if policy in stale and phase.endswith("after_update"):
-                    call["parity"] = dict(BAD)
+                    call["parity"] = dict(bad)
                 data["calls"].append(call)
     data["updates"] = [{"cycle": c, "optimizer": "sgd", "lr": 0.05, "loss": 1.0, "ms": 30.0, "step_ms": 25.0,
                         "sync_ms": 5.0, "control": False, "applied": True, "update_path": path,
@@ -54,6 +54,16 @@ def test_verdicts_for_each_kind_of_cell():
     assert hazards.problems(list(cells.values())) == []
     assert [c.policy for c in hazards.demonstrated_stale(list(cells.values()))] == ["version-only", "unchecked"]
     assert cells["reuse"].rl_step_ms(8) == pytest.approx(25.0 + 5.0 + 20.0 + 7 * 10.0)
+
+
+def test_a_mask_divergence_is_named_as_a_token_one_is():
+    mask = {**BAD, "tokens": True, "attention_mask": False,
+            "mismatch": {"kind": "attention_mask", "request": 3, "position": 5}}
+    result = hazard_result("assign", {"unchecked": "unchanged"}, stale={"unchecked"}, bad=mask)
+    cell = hazards.matrix([result])[0]
+    assert cell.verdict == "STALE"
+    assert cell.detail == ("cycle 0 first_after_update: request 3: attention mask differs at position 5; "
+                           "the tokens of the weights before the sync")
 
 
 def test_a_stale_real_policy_fails_the_matrix_and_the_run():

@@ -7,6 +7,7 @@ import torch
 from rollout_study import parity
 from rollout_study.engines.base import RolloutOutput
 from rollout_study.engines.eager import generate
+from rollout_study.record import Parity
 from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 
@@ -50,6 +51,9 @@ def test_one_changed_token_is_caught_with_diagnosis(ref_and_ids, tiny_and_worklo
     assert m["reference_top2_tokens"] == [int(t) for t in top.indices] and m["reference_top2_tokens"][0] == original
     assert m["reference_top2_margin"] == pytest.approx(float(top.values[0] - top.values[1]))
     assert m["reference_top2_margin"] >= 0
+    assert Parity.from_dict(result).describe_mismatch() == (
+        f"request {ids[batch][row]} step {step}: token {(original + 1) % 1024} instead of {original} "
+        f"(reference top-2 margin {m['reference_top2_margin']:.3g})")
 
 
 def test_a_changed_mask_is_caught(ref_and_ids):
@@ -59,6 +63,7 @@ def test_a_changed_mask_is_caught(ref_and_ids):
     result = parity.compare(out, ref, ids)
     assert not result["ok"] and result["tokens"] and not result["attention_mask"]
     assert result["mismatch"] == {"kind": "attention_mask", "request": ids[0][2], "position": 3}
+    assert Parity.from_dict(result).describe_mismatch() == f"request {ids[0][2]}: attention mask differs at position 3"
 
 
 def test_a_shifted_offset_is_caught(ref_and_ids):
@@ -80,3 +85,15 @@ def test_a_sequence_that_drops_its_prompt_is_caught_even_with_a_right_offset(ref
     result = parity.compare(out, ref, ids)
     assert result["tokens"] and not result["response_offsets"] and not result["ok"]
     assert result["mismatch"]["kind"] == "response_offset" and result["mismatch"]["request"] == ids[0][1]
+    assert Parity.from_dict(result).describe_mismatch() == (
+        f"request {ids[0][1]}: the prompt before its response (at {out.response_offsets[0][1]}) differs")
+
+
+def test_a_missing_batch_is_caught_and_named(ref_and_ids):
+    ref, ids = ref_and_ids
+    out = clone(ref.output)
+    out.sequences, out.attention_masks, out.response_offsets = (
+        out.sequences[:1], out.attention_masks[:1], out.response_offsets[:1])
+    result = parity.compare(out, ref, ids)
+    assert not result["ok"] and result["mismatch"] == {"kind": "batches", "engine": 1, "reference": 2}
+    assert Parity.from_dict(result).describe_mismatch() == "1 batch(es) instead of generate()'s 2"

@@ -93,8 +93,11 @@ def test_validity_is_derived_not_trusted():
     ({"kind": "tokens", "request": 2, "step": 7, "engine_token": None, "reference_token": 5},
      "request 2 step 7: token None instead of 5"),
     ({"kind": "response_offset", "request": 3, "engine": 9, "reference": 8}, "request 3: response at 9 instead of 8"),
+    ({"kind": "response_offset", "request": 3, "engine": 8, "reference": 8},
+     "request 3: the prompt before its response (at 8) differs"),
     ({"kind": "attention_mask", "request": 4, "position": 2}, "request 4: attention mask differs at position 2"),
-    ({"kind": "batches", "engine": 1, "reference": 2}, "1 batches instead of 2"),
+    ({"kind": "batches", "engine": 1, "reference": 2}, "1 batch(es) instead of generate()'s 2"),
+    (None, "no mismatch recorded"),
 ])
 def test_the_first_mismatch_is_named_in_the_validity_problems(mismatch, words):
     data = make_invalid_result_dict()

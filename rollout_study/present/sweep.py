@@ -44,10 +44,10 @@ DEFINITIONS = [
     "listed: the speed-up need not fall steadily with the batch (eager generate(), among other things, runs at the "
     "host's pace: see each point's host)",
     "only valid points are plotted or tabulated; failed and invalid points are listed apart. Invalid: a call's "
-    "tokens, mask or response offsets differ from generate()'s; the first difference is named with, for a token, "
-    "the reference's top-2 logit margin there (near zero: a near-tie that the engine's arithmetic, fused or "
-    "reordered, flips; still a failed point). A resume keeps such a point as it is: running it until it passes "
-    "would pick the results",
+    "tokens, mask or response offsets differ from generate()'s; the report names the first difference, for a "
+    "token with the reference's top-2 logit margin there (near zero: a near-tie that the engine's fused or "
+    "reordered arithmetic flips; the point is still invalid). A resume with the same code on the same GPU keeps "
+    "a point whose measured calls alone lost parity: running it until it passes would pick the results",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
     "spanning calls held its device longer than the sum",

@@ -212,6 +212,8 @@ def invalid_summary(result: Result) -> str:
     if unmatched:
         # The problems name the first mismatch in words; the record adds the reference's top-2 tokens.
         first = unmatched[0]
-        detail = first.parity.mismatch if first.parity else "no reference computed"
-        parts.append(f"the first mismatch as recorded: {json.dumps(detail)}")
+        if first.parity is None:
+            parts.append("no reference computed for the first")
+        else:
+            parts.append(f"the first mismatch as recorded: {json.dumps(first.parity.mismatch)}")
     return "the result is invalid (written anyway, for inspection): " + "; ".join(parts)

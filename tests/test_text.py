@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from result_fixture import make_invalid_result, make_result, make_result_dict
+from result_fixture import make_invalid_result, make_invalid_result_dict, make_result, make_result_dict
 from rollout_study.present import text
 from rollout_study.result import Result
 from result_fixture import retime
@@ -77,6 +77,10 @@ def test_invalid_summary_names_the_first_mismatch():
     assert 'the first mismatch as recorded: {"kind": "tokens"' in summary
     assert '"reference_top2_tokens": [42, 17]' in summary
     assert text.headline_lines(make_invalid_result())[-2].startswith("parity: 35/36 calls matched generate(); INVALID")
+    data = make_invalid_result_dict()
+    next(c for c in data["calls"] if not c["parity"]["ok"])["parity"] = None
+    summary = text.invalid_summary(Result.from_dict(data))
+    assert "first_after_update #0); the first was compared with no reference (none computed)" in summary
 
 
 def test_headline_and_console_show_controls_intervals_and_timing_flags():

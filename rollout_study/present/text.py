@@ -213,7 +213,7 @@ def invalid_summary(result: Result) -> str:
         # The problems name the first mismatch in words; the record adds the reference's top-2 tokens.
         first = unmatched[0]
         if first.parity is None:
-            parts.append("no reference computed for the first")
+            parts.append("the first was compared with no reference (none computed)")
         else:
             parts.append(f"the first mismatch as recorded: {json.dumps(first.parity.mismatch)}")
     return "the result is invalid (written anyway, for inspection): " + "; ".join(parts)

@@ -4,6 +4,9 @@ cost(U) = first call after the update + (U - 1) x steady state, per variant, fro
 (control cycles leave the weights unchanged). The update itself costs the same for both and cancels.
 A candidate with a dearer first call but a cheaper steady state pays off from some U on; one with a
 cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
+Two steady states count as different only when the 95% bootstrap interval of their ratio excludes 1
+(as the speed-ups are stated): a 0.04% gap between two replays of the same kernels would otherwise
+end a policy's advantage at some U that the noise chose.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from .effects import real_cycles, samples_in
 from .engines import variant_rank
 from .result import Result
+from .stats import ratio_interval
 
 BASELINE = "eager"  # Hugging Face generate(): the engine every other is compared with
 
@@ -29,13 +33,19 @@ class BreakEven:
     cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
     difference is linear in U, so the U where the candidate pays off form one interval:
     [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
+    steady_differs False: the steady states are within their interval, so the first calls alone decide.
     """
 
     first_u: int | None
     last_u: int | None
+    steady_differs: bool = True
 
     @property
     def verdict(self) -> str:
+        if not self.steady_differs:
+            same = "the steady states are within their 95% interval of each other"
+            return (f"pays off from the first rollout: its first call is not dearer and {same}"
+                    if self.first_u == 1 else f"never: its first call is dearer and {same}")
         if self.first_u is None:
             return "never: its first call and its steady state are not cheaper"
         if self.last_u is not None:
@@ -46,7 +56,10 @@ class BreakEven:
 
 
 def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float,
-                        steady_ms: float) -> BreakEven:
+                        steady_ms: float, steady_differs: bool = True) -> BreakEven:
+    if not steady_differs:
+        return BreakEven(1, None, False) if first_ms <= base_first_ms else BreakEven(None, None, False)
+
     def pays(u: int) -> bool:
         return rollouts_cost(first_ms, steady_ms, u) <= rollouts_cost(base_first_ms, base_steady_ms, u)
 
@@ -88,14 +101,19 @@ def costs_after_update(result: Result) -> dict[str, tuple[float, float]]:
 
     Control cycles (no optimizer step) are left out: they show what an update that changes nothing costs.
     """
-    costs, cycles = {}, real_cycles(result)
+    return {variant: (firsts.median, steady.median)
+            for variant, (firsts, steady) in _samples_after_update(result).items()}
+
+
+def _samples_after_update(result: Result) -> dict:
+    samples, cycles = {}, real_cycles(result)
     diagnostic = {c.variant for c in result.calls if c.diagnostic}  # shown by the hazard report only
     for variant in [v for v in result.variants() if v not in diagnostic]:
         firsts = samples_in(result, variant, "first_after_update", cycles)
         steady = samples_in(result, variant, "steady_after_update", cycles)
         if firsts and steady:
-            costs[variant] = (firsts.median, steady.median)
-    return costs
+            samples[variant] = (firsts, steady)
+    return samples
 
 
 def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
@@ -112,11 +130,19 @@ def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def steady_states_differ(steady, base_steady) -> bool:
+    """True unless the ratio's 95% interval holds 1; with one sample on each side (no interval) the medians decide."""
+    ratio = ratio_interval(steady, base_steady)
+    return not ratio.contains(1.0)
+
+
 def break_even_rows(result: Result) -> list[BreakEvenRow]:
-    costs = costs_after_update(result)
+    samples = _samples_after_update(result)
     rows = []
-    for candidate, baseline in break_even_pairs(list(costs)):
-        (first, steady), (base_first, base_steady) = costs[candidate], costs[baseline]
-        rows.append(BreakEvenRow(candidate, baseline, first, steady, base_first, base_steady,
-                                 break_even_rollouts(base_first, base_steady, first, steady)))
+    for candidate, baseline in break_even_pairs(list(samples)):
+        (firsts, steady), (base_firsts, base_steady) = samples[candidate], samples[baseline]
+        first, base_first = firsts.median, base_firsts.median
+        rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
+                                 break_even_rollouts(base_first, base_steady.median, first, steady.median,
+                                                     steady_states_differ(steady, base_steady))))
     return rows

@@ -33,15 +33,19 @@ class BreakEven:
     cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
     difference is linear in U, so the U where the candidate pays off form one interval:
     [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
-    steady_differs False: the steady states are within their interval, so the first calls alone decide.
+    steady_differs False: the steady states are within their interval, so the first calls alone decide;
+    first_differs False too: nothing differs beyond its interval, so there is no break-even to state.
     """
 
     first_u: int | None
     last_u: int | None
     steady_differs: bool = True
+    first_differs: bool = True
 
     @property
     def verdict(self) -> str:
+        if not (self.steady_differs or self.first_differs):
+            return "no difference: its first calls and steady states are within their 95% intervals of the baseline's"
         if not self.steady_differs:
             same = "the steady states are within their 95% interval of each other"
             return (f"pays off from the first rollout: its first call is not dearer and {same}"
@@ -56,7 +60,9 @@ class BreakEven:
 
 
 def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float,
-                        steady_ms: float, steady_differs: bool = True) -> BreakEven:
+                        steady_ms: float, steady_differs: bool = True, first_differs: bool = True) -> BreakEven:
+    if not (steady_differs or first_differs):
+        return BreakEven(None, None, False, False)
     if not steady_differs:
         return BreakEven(1, None, False) if first_ms <= base_first_ms else BreakEven(None, None, False)
 
@@ -130,10 +136,9 @@ def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def steady_states_differ(steady, base_steady) -> bool:
+def differs(samples, base_samples) -> bool:
     """True unless the ratio's 95% interval holds 1; with one sample on each side (no interval) the medians decide."""
-    ratio = ratio_interval(steady, base_steady)
-    return not ratio.contains(1.0)
+    return not ratio_interval(samples, base_samples).contains(1.0)
 
 
 def break_even_rows(result: Result) -> list[BreakEvenRow]:
@@ -144,5 +149,5 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
         first, base_first = firsts.median, base_firsts.median
         rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
                                  break_even_rollouts(base_first, base_steady.median, first, steady.median,
-                                                     steady_states_differ(steady, base_steady))))
+                                                     differs(steady, base_steady), differs(firsts, base_firsts))))
     return rows

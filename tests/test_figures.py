@@ -69,6 +69,16 @@ def test_break_even_has_a_log_log_panel_per_pair_including_policies():
     assert "only up to U=36" in titled[2].get_title()
     # The x axis reaches past the bound, so the point where it stops paying off is in view.
     assert titled[2].get_xlim()[1] >= 72
+    assert titled[2].patches  # where it pays off is shaded
+
+
+def test_break_even_shades_nothing_where_the_steady_states_are_within_their_interval():
+    # The fixture's reuse and recapture steady states are the same samples: the first calls decide, and the
+    # medians' lines are no bound to shade up to.
+    fig = figures.break_even_figure(make_result())
+    titled = [ax for ax in fig.axes if ax.get_title()]
+    assert "within their 95% interval" in titled[2].get_title() and not titled[2].patches
+    assert titled[0].patches  # recapture against eager: steady states apart, shaded from U=2
 
 
 def test_memory_kinds_have_their_own_panels():

@@ -11,6 +11,7 @@ import io
 import math
 import os
 import re
+import textwrap
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
@@ -251,7 +252,7 @@ def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | 
 def break_even_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
     """Per pair: cost per update against rollouts per update U (log-log, top) and the candidate's cost
     minus the baseline's (bottom, where lines that nearly coincide on top still part); where the
-    candidate pays off is shaded."""
+    candidate pays off is shaded, unless the steady states are within their interval (see the title)."""
     rows = analysis.break_even_rows(result)
     fig = _new_figure(5 * max(len(rows), 1), 7)
     axes = fig.subplots(2, max(len(rows), 1), squeeze=False)
@@ -272,14 +273,17 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
         bottom.plot(span, difference, color=variant_color(row.candidate))
         bottom.axhline(0, color="black", linewidth=0.8)
         for ax in (top, bottom):
-            if row.break_even.first_u is not None:
+            # Steady states within their interval: the medians' slopes differ by noise, so their crossing is
+            # no bound; the verdict (title) comes from the first calls and nothing is shaded.
+            if row.break_even.first_u is not None and row.break_even.steady_differs:
                 ax.axvspan(row.break_even.first_u, row.break_even.last_u or horizon, color="#2ca02c", alpha=0.1,
                            label=f"{row.candidate} pays off" if ax is top else None)
             log_axis(ax, span, "x")
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)
             ax.grid(alpha=0.3)
         log_axis(top, lines[row.baseline] + lines[row.candidate])
-        top.set_title(f"{row.candidate} vs {row.baseline}:\n{row.break_even.verdict}", fontsize=8)
+        verdict = "\n".join(textwrap.wrap(row.break_even.verdict, 70))  # the longer verdicts fit their panel
+        top.set_title(f"{row.candidate} vs {row.baseline}:\n{verdict}", fontsize=8)
         bottom.set_xlabel("rollouts per update U")
         bottom.set_ylabel(f"{row.candidate} minus {row.baseline} (ms)", fontsize=7)
         _legend(top, fontsize=7)

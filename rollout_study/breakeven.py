@@ -5,8 +5,9 @@ cost(U) = first call after the update + (U - 1) x steady state, per variant, fro
 A candidate with a dearer first call but a cheaper steady state pays off from some U on; one with a
 cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
 Two steady states count as different only when the 95% bootstrap interval of their ratio excludes 1
-(as the speed-ups are stated): a 0.04% gap between two replays of the same kernels would otherwise
-end a policy's advantage at some U that the noise chose.
+(as the speed-ups are stated): a gap inside the replays' spread would otherwise end a policy's
+advantage at some U that the noise chose. Where they tie, the first calls decide, by the same test;
+where those tie too, there is no break-even to state.
 """
 from __future__ import annotations
 
@@ -147,7 +148,10 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
     for candidate, baseline in break_even_pairs(list(samples)):
         (firsts, steady), (base_firsts, base_steady) = samples[candidate], samples[baseline]
         first, base_first = firsts.median, base_firsts.median
+        steady_differs = differs(steady, base_steady)
+        # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
+        first_differs = steady_differs or differs(firsts, base_firsts)
         rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
                                  break_even_rollouts(base_first, base_steady.median, first, steady.median,
-                                                     differs(steady, base_steady), differs(firsts, base_firsts))))
+                                                     steady_differs, first_differs)))
     return rows

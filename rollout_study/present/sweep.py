@@ -38,7 +38,7 @@ DEFINITIONS = [
     "first after update: median over real updates of the first call after one; break-even: rollouts per update "
     "U from which (or up to which) first + (U-1) x steady is no dearer than the baseline's; two steady states "
     "differ only when the 95% interval of their ratio excludes 1, else the first calls alone decide (no 'up to U' "
-    "drawn from noise)",
+    "drawn from noise), and where those are within theirs too the verdict is 'no difference'",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "

@@ -147,6 +147,7 @@ def test_keep_puts_a_finished_sweep_in_runs_and_leaves_its_older_partials_out(tm
     lines = repo.keep(repo.pack(("sw", "sw-20261202-100000", 8), ("sw", ".sw.partial-old", 2)))
     assert (repo.root / "runs" / "sw-20261202-100000" / "sweep.json").is_file()
     assert "publish runs/sw-20261202-100000" in lines[0] and "git rm sweeps-in-progress/sw.tgz" in lines[0]
+    assert "report reports/sw`" in lines[0]  # the device drew it with the measuring (pinned) code
     assert "1 unfinished folder(s) of it in the pack left out" in lines[0]
     assert repo.kept("sw") == 6  # untouched until the finished sweep is published
     with pytest.raises(keep_sweep.KeepError, match="exists already"):

@@ -300,8 +300,11 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                 if target.exists():
                     raise KeepError(f"{target} exists already; nothing kept")
                 writes.append(("move", finished[0], target))
+                # The device drew its report with the code it measured with (a pin's tree): the published
+                # report is drawn again by this code, which test_published_reports holds it to.
                 done.append(f"finished {target.relative_to(root)}: `python -m rollout_study publish "
-                            f"{target.relative_to(root)}`, then `git rm {IN_PROGRESS}/{name}.tgz`"
+                            f"{target.relative_to(root)}`, `python -m rollout_study report reports/{name}`, "
+                            f"then `git rm {IN_PROGRESS}/{name}.tgz`"
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)"
                                if unfinished else ""))
                 continue

@@ -15,7 +15,7 @@ from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial")
+             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders")
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +256,25 @@ def _in_tree(functions: str, script: str, tmp_path: Path, cwd: Path = ROOT, **en
     unless `cwd` names another)."""
     return subprocess.run(["bash", "-c", f"{functions}\n{script}"], capture_output=True, text=True, timeout=120,
                           cwd=cwd, env={**os.environ, "STATE_DIR": str(tmp_path), **env})
+
+
+def test_a_published_subset_named_in_keep_from_reaches_the_pinned_tree(functions, tmp_path):
+    # A pinned sweep runs in its commit's tree with this tree's runs/ only: a subset published since (reports/NAME,
+    # tracked here, absent or older there) is copied in, so --keep-from finds it; anything else is refused
+    tree, work = tmp_path / "tree", tmp_path / "work"
+    (tree / "reports" / "sub" / "points").mkdir(parents=True)
+    (tree / "reports" / "sub" / "sweep.json").write_text("{}")
+    (tree / "reports" / "sub" / "points" / "p.json").write_text("{}")
+    (work / "reports" / "sub").mkdir(parents=True)
+    (work / "reports" / "sub" / "stale.json").write_text("{}")
+    copied = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM="runs/a reports/sub")
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert sorted(p.name for p in (work / "reports" / "sub").rglob("*.json")) == ["p.json", "sweep.json"]
+    assert not (work / "runs").exists()  # runs/ is background's to copy
+    for bad, why in [("reports/none", "not a sweep folder"), ("/abs/x", "allowed, a folder of this tree"),
+                     ("reports/../x", "allowed, a folder of this tree")]:
+        refused = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM=bad)
+        assert refused.returncode == 1 and why in refused.stdout, (bad, refused.stdout)
 
 
 @pytest.mark.parametrize("name, needed", [("reference-tiny-all", 1), ("smollm2-buckets-compiled", 0),

@@ -203,6 +203,18 @@ pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$S
   # tools here read it (a pin read as none would run the sweep at this tree's code, measuring every point again)
   python3 tools/sweep_pin.py field "$SWEEP" "$1"
 }
+keep_from_folders() {  # keep_from_folders WORK: each KEEP_FROM folder of this tree outside runs/ (a published
+  # subset, reports/NAME) copied to the same place in WORK, a pinned commit's tree, which has an older one or none
+  local from
+  for from in ${KEEP_FROM:-}; do
+    case $from in
+      runs/*) ;;  # background copies runs/ whole
+      /*|*..*) echo "error: KEEP_FROM names $from: allowed, a folder of this tree (runs/NAME, reports/NAME)"; return 1 ;;
+      *) [ -f "$from/sweep.json" ] || { echo "error: KEEP_FROM names $from, not a sweep folder of this tree"; return 1; }
+         rm -rf "${1:?}/$from" && mkdir -p "$1/$(dirname "$from")" && cp -r "$from" "$1/$from" || return 1 ;;
+    esac
+  done
+}
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP, a copy of
   # this tree; with PINNED=<commit>, a copy of that commit's tree (carried as .carry/tree-<its first 12>.tar,
   # tools/sweep_pin.py) with this tree's runs/, its code checked against the pin before anything starts
@@ -215,7 +227,7 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
     local tree=.carry/tree-${commit:0:12}.tar want got
     [ -f "$tree" ] \
       || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
-    tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } || return 1
+    tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } && keep_from_folders "$work" || return 1
     want=$(pin_field code_sha256) || return 1
     got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \
       python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")

@@ -18,7 +18,8 @@
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
-#               KEEP_FROM="FOLDER ..." passes each folder (under runs/, carried in) as --keep-from
+#               KEEP_FROM="FOLDER ..." passes each folder (runs/NAME, carried in, or a published subset,
+#               reports/NAME, which keep_from_folders copies into a pinned tree) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
 #               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
 #               with that tree's own copies of the tools for the inner step; `inner-sweep`

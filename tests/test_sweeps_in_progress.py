@@ -144,9 +144,11 @@ def test_keep_counts_only_points_of_this_code(tmp_path):
 def test_keep_puts_a_finished_sweep_in_runs_and_leaves_its_older_partials_out(tmp_path):
     repo = Repo(tmp_path)
     repo.keep(repo.pack(("sw", ".sw.partial-abc", 6)))
+    (repo.root / "sweeps-in-progress" / "sw.pin").write_text("")  # a pinned sweep's pin goes with its pack
     lines = repo.keep(repo.pack(("sw", "sw-20261202-100000", 8), ("sw", ".sw.partial-old", 2)))
     assert (repo.root / "runs" / "sw-20261202-100000" / "sweep.json").is_file()
-    assert "publish runs/sw-20261202-100000" in lines[0] and "git rm sweeps-in-progress/sw.tgz" in lines[0]
+    assert "publish runs/sw-20261202-100000" in lines[0]
+    assert "`git rm sweeps-in-progress/sw.tgz sweeps-in-progress/sw.pin`" in lines[0]
     assert "report reports/sw`" in lines[0]  # the device drew it with the measuring (pinned) code
     assert "1 unfinished folder(s) of it in the pack left out" in lines[0]
     assert repo.kept("sw") == 6  # untouched until the finished sweep is published

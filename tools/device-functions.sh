@@ -208,32 +208,38 @@ keep_from_folders() {  # keep_from_folders WORK: each KEEP_FROM folder of this t
   local from
   for from in ${KEEP_FROM:-}; do
     case $from in
-      runs/*) ;;  # background copies runs/ whole
-      /*|*..*) echo "error: KEEP_FROM names $from: allowed, a folder of this tree (runs/NAME, reports/NAME)"; return 1 ;;
-      *) [ -f "$from/sweep.json" ] || { echo "error: KEEP_FROM names $from, not a sweep folder of this tree"; return 1; }
+      runs/*) ;;  # pinned_tree copies runs/ whole
+      /*|*..*)
+        echo "error: KEEP_FROM names $from: allowed, a folder of this tree (runs/NAME, reports/NAME)"; return 1 ;;
+      *) [ -f "$from/sweep.json" ] \
+           || { echo "error: KEEP_FROM names $from, not a sweep folder of this tree"; return 1; }
          rm -rf "${1:?}/$from" && mkdir -p "$1/$(dirname "$from")" && cp -r "$from" "$1/$from" || return 1 ;;
     esac
   done
 }
+pinned_tree() {  # pinned_tree WORK COMMIT: COMMIT's tree (carried as .carry/tree-<its first 12>.tar) into WORK, with
+  # this tree's runs/ and KEEP_FROM folders, its code checked against $SWEEP's pin before anything starts
+  local work=$1 commit=$2 tree=.carry/tree-${2:0:12}.tar want got
+  [ -f "$tree" ] \
+    || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
+  tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } && keep_from_folders "$work" || return 1
+  want=$(pin_field code_sha256) || return 1
+  got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \
+    python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
+  [ -n "$want" ] && [ "$got" = "$want" ] \
+    || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
+  echo "in commit ${commit:0:12}'s tree (code ${got:0:8}), as sweeps-in-progress/$SWEEP.pin says"
+}
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP, a copy of
   # this tree; with PINNED=<commit>, a copy of that commit's tree (carried as .carry/tree-<its first 12>.tar,
-  # tools/sweep_pin.py) with this tree's runs/, its code checked against the pin before anything starts
+  # tools/sweep_pin.py) with this tree's runs/, its code checked against the pin before anything starts (pinned_tree)
   local work=/tmp/work-$2 commit=${PINNED:-}
   if running "$2"; then
     echo "error: $2 is still running from $work (log $1); not started again"; return 1
   fi
   rm -rf "$work" "$work.pid" "$work.sweep" && mkdir -p "$work" || return 1  # a failed start leaves no record
   if [ -n "$commit" ]; then
-    local tree=.carry/tree-${commit:0:12}.tar want got
-    [ -f "$tree" ] \
-      || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
-    tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } && keep_from_folders "$work" || return 1
-    want=$(pin_field code_sha256) || return 1
-    got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \
-      python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
-    [ -n "$want" ] && [ "$got" = "$want" ] \
-      || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
-    echo "in commit ${commit:0:12}'s tree (code ${got:0:8}), as sweeps-in-progress/$SWEEP.pin says"
+    pinned_tree "$work" "$commit" || return 1
   else
     tar -C . --exclude=./.whl --exclude=./.carry -cf - . | tar -C "$work" -xf -
   fi

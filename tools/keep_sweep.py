@@ -304,7 +304,9 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                 # report is drawn again by this code, which test_published_reports holds it to.
                 done.append(f"finished {target.relative_to(root)}: `python -m rollout_study publish "
                             f"{target.relative_to(root)}`, `python -m rollout_study report reports/{name}`, "
-                            f"then `git rm {IN_PROGRESS}/{name}.tgz`"
+                            f"then `git rm {IN_PROGRESS}/{name}.tgz"
+                            + (f" {IN_PROGRESS}/{name}.pin" if (root / IN_PROGRESS / f"{name}.pin").exists() else "")
+                            + "`"
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)"
                                if unfinished else ""))
                 continue

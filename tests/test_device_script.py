@@ -15,8 +15,7 @@ from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders",
-             "pinned_tree")
+             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders")
 
 
 @pytest.fixture(scope="module")
@@ -271,44 +270,11 @@ def test_a_published_subset_named_in_keep_from_reaches_the_pinned_tree(functions
     copied = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM="runs/a reports/sub")
     assert copied.returncode == 0, copied.stdout + copied.stderr
     assert sorted(p.name for p in (work / "reports" / "sub").rglob("*.json")) == ["p.json", "sweep.json"]
-    assert not (work / "runs").exists()  # runs/ is pinned_tree's to copy
+    assert not (work / "runs").exists()  # runs/ is pinned_tree's to copy (tests/test_sweep_pin.py)
     for bad, why in [("reports/none", "not a sweep folder"), ("/abs/x", "allowed, a folder of this tree"),
                      ("reports/../x", "allowed, a folder of this tree")]:
         refused = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM=bad)
         assert refused.returncode == 1 and why in refused.stdout, (bad, refused.stdout)
-
-
-def test_a_pinned_tree_gets_this_trees_runs_and_published_subsets_and_its_code_checked(functions, tmp_path):
-    # What `background` runs a pinned sweep in: the carried tree, with runs/ and KEEP_FROM's reports/NAME from here
-    import tarfile
-    tree, work, commit = tmp_path / "tree", tmp_path / "work", "c" * 40
-    (tree / "tools").mkdir(parents=True)
-    shutil.copy(ROOT / "tools" / "sweep_pin.py", tree / "tools")
-    (tree / "sweeps-in-progress").mkdir()
-    (tree / "runs" / ".sw.partial-x").mkdir(parents=True)
-    (tree / "reports" / "sub").mkdir(parents=True)
-    (tree / "reports" / "sub" / "sweep.json").write_text("{}")
-    package = tmp_path / "pinned" / "rollout_study"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "environment.py").write_text(f"def code_fingerprint():\n    return {'f' * 64!r}\n")
-    (tree / ".carry").mkdir()
-    with tarfile.open(tree / ".carry" / f"tree-{commit[:12]}.tar", "w") as archive:
-        archive.add(package, arcname="rollout_study")
-
-    def prepared(fingerprint: str) -> subprocess.CompletedProcess:
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir()
-        (tree / "sweeps-in-progress" / "sw.pin").write_text(f"commit: {commit}\ncode_sha256: {fingerprint}\n")
-        return _in_tree(functions, f"pinned_tree {work} {commit}", tmp_path, cwd=tree, SWEEP="sw",
-                        KEEP_FROM="reports/sub")
-
-    done = prepared("f" * 64)
-    assert done.returncode == 0 and "in commit cccccccccccc's tree (code ffffffff)" in done.stdout, done.stdout
-    assert (work / "runs" / ".sw.partial-x").is_dir() and (work / "reports" / "sub" / "sweep.json").is_file()
-    assert (work / "rollout_study" / "environment.py").is_file()
-    wrong = prepared("e" * 64)
-    assert wrong.returncode == 1 and "holds code ffffffff, the pin says eeeeeeee" in wrong.stdout, wrong.stdout
 
 
 @pytest.mark.parametrize("name, needed", [("reference-tiny-all", 1), ("smollm2-buckets-compiled", 0),

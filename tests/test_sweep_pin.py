@@ -285,13 +285,15 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
 
 def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
     # h200-reports.sh's background() (tools/device-functions.sh), with PINNED: the step runs in the carried tree,
-    # with its package and the pinned commit named, and this tree's runs/; refused where the tree is missing or
-    # holds other code
-    functions = device_functions("pin_field", "running", "background")
+    # with its package and the pinned commit named, this tree's runs/ and the published subsets KEEP_FROM names
+    # (reports/NAME: the pinned tree has an older one or none); refused where the tree is missing or holds other code
+    functions = device_functions("pin_field", "running", "keep_from_folders", "pinned_tree", "background")
     device, commit, step = tmp_path / "device", "c" * 40, f"inner-pin-test-{os.getpid()}"
     (device / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "sweep_pin.py", device / "tools")
     (device / "runs" / ".sw.partial-x").mkdir(parents=True)
+    (device / "reports" / "sub").mkdir(parents=True)
+    (device / "reports" / "sub" / "sweep.json").write_text("{}")
     (device / "sweeps-in-progress").mkdir()
     stub = tmp_path / "stub"
     (stub / "rollout_study").mkdir(parents=True)
@@ -300,14 +302,15 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
     (stub / "tools").mkdir()
     (stub / "tools" / "h200-reports.sh").write_text(
         'echo "$1 $ROLLOUT_STUDY_COMMIT $(python3 -c "import rollout_study; print(rollout_study.__file__)") '
-        '$(ls -A runs)" > seen.txt\nsleep 120\n')  # a step that runs on: background() must return at once
+        '$(ls -A runs) $(ls reports/sub)" > seen.txt\nsleep 120\n')  # runs on: background() must return at once
     work = Path(f"/tmp/work-{step}")
 
     def background(pin_code: str) -> subprocess.CompletedProcess:
         (device / "sweeps-in-progress" / "sw.pin").write_text(_pin_text(commit, pin_code))
         return subprocess.run(["bash", "-c", f'{functions}\nPINNED={commit} background "$PWD/log" {step}'],
                               cwd=device, capture_output=True, text=True, timeout=30,
-                              env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40})
+                              env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40,
+                                   "KEEP_FROM": "runs/.sw.partial-x reports/sub"})
 
     (device / "sweeps-in-progress" / "sw.pin").write_text("commit:\t" + commit + "\ncode_sha256: short\n")
     malformed = subprocess.run(["bash", "-c", f"{functions}\npin_field commit"], cwd=device, capture_output=True,
@@ -326,7 +329,7 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         ran = background("f" * 64)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert (work / "seen.txt").read_text().split() == [step, commit, str(work / "rollout_study" / "__init__.py"),
-                                                            ".sw.partial-x"]
+                                                            ".sw.partial-x", "sweep.json"]
         assert Path(f"{work}.sweep").read_text() == "sw\n"  # which sweep it runs (continue asks)
     finally:
         pid = Path(f"{work}.pid")

@@ -229,7 +229,7 @@ def compare_sweeps(a, b) -> SweepComparison:
     both finished: the same tokens? the same steady medians?"""
     from pathlib import Path
 
-    from .sweep import KEPT, load
+    from .sweep import load, was_kept
 
     (record_a, points_a), (record_b, points_b) = load(a), load(b)  # each sweep.json and point file read once
     records = [record_a, record_b]
@@ -240,8 +240,7 @@ def compare_sweeps(a, b) -> SweepComparison:
     def launchers(record):
         # A point kept from an earlier folder ran under that folder's launcher: not counted. Before entries named
         # theirs, every point ran in a new interpreter.
-        used = sorted({p.get("launcher", "fresh") for p in record.get("points", [])
-                       if not str(p.get("status", "")).endswith(KEPT)})
+        used = sorted({p.get("launcher", "fresh") for p in record.get("points", []) if not was_kept(p)})
         return ", ".join(used) if used else "-"
 
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]

@@ -149,6 +149,12 @@ def point_hash(params: StudyParams) -> str:
 KEPT = "kept from an earlier run"
 
 
+def was_kept(entry: dict) -> bool:
+    """Whether a point's entry in sweep.json was kept from an earlier run (valid or not: kept_status) rather than
+    run by this invocation."""
+    return str(entry.get("status", "")).endswith(KEPT)
+
+
 def kept_status(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> str | None:
     """The status of a point (or repeat) kept on resume, saying whether its result is valid; None where it runs.
 
@@ -282,7 +288,7 @@ class _Record:
         wall = self.data["wall"]
         wall.update(end=_now(), seconds=self.data["wall_s"],
                     total_seconds=self.data["wall_s"] + sum(w.get("seconds") or 0.0 for w in wall["earlier"]))
-        wall["points_kept" if entry["status"].endswith(KEPT) else "points_run"] += 1
+        wall["points_kept" if was_kept(entry) else "points_run"] += 1
         write_json_atomic(self.data, self.folder / SWEEP_FILE)
         if self.progress:
             say(f"[{len(self.data['points'])}/{self.total}] {entry['slug']}: {entry['status']}")

@@ -14,7 +14,7 @@ from .. import sweep_curves as curves
 from . import host, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
-from ..sweep import KEPT
+from ..sweep import was_kept
 from .markdown import table
 from .notebook import Block
 from .sweep_figures import FIGURES, model_title, path
@@ -270,7 +270,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
     if started:
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
-        kept = sum(1 for p in record.get("points", []) if str(p.get("status", "")).endswith(KEPT))  # invalid too
+        kept = sum(1 for p in record.get("points", []) if was_kept(p))
         lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}"
                      + (f"; {kept} kept from an earlier invocation, whose launcher and wall time the record does "
                         "not keep" if kept else ""))

@@ -60,9 +60,8 @@ du -sh .whl .carry
 # it), so say what the two kinds of model call would carry, before a refused call says it. Counted in disk blocks
 # (du -k), not bytes: a call of 63.6 MiB in bytes, 64.7 MiB in blocks, was refused on 2026-12-04
 LIMIT_KIB=$((64 * 1024))
-tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null \
-  | tail -1 | cut -f1)
 size_kib() { du -ck "$@" | tail -1 | cut -f1; }
+tree_kib=$(git ls-files -z --cached --others --exclude-standard | size_kib --files0-from=- 2>/dev/null)
 for tar in .carry/tree-*.tar; do
   [ -f "$tar" ] || continue
   for call in ".whl $tar .carry/smol.partad .carry/smol.sha256" "$tar .carry/smol.partaa .carry/smol.sha256"; do

@@ -15,7 +15,8 @@ from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
-             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders")
+             "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders",
+             "points_measured")
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,30 @@ def test_hold_gives_up_at_its_limit_while_the_step_still_runs(functions, tmp_pat
     finally:
         _kill(tmp_path / "work-inner-sweep.pid")
     assert held.returncode == 0 and held.stdout.strip() == "held 0 s for SWEEP-DONE: not yet (the limit)"
+
+
+def test_hold_with_a_folder_packs_the_sweep_into_it_as_each_point_is_measured(functions, tmp_path):
+    # continue's hold: a call cut at its limit brings back what is under $OUT, so each point is there once measured
+    sweep, out = "sweep-test", tmp_path / "out"
+    points = tmp_path / "work-inner-resume" / "runs" / f".{sweep}.partial-x" / "points"
+    points.mkdir(parents=True)
+    out.mkdir()
+    (points / "a.json").write_text("{}")
+    (tmp_path / "work-inner-resume.sweep").write_text(f"{sweep}\n")
+    step = (f'sleep 60 > /dev/null 2>&1 & echo $! > {tmp_path}/work-inner-resume.pid\n'
+            f'(sleep 2; echo {{}} > {points}/b.json) > /dev/null 2>&1 &')
+    try:
+        held = _bash(functions, f"{step}\nhold_for SWEEP-DONE 10 {out}", tmp_path, SWEEP=sweep)
+    finally:
+        _kill(tmp_path / "work-inner-resume.pid")
+    assert held.returncode == 0 and held.stdout.strip() == "held 10 s for SWEEP-DONE: not yet (the limit)"
+    listed = _listed(out / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-x/points/a.json" in listed and f".{sweep}.partial-x/points/b.json" in listed
+    assert not (tmp_path / f"{sweep}-runs.tgz").exists()  # packed aside, then moved in whole
+    # without the folder (hold's own use), nothing is packed
+    (out / f"{sweep}-runs.tgz").unlink()
+    _bash(functions, "hold_for SWEEP-DONE 0", tmp_path, SWEEP=sweep)
+    assert not list(out.iterdir())
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="zombies are told apart through /proc")

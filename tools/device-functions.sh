@@ -124,13 +124,20 @@ sweep_running() {  # prints the first background step that runs (or will run) on
   done
   return 1
 }
-hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing runs
-  # A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
+hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing
+  # runs. A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
   # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
-  local marker=$1 limit=$2 waited=0 state=${STATE_DIR:-/tmp}
+  # With DIR ($OUT, continue's), $SWEEP is packed into it as each point is measured: a call cut at its limit brings
+  # back what is under $OUT, and the last call's limit is the session's device time left after the machine's
+  # start and the transfers, not the timeout asked for (2026-12-04: 336 s left, a limit of 275 s, a `continue
+  # 300` cut with nothing under $OUT).
+  local marker=$1 limit=$2 into=${3:-} waited=0 state=${STATE_DIR:-/tmp} packed=none now
   logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
   until logged; do
+    if [ -n "$into" ] && now=$(points_measured) && [ "$now" != "$packed" ]; then
+      pack_sweep "$state" > /dev/null 2>&1 && mv -f "$state/$SWEEP-runs.tgz" "$into/" && packed=$now  # whole, or none
+    fi
     if ! sweep_running > /dev/null; then
       logged && break  # written just as the step ended
       if ls "$state"/work-inner-*.pid > /dev/null 2>&1; then
@@ -148,6 +155,10 @@ hold_for() {  # hold_for MARKER SECONDS: until a log in /tmp has MARKER (0), or 
   # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
   local how="not yet (the limit)"; logged && how=logged
   echo "held ${waited} s for $marker: $how"
+}
+points_measured() {  # prints how many point results $SWEEP's work copy holds, finished or partial; 1 where none
+  local runs; runs=$(sweep_copy ".$SWEEP.partial-*" "$SWEEP-$STAMP") || return 1
+  ls "$runs"/."$SWEEP".partial-*/points/*.json "$runs"/"$SWEEP"-$STAMP/points/*.json 2>/dev/null | wc -l
 }
 sweep_step() {  # prints the step (resume or sweep) this machine last started for $SWEEP (background's record), if
   # any: both records can name it (a resume that ended, then a sweep), and the earlier step's copy is stale

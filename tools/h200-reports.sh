@@ -41,11 +41,12 @@
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #   continue [SECONDS]  `hold` for SWEEP-DONE where this machine started $SWEEP, else (a fresh one) `resume`
-#               first, until SECONDS (560) from the call's start, then `fetch`, `sweep-pack` and whether the sweep
-#               still runs, finished or ended unfinished (exit 1): the one command for each call of a sweep
-#               spanning calls, on one GPU. Make each call as the last returns (its pack copied aside, kept in
-#               order after): a machine idle 30 s goes back with the sweep on it; a call on a fresh machine resumes
-#               from the committed pack, so keep and commit the packs before that one
+#               first, until SECONDS (560) from the call's start (packing into $OUT as each point ends), then
+#               `fetch`, `sweep-pack` and whether the sweep still runs, finished or ended unfinished (exit 1): the
+#               one command for each call of a sweep spanning calls, on one GPU. Make each call as the last
+#               returns (its pack copied aside, kept in order after): a machine idle 30 s goes back with the sweep
+#               on it; a call on a fresh machine resumes from the committed pack, so keep and commit the packs
+#               before that one
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
@@ -217,7 +218,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     left=$(( deadline - SECONDS )); [ "$left" -ge 0 ] || left=0  # SECONDS: since this script started, set-up included
     pack=1; set -- hold SWEEP-DONE "$left" ;&  # then what `hold` does, for the time left
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
-    hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}"; held=$? ;&  # then what `fetch` does, and its status
+    hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}" "${pack:+$OUT}"; held=$? ;&  # then `fetch`, and its status
   fetch)
     tail -v -n 5 "${STATE_DIR:-/tmp}"/*.log 2>/dev/null; cp "${STATE_DIR:-/tmp}"/out/* "$OUT"/ 2>/dev/null
     if [ "${pack:-0}" = 1 ]; then  # continue's: the points measured so far, ended or not, and where it stands

@@ -11,13 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("h200-reports.sh", "device-env.sh", "device-functions.sh", "sweep_pin.py")
 
 
-def functions(*names: str) -> str:
-    """The named functions of tools/device-functions.sh, whole, to run in bash on their own."""
+def functions(*names: str, source: str = "device-functions.sh") -> str:
+    """The named functions of tools/SOURCE, whole, to run in bash on their own."""
     text = ""
     for name in names:
-        found = subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / "device-functions.sh")],
+        found = subprocess.run(["sed", "-n", f"/^{name}()/,/^}}/p", str(ROOT / "tools" / source)],
                                capture_output=True, text=True, check=True).stdout
-        assert found.startswith(f"{name}()"), f"tools/device-functions.sh lost {name}()"
+        assert found.startswith(f"{name}()"), f"tools/{source} lost {name}()"
         text += found
     return text
 

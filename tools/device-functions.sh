@@ -49,12 +49,16 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   # are written whole and renamed in (files.write_json_atomic), so the packed copy is the old one or the new one,
   # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors:
   # the archive goes, so no broken pack comes back to be kept.
+  # Packed beside the archive and renamed over it in its folder: a call cut mid-pack, or a pack that fails, leaves
+  # the last whole pack there (continue packs into $OUT after each point, then once more at its end)
   local archive=${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz
-  tar czf "$archive" -C "$runs" $found && return 0  # names without spaces (stamped)
-  if [ $? = 1 ]; then
-    echo "(a file changed as it was packed: results are written whole; keep_sweep.py checks them)"; return 0
+  local aside=${1}/.$SWEEP-runs.tgz.tmp status=0
+  tar czf "$aside" -C "$runs" $found || status=$?  # names without spaces (stamped)
+  if [ $status = 1 ]; then
+    echo "(a file changed as it was packed: results are written whole; keep_sweep.py checks them)"; status=0
   fi
-  rm -f "$archive"; return 1
+  if [ $status = 0 ]; then mv -f "$aside" "$archive"; else rm -f "$aside"; fi
+  return $status
 }
 is_sweep() {  # is_sweep NAME: whether params/NAME.yaml is a sweep file (its top-level `sweep:`), run with `sweep`
   grep -q '^sweep:' "params/$1.yaml"
@@ -128,7 +132,7 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # runs. A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
   # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
-  # With DIR ($OUT, continue's), $SWEEP is packed into it as each point is measured: a call cut at its limit brings
+  # With DIR ($OUT, continue's), $SWEEP is packed into it as each result is written: a call cut at its limit brings
   # back what is under $OUT, and the last call's limit is the session's device time left after the machine's
   # start and the transfers, not the timeout asked for (2026-12-04: 336 s left, a limit of 275 s, a `continue
   # 300` cut with nothing under $OUT).
@@ -136,7 +140,7 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
   until logged; do
     if [ -n "$into" ] && now=$(points_measured) && [ "$now" != "$packed" ]; then
-      pack_sweep "$state" > /dev/null 2>&1 && mv -f "$state/$SWEEP-runs.tgz" "$into/" && packed=$now  # whole, or none
+      pack_sweep "$into" > /dev/null 2>&1 && packed=$now  # a failed pack (a folder renamed as it ends) is retried
     fi
     if ! sweep_running > /dev/null; then
       logged && break  # written just as the step ended
@@ -156,9 +160,10 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   local how="not yet (the limit)"; logged && how=logged
   echo "held ${waited} s for $marker: $how"
 }
-points_measured() {  # prints how many point results $SWEEP's work copy holds, finished or partial; 1 where none
+points_measured() {  # prints how many results (points, repeats alone) $SWEEP's work copy holds, finished or
+  # partial; 1 where none
   local runs; runs=$(sweep_copy ".$SWEEP.partial-*" "$SWEEP-$STAMP") || return 1
-  ls "$runs"/."$SWEEP".partial-*/points/*.json "$runs"/"$SWEEP"-$STAMP/points/*.json 2>/dev/null | wc -l
+  ls "$runs"/{."$SWEEP".partial-*,"$SWEEP"-$STAMP}/{points,repeats}/*.json 2>/dev/null | wc -l
 }
 sweep_step() {  # prints the step (resume or sweep) this machine last started for $SWEEP (background's record), if
   # any: both records can name it (a resume that ended, then a sweep), and the earlier step's copy is stale

@@ -36,7 +36,7 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
   # From the private copy the sweep runs in (sweep_copy), else the tree's runs/ (what was carried in)
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local runs; runs=$(sweep_copy ".$SWEEP.partial-*" "$SWEEP-$STAMP") || runs=$here
+  local runs; runs=$(sweep_copy) || runs=$here
   local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
     local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \
@@ -47,10 +47,9 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   fi
   # Packed while the sweep runs on: tar exits 1 where a file changed as it read it. The results (points/, sweep.json)
   # are written whole and renamed in (files.write_json_atomic), so the packed copy is the old one or the new one,
-  # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors:
-  # the archive goes, so no broken pack comes back to be kept.
+  # and keep_sweep.py checks every point it keeps: that is a pack, not a failed one. 2 and over are tar's errors.
   # Packed beside the archive and renamed over it in its folder: a call cut mid-pack, or a pack that fails, leaves
-  # the last whole pack there (continue packs into $OUT after each point, then once more at its end)
+  # the last whole pack there, and no broken one (continue packs into $OUT after each point, then at its end)
   local archive=${1:?pack_sweep needs a folder}/$SWEEP-runs.tgz
   local aside=${1}/.$SWEEP-runs.tgz.tmp status=0
   tar czf "$aside" -C "$runs" $found || status=$?  # names without spaces (stamped)
@@ -162,7 +161,7 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
 }
 points_measured() {  # prints how many results (points, repeats alone) $SWEEP's work copy holds, finished or
   # partial; 1 where none
-  local runs; runs=$(sweep_copy ".$SWEEP.partial-*" "$SWEEP-$STAMP") || return 1
+  local runs; runs=$(sweep_copy) || return 1
   ls "$runs"/{."$SWEEP".partial-*,"$SWEEP"-$STAMP}/{points,repeats}/*.json 2>/dev/null | wc -l
 }
 sweep_step() {  # prints the step (resume or sweep) this machine last started for $SWEEP (background's record), if
@@ -174,10 +173,12 @@ sweep_step() {  # prints the step (resume or sweep) this machine last started fo
       { echo "$step"; return 0; }
   done; return 1
 }
-sweep_copy() {  # sweep_copy GLOB...: the work copy's runs/ holding $SWEEP's folders (GLOBs in runs/): the copy of the
-  # step last started for it (sweep_step), and none where that copy holds none yet (another copy's would be stale);
-  # where no step is recorded for it, the one with the newest such folder. A machine that ran `sweep` and then
-  # `resume` holds two copies, and folder times need not say which runs the sweep.
+sweep_copy() {  # sweep_copy [GLOB...]: the work copy's runs/ holding $SWEEP's folders (GLOBs in runs/; none: its
+  # folders partial or finished): the copy of the step last started for it (sweep_step), and none where that copy
+  # holds none yet (another copy's would be stale); where no step is recorded for it, the one with the newest such
+  # folder. A machine that ran `sweep` and then `resume` holds two copies, and folder times need not say which runs
+  # the sweep.
+  [ $# -gt 0 ] || set -- ".$SWEEP.partial-*" "$SWEEP-$STAMP"
   local root=${STATE_DIR:-/tmp} step glob newest
   if step=$(sweep_step) && [ -d "$root/work-inner-$step/runs" ]; then
     for glob; do

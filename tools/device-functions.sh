@@ -135,12 +135,15 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # back what is under $OUT, and the last call's limit is the session's device time left after the machine's
   # start and the transfers, not the timeout asked for (2026-12-04: 336 s left, a limit of 275 s, a `continue
   # 300` cut with nothing under $OUT).
-  local marker=$1 limit=$2 into=${3:-} waited=0 state=${STATE_DIR:-/tmp} packed=none now
+  # Waited is wall time (bash's SECONDS), packs included: the hold ends at the SECONDS asked for, however long
+  # the packs took, so a last call asked for its device time left is not cut before fetch's final pack.
+  local marker=$1 limit=$2 into=${3:-} waited=0 began=$SECONDS state=${STATE_DIR:-/tmp} packed=none now
   logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
   until logged; do
     if [ -n "$into" ] && now=$(points_measured) && [ "$now" != "$packed" ]; then
       pack_sweep "$into" > /dev/null 2>&1 && packed=$now  # a failed pack (a folder renamed as it ends) is retried
     fi
+    waited=$((SECONDS - began))
     if ! sweep_running > /dev/null; then
       logged && break  # written just as the step ended
       if ls "$state"/work-inner-*.pid > /dev/null 2>&1; then
@@ -153,8 +156,9 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
       return 1
     fi
     [ "$waited" -ge "$limit" ] && break
-    sleep 5; waited=$((waited + 5))
+    sleep $((limit - waited < 5 ? limit - waited : 5))
   done
+  waited=$((SECONDS - began))
   # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
   local how="not yet (the limit)"; logged && how=logged
   echo "held ${waited} s for $marker: $how"

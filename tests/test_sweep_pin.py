@@ -281,6 +281,13 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
     tree.write_bytes(b"stale")
     sweep_pin.carry(repo)
     assert tree.read_bytes() == sweep_pin.archive(pinned["commit"], repo)
+    # a tree no pin names (its sweep finished and its pin went) is removed, and said; other carried files stay
+    old, part = repo / sweep_pin.tree_name("f" * 40), repo / ".carry" / "smol.partaa"
+    old.write_bytes(b"old tree")
+    part.write_bytes(b"part")
+    said = sweep_pin.carry(repo)
+    assert said[-1] == ".carry/tree-ffffffffffff.tar removed: no pin names its commit"
+    assert not old.exists() and tree.is_file() and part.is_file()
 
 
 def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):

@@ -129,11 +129,13 @@ def pinned_sweep(commit: str, name: str, repo: Path = ROOT) -> dict:
 
 
 def carry(root: Path = ROOT) -> list[str]:
-    """Each pinned commit's tree into root's .carry/ (written again where it differs); returns what it did."""
-    said = []
+    """Each pinned commit's tree into root's .carry/ (written again where it differs), and the trees no pin names
+    removed; returns what it did."""
+    said, pinned = [], set()
     for path in sorted((root / IN_PROGRESS).glob("*.pin")):
         commit = read(path.stem, root)["commit"]
         target, tree = root / tree_name(commit), archive(commit, root)
+        pinned.add(target)
         if not (target.is_file() and target.read_bytes() == tree):
             target.parent.mkdir(parents=True, exist_ok=True)
             staged = target.with_name(f".{target.name}.incoming")
@@ -141,6 +143,10 @@ def carry(root: Path = ROOT) -> list[str]:
             os.replace(staged, target)
         said.append(f"{path.stem}: pinned to {commit[:12]}, carry {tree_name(commit)} "
                     f"({len(tree) / 2**20:.1f} MiB) with .whl to resume it")
+    # A tree whose sweep finished would only mislead: device-files.sh sizes the parts beside the largest tree here
+    for stale in sorted(set(root.glob(tree_name("*"))) - pinned):
+        stale.unlink()
+        said.append(f"{stale.relative_to(root)} removed: no pin names its commit")
     return said
 
 

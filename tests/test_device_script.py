@@ -430,6 +430,13 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         (runs / f".{sweep}.partial-x" / "points").mkdir(parents=True)
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
         (tmp_path / "work-inner-resume.sweep").write_text(f"{sweep}\n")
+        # continue 0, as the calls that bring the model's parts make it, after a set-up that took 18 s (bash takes
+        # SECONDS from the environment): nothing left to hold, so packed at once and the sweep left running
+        (tmp_path / "sweep.log").write_text("point 9 of 84\n")
+        brief = _script(tmp_path, "continue", "0", SWEEP=sweep, SECONDS="18")
+        assert brief.returncode == 0 and re.search(r"held [01] s for SWEEP-DONE: not yet \(the limit\)", brief.stdout)
+        assert f"{sweep}: still running" in brief.stdout and (tmp_path / f"{sweep}-runs.tgz").exists()
+        (tmp_path / f"{sweep}-runs.tgz").unlink()
         (tmp_path / "sweep.log").write_text("point 9 of 84\nSWEEP-DONE\n")
         warm = _script(tmp_path, "continue", "30", SWEEP=sweep)
         assert warm.returncode == 0, warm.stdout + warm.stderr

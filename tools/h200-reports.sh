@@ -44,10 +44,10 @@
 #               first, until SECONDS (560, wall time) from the call's start (packing into $OUT as each point ends), then
 #               `fetch`, `sweep-pack` and whether the sweep still runs, finished or ended unfinished (exit 1): the
 #               one command for each call of a sweep spanning calls, on one GPU. Make each call as the last
-#               returns (its pack copied aside, kept in order after; `continue 0` for the calls that bring the
-#               wheels and the model's parts, whose holds would only delay the first long call): a machine idle
-#               30 s goes back with the sweep on it; a call on a fresh machine resumes from the committed pack,
-#               so keep and commit the packs before that one
+#               returns (its pack copied aside, kept in order after; where the sweep needs the model,
+#               `continue 0` for the calls that bring the wheels and its parts, whose holds would only delay the
+#               first long call): a machine idle 30 s goes back with the sweep on it; a call on a fresh machine
+#               resumes from the committed pack, so keep and commit the packs before that one
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)

@@ -426,10 +426,16 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         assert "error: engines7 is running a sweep on this GPU" in busy.stdout
         (tmp_path / "work-inner-engines7.pid").unlink()
         # The machine that runs this sweep (background's record names it): held, not started twice, packed
-        runs = tmp_path / "work-inner-resume" / "runs"
-        (runs / f".{sweep}.partial-x" / "points").mkdir(parents=True)
+        (tmp_path / "work-inner-resume").mkdir()
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
         (tmp_path / "work-inner-resume.sweep").write_text(f"{sweep}\n")
+        # started afresh (FRESH=1) and waiting for the model's parts: no folder yet, which is no failure
+        early = _script(tmp_path, "continue", "0", SWEEP=sweep)
+        assert early.returncode == 0, early.stdout + early.stderr
+        assert f"{sweep}: started, no folder yet" in early.stdout and f"{sweep}: still running" in early.stdout
+        assert not (tmp_path / f"{sweep}-runs.tgz").exists()
+        runs = tmp_path / "work-inner-resume" / "runs"
+        (runs / f".{sweep}.partial-x" / "points").mkdir(parents=True)
         # continue 0, as the calls that bring the model's parts make it, after a set-up that took 18 s (bash takes
         # SECONDS from the environment): nothing left to hold, so packed at once and the sweep left running
         (tmp_path / "sweep.log").write_text("point 9 of 84\n")

@@ -223,7 +223,12 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
   fetch)
     tail -v -n 5 "${STATE_DIR:-/tmp}"/*.log 2>/dev/null; cp "${STATE_DIR:-/tmp}"/out/* "$OUT"/ 2>/dev/null
     if [ "${pack:-0}" = 1 ]; then  # continue's: the points measured so far, ended or not, and where it stands
-      pack_sweep "$OUT" || held=1
+      if running "inner-$started" && ! sweep_copy > /dev/null; then  # a sweep started afresh (FRESH=1) makes its
+        # folder once the model's parts are in (and TESTS=1's tests passed): nothing to pack yet, nothing wrong
+        echo "$SWEEP: started, no folder yet (the model's parts, TESTS=1's tests or its start first): nothing to pack"
+      else
+        pack_sweep "$OUT" || held=1
+      fi
       sweep_state "$started" || held=1
     fi
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;

@@ -178,8 +178,8 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
                          {"slug": "c", "status": f"invalid, {sweep.KEPT}", "wall_s": None}]}
     (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("points run here")]
     # an invalid point kept is kept too (the published 1B sweep said 79 of its 83)
-    assert line.endswith("fork-server 1; 2 kept from an earlier invocation, whose launcher and wall time the "
-                         "record does not keep")
+    assert line.endswith("fork-server 1; 2 kept from earlier invocations (the record keeps no launcher or wall "
+                         "time of a kept point; each invocation's wall time is in the wall-time table)")
 
 
 def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
@@ -326,7 +326,7 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
                                                                            if k not in shared}
     assert spec.subset_of == "full.yaml" and sweep.SweepSpec.from_dict(spec.to_dict()) == spec  # recorded, read back
     record = {"spec": spec.to_dict(), "wall": {"executor": "local", "seconds": 1.0}}
-    assert report.answer_lines(record, [], tmp_path)[1].startswith("a subset of full.yaml: its points")
+    assert report.answer_lines(record, [], tmp_path)[1].startswith("a subset of full.yaml: that file's points")
     for values, fragment in [
             ({"sweep": {"prompt_len": [8]}},
              "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
@@ -739,7 +739,11 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
                 "each run: they do not say which of its calls ran on a slow host); within each valid point, eager "
                 "generate()'s steady calls spread by 1.20x (median over 3 point(s); up to 2.10x, slowest over "
                 "fastest call): generate() runs at the host's pace and the graph engines' replays do not, so the "
-                "speed-ups over it carry that spread (their intervals in the speed-up figure)")
+                "speed-ups over it carry that spread (their intervals in the speed-up figure); between the valid "
+                "points of one place (each engine group's point runs eager), eager generate()'s steady medians "
+                "differ by up to 1.50x (16 new tokens, batch 1; median 1.50x over 1 place(s), slowest over fastest): "
+                "each speed-up divides by its own point's, so speed-ups of variants from different groups differ by "
+                "that too; their steady ms (the latency table) compare without it")
     assert report.host_lines(entries) == [expected]
     assert report.host_lines(entries + [({"slug": "invalid"}, invalid)]) == [expected]  # its 9x is no speed-up's
     assert report.host_lines(entries[-1:])[0].startswith("host: within each valid point")  # no host figures
@@ -768,13 +772,42 @@ def test_a_break_even_panel_with_one_u_everywhere_is_drawn_on_a_whole_rollout_ax
     points = [curves.Point(f"b{b}", point(b, 16, {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 20, 130, 10)}))
               for b in (1, 2)]
     (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes if ax.get_title() == "graph[reuse] vs eager"]
-    assert axis.get_ylabel() == "pays off from U rollouts per update" and axis.get_yscale() == "linear"
+    assert axis.get_ylabel() == "rollouts per update U" and axis.get_yscale() == "linear"
     assert axis.get_ylim() == (0, 4)
     assert all(float(t).is_integer() for t in axis.get_yticks())
     # two values: the log axis, said so
     points[1] = curves.Point("b2", point(2, 16, {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 20, 200, 10)}))
     (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes if ax.get_title() == "graph[reuse] vs eager"]
     assert axis.get_ylabel().endswith("(log)") and axis.get_yscale() == "log"
+    assert axis.get_ylim()[0] < 2 < 4 < axis.get_ylim()[1]  # U=2 and U=4 off the axis's edges, not in its spines
+
+
+def _drawn(axis) -> tuple[list, list]:
+    """(each line's (batch, U) pairs, NaN where it breaks; each scatter's (batch, U) pairs) of a figure panel."""
+    lines = [[(float(x), float(y)) for x, y in zip(*line.get_data())] for line in axis.get_lines()]
+    marks = [[tuple(map(float, xy)) for xy in c.get_offsets()] for c in axis.collections]
+    return lines, marks
+
+
+def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_where_a_batch_has_no_from_u():
+    # graph[reuse] vs eager: pays off from U=2 at batches 1 and 4; at batch 2 a cheaper first call and a dearer
+    # steady state pay off only up to U=9 (20 + 60(U-1) <= 100 + 50(U-1)); at batch 8, dearer first and steady: never
+    eager, from_two = (300, 100, 100, 50), (400, 20, 130, 10)
+    times = {1: from_two, 2: (400, 20, 20, 60), 4: from_two, 8: (400, 200, 200, 60)}
+    points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": ms})) for b, ms in times.items()]
+    assert [r.break_even.verdict for r in curves.break_evens(points)] == [
+        "pays off from 2 rollouts per update", "only up to U=9 rollouts per update: its steady state is slower",
+        "pays off from 2 rollouts per update", "never: its first call and its steady state are not cheaper"]
+    (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes if ax.get_title() == "graph[reuse] vs eager"]
+    lines, marks = _drawn(axis)
+    (line,) = lines
+    assert [x for x, _ in line] == [1, 2, 4, 8] and [y for _, y in line][0::2] == [2, 2]
+    assert all(np.isnan(y) for _, y in line[1::2])  # no line from batch 1 to 4 across batch 2's other verdict
+    assert marks == [[(2.0, 9.0)]] and axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
+    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 1"]
+    labels = [text.get_text() for text in axis.get_legend().get_texts()]
+    assert labels == ["16 new tokens", "pays off from U", "only up to U"]
+    assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 
 
 def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path):

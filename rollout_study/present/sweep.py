@@ -23,8 +23,8 @@ from .text import MIB, NO_GRAPH_NOTE
 DEFINITIONS = [
     "steady: the cycle-0 steady phase (before any update); speed-up: eager generate()'s steady median over "
     "the variant's, with its 95% bootstrap interval, both from the same point (where a sweep runs its engines "
-    "in groups, each group's point runs eager; a variant's rows at one place come from the first valid point "
-    "that ran it)",
+    "in groups, each group's point runs eager, and the host's line says how far their eager medians differ; a "
+    "variant's rows at one place come from the first valid point that ran it)",
     "ms per token: steady median / (requests x new tokens); ms per decode step: steady median / (batches per "
     "call x new tokens), one step of one batch with the prefill spread over the steps",
     "capture: the capture part of the variant's first call; peak: peak allocated during it minus allocated at "
@@ -34,9 +34,12 @@ DEFINITIONS = [
     "clear it before capturing, torch's CUDA graph trees (hf-compile) around each recording, so the first "
     "graph variant of a point and hf-compile read about one workspace under what they keep of their own "
     "(below zero where that is small), and a variant that runs after a capture and makes one again "
-    "(hf-continuous after graph) about one over",
-    "first after update: median over real updates of the first call after one; break-even: rollouts per update "
-    "U from which (or up to which) first + (U-1) x steady is no dearer than the baseline's; two steady states "
+    "(hf-continuous after graph) about one over. Captures: the graphs the engine counts (the graph engines their "
+    "own, hf-compile torch's CUDA graph trees' recordings); hf-continuous counts none, and its capture ms is its "
+    "manager's warm-up, which captures graphs at the largest shapes",
+    "first after update: median over real updates of the first call after one; steady after: the median steady "
+    "call after real updates (not cycle 0's); break-even: rollouts per update U from which (or up to which, the "
+    "figure's open triangles) first + (U-1) x steady after is no dearer than the baseline's; two steady states "
     "differ only when the 95% interval of their ratio excludes 1, else the first calls alone decide (no 'up to U' "
     "drawn from noise), and where those are within theirs too the verdict is 'no difference'",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
@@ -206,19 +209,30 @@ def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
     # The spread of the valid points only: the speed-ups it speaks of are theirs
     valid = {p.slug for p in curves.split(loaded)[0]}
     spread = frame[frame["point"].isin(valid)]["slowest / fastest call"].dropna()
-    if seen.empty and spread.empty:  # points written before host speed was kept, or none finished
+    between = host.baseline_between_points(curves.split(loaded)[0])
+    if seen.empty and spread.empty and not between:  # points written before host speed was kept, or none finished
         return []
-    line = "host: "
+    parts = []
     if not seen.empty:
-        line += (f"{seen.min():.2f} to {seen.max():.2f} us per tiny CPU operation at the points' starts and ends "
-                 "(two instants of each run: they do not say which of its calls ran on a slow host)")
+        parts.append(f"{seen.min():.2f} to {seen.max():.2f} us per tiny CPU operation at the points' starts and "
+                     "ends (two instants of each run: they do not say which of its calls ran on a slow host)")
     if not spread.empty:
-        line += ("; " if not seen.empty else "") + (
+        parts.append(
             f"within each valid point, eager generate()'s steady calls spread by {spread.median():.2f}x (median over "
             f"{len(spread)} point(s); up to {spread.max():.2f}x, slowest over fastest call): generate() runs at "
             "the host's pace and the graph engines' replays do not, so the speed-ups over it carry that spread "
             "(their intervals in the speed-up figure)")
-    return [line]
+    if between:
+        ((_, name, _), tokens, batch), most = max(between, key=lambda row: row[1])
+        several = len({model for (model, _, _), _ in between}) > 1
+        typical = float(pd.Series([ratio for _, ratio in between]).median())
+        parts.append(
+            f"between the valid points of one place (each engine group's point runs eager), eager generate()'s "
+            f"steady medians differ by up to {most:.2f}x ({name + ', ' if several else ''}{tokens} new tokens, "
+            f"batch {batch}; median {typical:.2f}x over {len(between)} place(s), slowest over fastest): each "
+            "speed-up divides by its own point's, so speed-ups of variants from different groups differ by that "
+            "too; their steady ms (the latency table) compare without it")
+    return ["host: " + "; ".join(parts)]
 
 
 MODEL_TABLES = (
@@ -272,11 +286,11 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
         kept = sum(1 for p in record.get("points", []) if was_kept(p))
         lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}"
-                     + (f"; {kept} kept from an earlier invocation, whose launcher and wall time the record does "
-                        "not keep" if kept else ""))
+                     + (f"; {kept} kept from earlier invocations (the record keeps no launcher or wall time of a "
+                        "kept point; each invocation's wall time is in the wall-time table)" if kept else ""))
     if record["spec"].get("subset_of"):
-        lines.append(f"a subset of {record['spec']['subset_of']}: its points with these values, the same parameters "
-                     "and hashes (the whole sweep keeps them with --keep-from)")
+        lines.append(f"a subset of {record['spec']['subset_of']}: that file's points with these values, with the "
+                     "same parameters and hashes, so the whole sweep keeps their results (--keep-from)")
     lines += models_without_a_valid_point(loaded, usable)
     for points in curves.by_model(usable).values():
         rows = curves.speedups(points)

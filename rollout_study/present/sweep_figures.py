@@ -12,6 +12,7 @@ import re
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from .. import sweep_curves as curves
@@ -195,28 +196,64 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
     colors = line_colors(p.new_tokens for p in points)
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        # Only "pays off from U" is a number on this axis; "never" and "only up to" are in the table.
-        plotted = _by_tokens(ax, [_Renamed(r, candidate) for r in mine], candidate,
-                             lambda r: r.first_u if r.last_u is None else None, colors)
-        if not plotted:
-            ax.text(0.5, 0.5, "no point pays off from some U\n(see the table)", ha="center", va="center",
+        values = _break_even_marks(ax, mine, colors)
+        # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
+        unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
+        if unplotted:
+            counts = ", ".join(f"{verdict} {unplotted.count(verdict)}" for verdict in dict.fromkeys(unplotted))
+            ax.text(0.02, 0.02, f"no U (see the table): {counts}", transform=ax.transAxes, fontsize=7,
+                    va="bottom")
+        if not values:
+            ax.text(0.5, 0.5, "no point pays off for some U\n(see the table)", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8)
-        ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
-        ax.set_ylabel(f"pays off from U rollouts per update{_log(ax, ' (', ')')}", fontsize=8)
-        if plotted and ax.get_yscale() != "log":  # one U everywhere (1, mostly): whole rollouts from 0, not 0.96-1.04
-            ax.set_ylim(0, 2 * plotted[0])
+        elif max(values) > min(values):
+            log_axis(ax, values)
+            low, high = ax.get_ylim()
+            ax.set_ylim(low / 1.3, high * 1.3)  # a U of 1 on the axis's edge would hide in the spine
+        else:  # one U everywhere (1, mostly): whole rollouts from 0, not 0.96-1.04
+            ax.set_ylim(0, 2 * values[0])
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
+        ax.set_ylabel(f"rollouts per update U{_log(ax, ' (', ')')}", fontsize=8)
+        batches = [p.batch for p in points]
+        _batch_axis(ax, batches)
+        ax.set_xlim(min(batches) / 1.25, max(batches) * 1.25)  # every panel the sweep's batches, drawn or not
+        _break_even_legend(ax, colors, {r.new_tokens for r in mine if r.break_even.first_u is not None})
     return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even")
 
 
-class _Renamed:
-    """A break-even row as `_by_tokens` reads rows: a variant, a batch, a new-token count."""
+def _break_even_legend(ax, colors, tokens) -> None:
+    """A colour per new-token count drawn, then what each mark means, once (not once per colour)."""
+    if not tokens:
+        return
+    handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
+               for count, color in colors.items() if count in tokens]
+    handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
+                Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
+                       label="only up to U")]
+    ax.legend(handles=handles, fontsize=7)
 
-    def __init__(self, row, variant):
-        self.variant, self.batch, self.new_tokens = variant, row.batch, row.new_tokens
-        self.first_u, self.last_u = row.break_even.first_u, row.break_even.last_u
+
+def _break_even_marks(ax, rows, colors) -> list[float]:
+    """Per new-token count: "pays off from U" as dots on a line that breaks where a batch has none (a line across
+    it would claim a U there), "only up to U" as open triangles pointing down (it pays off at U or fewer);
+    returns the U drawn."""
+    values = []
+    for tokens, color in colors.items():
+        line = sorted((r for r in rows if r.new_tokens == tokens), key=lambda r: r.batch)
+        if not line:
+            continue
+        froms = [r.break_even.first_u if r.break_even.first_u is not None and r.break_even.last_u is None
+                 else float("nan") for r in line]
+        ups = [(r.batch, r.break_even.last_u) for r in line if r.break_even.last_u is not None]
+        if any(u == u for u in froms):  # NaN is not equal to itself
+            ax.plot([r.batch for r in line], froms, marker="o", color=color)
+            values += [u for u in froms if u == u]
+        if ups:
+            ax.scatter([b for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none", edgecolors=color)
+            values += [u for _, u in ups]
+    return values
 
 
 def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
@@ -246,6 +283,7 @@ FIGURES = (
     ("latency", "Per-token latency vs batch", latency_figure),
     ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
     ("after-update", "First call after a real update vs batch, per policy", after_update_figure),
-    ("break-even", "Break-even: rollouts per update from which each variant pays off, vs batch", break_even_figure),
+    ("break-even", "Break-even: rollouts per update U from which each variant pays off (dots), or up to which "
+                   "only (open triangles), vs batch", break_even_figure),
     ("growth", "Steady time vs new tokens with the fitted line a + b n, per batch", growth_figure),
 )

@@ -29,7 +29,7 @@ less the engines) come from the first valid point there that ran it, so no curve
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
 from .engines import variant_rank
@@ -44,6 +44,7 @@ class Point:
     slug: str
     result: Result
     shown_before: frozenset = frozenset()  # variants an earlier valid point at the same place shows
+    place: object = None  # split's key of where it sits: every parameter but its engines (_place)
 
     @property
     def model(self) -> tuple[str, str, str]:
@@ -82,20 +83,20 @@ class Rejected:
 
 def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
     """Valid points (curves) and the rest (the failures table)."""
-    usable, rejected, places = [], [], []
+    usable, rejected = [], []
     for entry, result in loaded:
         if result is None:
             rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
         elif result.validity_problems():
             rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
         else:
-            usable.append(Point(entry["slug"], result))
-            places.append(_place(entry, usable[-1]))
+            point = Point(entry["slug"], result)
+            usable.append(replace(point, place=_place(entry, point)))
     shown: dict = {}  # place -> the variants the valid points before show there
     for i, point in enumerate(usable):
-        ran, seen = set(point.result.checked_variants()), shown.setdefault(places[i], set())
+        ran, seen = set(point.result.checked_variants()), shown.setdefault(point.place, set())
         if before := frozenset(ran & seen):
-            usable[i] = Point(point.slug, point.result, before)
+            usable[i] = replace(point, shown_before=before)
         seen |= ran
     return usable, rejected
 

@@ -182,6 +182,18 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
                          "time of a kept point; each invocation's wall time is in the wall-time table)")
 
 
+def test_a_report_of_a_sweep_with_points_not_run_says_it_is_unfinished(tmp_path):
+    # a preview of a sweep in progress (publish refuses one): its ranges and crossovers stop at the run points
+    record = {"spec": {"name": "sw", "sweep": {"batch_size": [1, 2], "max_new_tokens": [16, 64]}},
+              "wall": {"executor": "local", "seconds": 1.0}, "points": [{"slug": s} for s in "abc"]}
+    lines = report.answer_lines(record, [], tmp_path)
+    assert lines[1] == ("unfinished: 1 of the spec's 4 point(s) not run yet, so every range, curve and crossover "
+                        "here stops where the run points do (resume with --into)")
+    assert any(b.kind == "warning" and b.text == lines[1] for b in report.blocks(record, [], folder=tmp_path))
+    record["points"].append({"slug": "d"})
+    assert not any(line.startswith("unfinished") for line in report.answer_lines(record, [], tmp_path))
+
+
 def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
     # Ray on one GPU runs one point at a time: a shift there is the executor's or the host's, not a neighbour's
     one = sweep_repeats.contrast({"wall": {"executor": "ray", "workers": 1}})
@@ -326,7 +338,8 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
                                                                            if k not in shared}
     assert spec.subset_of == "full.yaml" and sweep.SweepSpec.from_dict(spec.to_dict()) == spec  # recorded, read back
     record = {"spec": spec.to_dict(), "wall": {"executor": "local", "seconds": 1.0}}
-    assert report.answer_lines(record, [], tmp_path)[1].startswith("a subset of full.yaml: that file's points")
+    assert any(line.startswith("a subset of full.yaml: that file's points")
+               for line in report.answer_lines(record, [], tmp_path))
     for values, fragment in [
             ({"sweep": {"prompt_len": [8]}},
              "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
@@ -754,6 +767,28 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
     assert failed_row == ["| failed | - | - | - | - |"]
 
 
+def test_the_host_line_compares_generates_medians_between_the_valid_points_of_one_place_only():
+    def at(batch: int, requests: int, median: float, label: str = "synthetic") -> Result:
+        return point(batch, 16, {"eager": (1, median, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)}, label=label,
+                     requests=requests)
+
+    invalid = at(1, 1, 1000.0)
+    invalid.calls[0].parity.ok = False  # no speed-up divides by it
+    results = {"a": at(1, 1, 100.0), "b": at(1, 1, 130.0), "x": invalid, "c": at(2, 2, 100.0), "d": at(2, 2, 300.0),
+               "e": at(1, 2, 500.0)}  # batch 1 with 2 requests: a place of its own, not a's and b's
+    (line,) = report.host_lines(loaded(results))
+    assert line.endswith("between the valid points of one place (each engine group's point runs eager), eager "
+                         "generate()'s steady medians differ by up to 3.00x (16 new tokens, batch 2; median 2.15x over "
+                         "2 place(s), slowest over fastest): each speed-up divides by its own point's, so speed-ups of "
+                         "variants from different groups differ by that too; their steady ms (the latency table) "
+                         "compare without it")
+    # two models: the place names its model
+    results.update(f=at(2, 2, 100.0, "pretrained"), g=at(2, 2, 110.0, "pretrained"))
+    _, name, dtype = curves.Point("c", results["c"]).model
+    assert f"up to 3.00x ({name} {dtype}, 16 new tokens, batch 2; median 1.30x over 3 place(s)" in \
+        report.host_lines(loaded(results))[0]
+
+
 def test_the_speedup_figure_draws_each_speedups_interval():
     points = [curves.Point(f"b{b}", _hosted((1.0, 1.0), steady, batch=b)) for b, steady in
               ((1, (100.0, 100.0, 100.0)), (2, (100.0, 150.0, 210.0)))]
@@ -795,18 +830,22 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     eager, from_two = (300, 100, 100, 50), (400, 20, 130, 10)
     times = {1: from_two, 2: (400, 20, 20, 60), 4: from_two, 8: (400, 200, 200, 60)}
     points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": ms})) for b, ms in times.items()]
-    assert [r.break_even.verdict for r in curves.break_evens(points)] == [
+    # and at 64 new tokens, never at any batch: no colour of its own in the legend, nothing drawn
+    points += [curves.Point(f"b{b}-64", point(b, 64, {"eager": eager, "graph[reuse]": times[8]})) for b in times]
+    assert [r.break_even.verdict for r in curves.break_evens(points)][:4] == [
         "pays off from 2 rollouts per update", "only up to U=9 rollouts per update: its steady state is slower",
         "pays off from 2 rollouts per update", "never: its first call and its steady state are not cheaper"]
-    (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes if ax.get_title() == "graph[reuse] vs eager"]
+    figure = sweep_figures.break_even_figure(points)
+    (axis,) = [ax for ax in figure.axes if ax.get_title() == "graph[reuse] vs eager"]
     lines, marks = _drawn(axis)
     (line,) = lines
     assert [x for x, _ in line] == [1, 2, 4, 8] and [y for _, y in line][0::2] == [2, 2]
     assert all(np.isnan(y) for _, y in line[1::2])  # no line from batch 1 to 4 across batch 2's other verdict
-    assert marks == [[(2.0, 9.0)]] and axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
-    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 1"]
-    labels = [text.get_text() for text in axis.get_legend().get_texts()]
-    assert labels == ["16 new tokens", "pays off from U", "only up to U"]
+    assert len(marks) == 1 and marks[0][0][1] == 9.0 and 1.5 < marks[0][0][0] < 2.5  # at batch 2, a little apart
+    assert axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
+    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 5"]
+    labels = [text.get_text() for text in figure.legends[0].get_texts()]  # once, for the figure
+    assert labels == ["16 new tokens", "pays off from U", "only up to U"] and axis.get_legend() is None
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 
 

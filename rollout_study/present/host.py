@@ -36,14 +36,15 @@ def baseline_spread(result: Result | None) -> tuple[int, float | None]:
     return samples.n, (samples.max / samples.min if samples.n > 1 and samples.min > 0 else None)
 
 
-def baseline_between_points(points) -> list[tuple[tuple, float]]:
-    """Per place ((label, name, dtype), new tokens, batch) that two or more valid points ran (a sweep's engine
-    groups each run eager): the slowest over the fastest of their eager generate() cycle-0 steady medians. Each
-    speed-up divides by its own point's, so two variants from different groups differ by this in what they
-    divide by, and the host's pace sets it."""
-    places: dict[tuple, list[float]] = {}
+def baseline_between_points(points) -> list[tuple[object, float]]:
+    """Per place (sweep_curves.split's: every parameter but the engines) that two or more valid points ran (a
+    sweep's engine groups each run eager): one of its points and the slowest over the fastest of their eager
+    generate() cycle-0 steady medians. Each speed-up divides by its own point's, so two variants from different
+    groups differ by this in what they divide by, and the host's pace sets it."""
+    places: dict[object, list] = {}
     for p in points:
         samples = p.steady(BASELINE)
         if samples is not None and samples.median > 0:
-            places.setdefault((p.model, p.new_tokens, p.batch), []).append(samples.median)
-    return [(place, max(medians) / min(medians)) for place, medians in places.items() if len(medians) > 1]
+            places.setdefault(p.place, []).append((p, samples.median))
+    return [(pairs[0][0], max(m for _, m in pairs) / min(m for _, m in pairs))
+            for pairs in places.values() if len(pairs) > 1]

@@ -194,9 +194,10 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
     pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
     fig, axes = _grid(len(pairs))
     colors = line_colors(p.new_tokens for p in points)
+    batches = sorted({p.batch for p in points})
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        values = _break_even_marks(ax, mine, colors)
+        values = _break_even_marks(ax, mine, colors, batches)
         # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
         unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
         if unplotted:
@@ -216,42 +217,39 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
         ax.grid(alpha=0.3)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
         ax.set_ylabel(f"rollouts per update U{_log(ax, ' (', ')')}", fontsize=8)
-        batches = [p.batch for p in points]
         _batch_axis(ax, batches)
         ax.set_xlim(min(batches) / 1.25, max(batches) * 1.25)  # every panel the sweep's batches, drawn or not
-        _break_even_legend(ax, colors, {r.new_tokens for r in mine if r.break_even.first_u is not None})
+    drawn = {r.new_tokens for r in rows if r.break_even.first_u is not None}
+    if drawn:  # once for the figure: a legend in each panel covered its marks
+        handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
+                   for count, color in colors.items() if count in drawn]
+        handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
+                    Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
+                           label="only up to U")]
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
     return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even")
 
 
-def _break_even_legend(ax, colors, tokens) -> None:
-    """A colour per new-token count drawn, then what each mark means, once (not once per colour)."""
-    if not tokens:
-        return
-    handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
-               for count, color in colors.items() if count in tokens]
-    handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
-                Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
-                       label="only up to U")]
-    ax.legend(handles=handles, fontsize=7)
-
-
-def _break_even_marks(ax, rows, colors) -> list[float]:
-    """Per new-token count: "pays off from U" as dots on a line that breaks where a batch has none (a line across
-    it would claim a U there), "only up to U" as open triangles pointing down (it pays off at U or fewer);
-    returns the U drawn."""
+def _break_even_marks(ax, rows, colors, batches) -> list[float]:
+    """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
+    batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
+    "only up to U" as open triangles pointing down (it pays off at U or fewer); returns the U drawn. Where the
+    counts share a U (1, mostly) their lines coincide: each count's is drawn thinner than the one before, so
+    every colour shows, and its triangles sit a little apart."""
     values = []
-    for tokens, color in colors.items():
-        line = sorted((r for r in rows if r.new_tokens == tokens), key=lambda r: r.batch)
-        if not line:
-            continue
-        froms = [r.break_even.first_u if r.break_even.first_u is not None and r.break_even.last_u is None
-                 else float("nan") for r in line]
-        ups = [(r.batch, r.break_even.last_u) for r in line if r.break_even.last_u is not None]
+    for index, (tokens, color) in enumerate(colors.items()):
+        line = {r.batch: r.break_even for r in rows if r.new_tokens == tokens}
+        froms = [line[b].first_u if b in line and line[b].first_u is not None and line[b].last_u is None
+                 else float("nan") for b in batches]
+        ups = [(b, line[b].last_u) for b in batches if b in line and line[b].last_u is not None]
         if any(u == u for u in froms):  # NaN is not equal to itself
-            ax.plot([r.batch for r in line], froms, marker="o", color=color)
+            ax.plot(batches, froms, marker="o", color=color, markersize=max(9 - 2 * index, 3),
+                    linewidth=max(4 - index, 1))
             values += [u for u in froms if u == u]
         if ups:
-            ax.scatter([b for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none", edgecolors=color)
+            shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
+            ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
+                       edgecolors=color)
             values += [u for _, u in ups]
     return values
 

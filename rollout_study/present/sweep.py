@@ -173,8 +173,8 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     lines = [f"{len(loaded)} point(s): {len(usable)} valid, {len(rejected)} failed or invalid; "
              f"{wall.get('executor', record.get('executor'))} executor, {wall.get('gpus', '-')} GPU(s), "
              f"{wall.get('workers', '-')} worker(s), {wall_seconds(record):.0f} s"]
-    if unfinished(record):
-        lines.append(unfinished(record))
+    if note := unfinished(record):
+        lines.append(note)
     started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
     if started:
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
@@ -205,8 +205,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
            Block("answer", "Answer", answer_lines(record, loaded, folder))]
     if usable and not usable[0].result.cuda_graph:
         out.append(Block("warning", NO_GRAPH_NOTE))
-    if unfinished(record):
-        out.append(Block("warning", unfinished(record)))
+    if note := unfinished(record):
+        out.append(Block("warning", note))
     if rejected:
         out.append(Block("warning", f"{len(rejected)} point(s) failed or are invalid: listed below, never plotted"))
     out += [Block("answer", "Definitions", DEFINITIONS),

@@ -48,6 +48,10 @@
 #               `continue 0` for the calls that bring the wheels and its parts, whose holds would only delay the
 #               first long call): a machine idle 30 s goes back with the sweep on it; a call on a fresh machine
 #               resumes from the committed pack, so keep and commit the packs before that one
+#   probe-cliff [MODEL PROMPT]  tools/probe_batch_cliff.py in this call (a diagnostic: the graph runner's decode
+#               step and its kernels per batch, about a minute), MODEL a synthetic shape (default the tiny model's)
+#               and PROMPT its padded prompt length (default 32) -> $OUT/probe-cliff-MODEL.json and .log; refused
+#               while a background step runs on the GPU, so before `continue` on a fresh machine
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
@@ -125,6 +129,14 @@ case $step in
       "${keep[@]}" 2>&1 | tail -40
     rc=${PIPESTATUS[0]}  # a crashed sweep, or a finished one whose checks failed: `hold` says it ended without it
     if [ "$rc" = 0 ]; then echo SWEEP-DONE; else echo "the sweep command ended with exit $rc"; exit "$rc"; fi ;;
+  probe-cliff)
+    wheels_installed || exit 3  # the study's transformers, as the sweep's points had
+    if busy=$(sweep_running); then echo "error: $busy is running on this GPU; probe-cliff not started"; exit 1; fi
+    model=${2:-synthetic}; prompt=${3:-32}
+    python3 tools/probe_batch_cliff.py "$OUT/probe-cliff-$model.json" --model "$model" --prompt "$prompt" \
+      > "$OUT/probe-cliff-$model.log" 2>&1; rc=$?
+    tail -12 "$OUT/probe-cliff-$model.log"; echo "PROBE-CLIFF (exit $rc)"
+    [ $rc = 0 ] || { ls -la "$OUT"; exit $rc; } ;;
   sweep-pack)
     tail -5 /tmp/sweep.log 2>/dev/null
     pack_sweep "$OUT" || { ls -la "$OUT"; exit 1; } ;;  # the script's last `ls` would make it 0

@@ -7,10 +7,17 @@ builds the graph engine's runner alone per batch (prompt 32, 64 new tokens, as t
 replays with CUDA events, and records the kernels of one profiled rollout by summed time, so the kernel
 that changes with batch is named. It also times the two candidates alone at each batch: the model's
 GEMM shapes (cuBLAS, FP32) and the masked attention (SDPA).
-On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json
+`--model` takes a named synthetic shape instead: the SmolLM2 sweep's graph engines show the same dip at batch 8
+and 16 (2026-12-04, 64 new tokens: 7.3 and 7.9 ms per decode step against 4.0 at batch 4 and 5.6 at 32), and a
+kernel's choice depends on the shapes and the dtype, not on the weights, so random weights of SmolLM2's shape
+(`synthetic-smollm2-135m`, with `--prompt 41`, the chat prompts' padded length there from batch 8 on) stand in
+for the pretrained model without its parts.
+On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json [--model NAME --prompt N]
+(or `bash tools/h200-reports.sh probe-cliff [NAME PROMPT]`)
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -22,22 +29,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import masks, models, tracing  # noqa: E402
 from rollout_study.bandwidth import event_timer  # noqa: E402
 from rollout_study.engines.static_runner import StaticRunner  # noqa: E402
-from rollout_study.params import StudyParams  # noqa: E402
+from rollout_study.params import ParameterError, StudyParams  # noqa: E402
 from rollout_study.workload import random_workload  # noqa: E402
 from rollout_study.timing import profile_call  # noqa: E402
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
-PROMPT, NEW = 32, 64
+NEW = 64
 
 
 def events_ms(fn, repeats: int = 7) -> float:
     return statistics.median(event_timer(fn) for _ in range(repeats)) * 1e3
 
 
-def rollout(model, batch: int, device) -> dict:
-    runner = StaticRunner(model, batch, PROMPT, NEW, device, "sdpa")
-    # The sweep point's own prompts: its seed's random lengths, left-padded, as the study draws them.
-    runner.load(random_workload(batch, batch, PROMPT, model.config.vocab_size, seed=0).batches[0])
+def rollout(model, batch: int, prompt: int, device) -> dict:
+    runner = StaticRunner(model, batch, prompt, NEW, device, "sdpa")
+    # The sweep point's own prompts (the tiny model's): its seed's random lengths, left-padded, as the study
+    # draws them. For a stand-in shape only the padded length matters: the kernels see no token's value.
+    runner.load(random_workload(batch, batch, prompt, model.config.vocab_size, seed=0).batches[0])
     with torch.no_grad():
         runner.warmup()
         runner.capture(None)
@@ -63,7 +71,7 @@ def graph_us(fn, device, count: int = 200) -> float:
     return events_ms(tracing.captured(fn, device, count).replay) / count * 1e3
 
 
-def alone(model, batch: int, device) -> dict:
+def alone(model, batch: int, prompt: int, device) -> dict:
     """Layer 0's GEMMs, lm_head and the masked attention, each on its own (FP32, as the sweep)."""
     config, dtype = model.config, next(model.parameters()).dtype
     out = {}
@@ -77,8 +85,8 @@ def alone(model, batch: int, device) -> dict:
     q = torch.randn(batch, heads, 1, head_dim, device=device, dtype=dtype)
     # K and V with every query head: with a mask, transformers repeats the KV heads before SDPA (the
     # repeat's copies are the step's, not timed here).
-    k = torch.randn(batch, heads, PROMPT + NEW, head_dim, device=device, dtype=dtype)
-    allowed = torch.ones(batch, 1, 1, PROMPT + NEW, dtype=torch.bool, device=device)
+    k = torch.randn(batch, heads, prompt + NEW, head_dim, device=device, dtype=dtype)
+    allowed = torch.ones(batch, 1, 1, prompt + NEW, dtype=torch.bool, device=device)
     mask = masks.for_attention(allowed, "sdpa", dtype)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     out["sdpa_us"] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask), device)
@@ -86,18 +94,32 @@ def alone(model, batch: int, device) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", help="JSON written after every batch")
+    parser.add_argument("--model", default="synthetic", help="synthetic (the tiny model) or a named synthetic shape")
+    parser.add_argument("--prompt", type=int, default=32, help="padded prompt length (the tiny sweep's 32)")
+    args = parser.parse_args()
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     device = torch.device("cuda")
-    params = StudyParams.from_dict({"model": "synthetic", "dtype": "float32"}, source="probe")
+    try:  # StudyParams checks the name and the length: said before the GPU is touched
+        params = StudyParams.from_dict({"model": args.model, "dtype": "float32", "prompt_len": args.prompt},
+                                       source="probe")
+    except ParameterError as err:
+        parser.error(str(err))
     model = models.load(params, "cuda", "float32").model
+    config = model.config
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-               "kv_heads": model.config.num_key_value_heads, "batches": []}
+               "commit": os.environ.get("ROLLOUT_STUDY_COMMIT"), "model": args.model,
+               "prompt": args.prompt, "new_tokens": NEW, "kv_heads": config.num_key_value_heads,
+               "shape": {"layers": config.num_hidden_layers, "hidden": config.hidden_size,
+                         "intermediate": config.intermediate_size, "vocab": config.vocab_size},
+               "batches": []}
     for batch in BATCHES:
         entry = {"batch": batch}
         try:  # a failing batch is recorded; the others still run
-            entry.update(rollout(model, batch, device))
+            entry.update(rollout(model, batch, args.prompt, device))
             with torch.no_grad():
-                entry["alone_us"] = alone(model, batch, device)
+                entry["alone_us"] = alone(model, batch, args.prompt, device)
             top = (entry["top_kernels"] or [{}])[0]
             print(f"batch {batch:3d}: {entry['ms_per_decode_step']:.3f} ms/step, kernel {entry['kernel_ms']} ms, "
                   f"top {top.get('name', '')[:80]} {top.get('ms', 0):.3f} ms x{top.get('count')}; alone us "
@@ -106,8 +128,8 @@ def main() -> None:
             entry["error"] = f"{type(err).__name__}: {err}"
             print(f"batch {batch:3d}: {entry['error']}", flush=True)
         results["batches"].append(entry)
-        if len(sys.argv) > 1:  # after every batch: a crash later keeps what was measured
-            with open(sys.argv[1], "w", encoding="utf-8") as handle:
+        if args.out:  # after every batch: a crash later keeps what was measured
+            with open(args.out, "w", encoding="utf-8") as handle:
                 json.dump(results, handle, indent=1)
 
 

@@ -1,0 +1,56 @@
+"""tools/h200-reports.sh's `probe-cliff` step: the diagnostic runs in the call, with the model and prompt length it is
+given, into $OUT, and never beside a background step on the GPU (it times kernels) or without the study's wheels."""
+import json
+import subprocess
+
+from device_tree import script
+
+# Stands in for tools/probe_batch_cliff.py (which needs a GPU): says what it was asked, writes its JSON, and exits 4
+# where asked for the model "failing", as a crash would.
+FAKE_PROBE = """import json, sys
+json.dump(sys.argv[1:], open(sys.argv[1], "w"))
+print("batch   1: fake")
+sys.exit(4 if "failing" in sys.argv else 0)
+"""
+
+
+def _tree_with_probe(tmp_path):
+    (tmp_path / "tree" / "tools").mkdir(parents=True)
+    (tmp_path / "tree" / "tools" / "probe_batch_cliff.py").write_text(FAKE_PROBE)
+
+
+def test_probe_cliff_runs_the_probe_with_its_model_and_prompt_into_out(tmp_path):
+    _tree_with_probe(tmp_path)
+    bare = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
+    assert bare.returncode == 3 and "error: the wheels are not installed" in bare.stdout
+    assert not (tmp_path / "probe-cliff-synthetic-smollm2-135m.json").exists()
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / ".wheels-installed").touch()
+    done = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "batch   1: fake" in done.stdout and "PROBE-CLIFF (exit 0)" in done.stdout
+    asked = json.loads((tmp_path / "probe-cliff-synthetic-smollm2-135m.json").read_text())
+    assert asked == [str(tmp_path / "probe-cliff-synthetic-smollm2-135m.json"), "--model", "synthetic-smollm2-135m",
+                     "--prompt", "41"]
+    assert "batch   1: fake" in (tmp_path / "probe-cliff-synthetic-smollm2-135m.log").read_text()
+    # without arguments: the tiny model and the tiny sweep's prompt, as the probe was first run
+    tiny = script(tmp_path, "probe-cliff")
+    assert tiny.returncode == 0 and json.loads((tmp_path / "probe-cliff-synthetic.json").read_text())[1:] == [
+        "--model", "synthetic", "--prompt", "32"]
+    # a probe that fails: the step fails with its status
+    failed = script(tmp_path, "probe-cliff", "failing", "41")
+    assert failed.returncode == 4 and "PROBE-CLIFF (exit 4)" in failed.stdout
+
+
+def test_probe_cliff_is_refused_while_a_background_step_runs_on_the_gpu(tmp_path):
+    _tree_with_probe(tmp_path)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / ".wheels-installed").touch()
+    step = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
+        busy = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
+    finally:
+        step.kill(); step.wait()
+    assert busy.returncode == 1 and "error: resume is running on this GPU; probe-cliff not started" in busy.stdout
+    assert not (tmp_path / "probe-cliff-synthetic-smollm2-135m.json").exists()

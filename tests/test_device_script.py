@@ -253,6 +253,11 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     (state / "work-inner-sweep" / "runs" / f".{sweep}.partial-kept").rename(state / "work-inner-sweep" / "runs" / "x")
     early = _pack(functions, tmp_path, sweep)
     assert early.returncode == 1 and f"error: no run of {sweep} to pack" in early.stdout
+    # nor where its copy has no runs/ at all (a tree carried without one; a pinned sweep's tree started afresh)
+    (state / "work-inner-sweep" / "runs").rename(state / "work-inner-sweep" / "runs-aside")
+    bare = _pack(functions, tmp_path, sweep)
+    assert bare.returncode == 1 and f"error: no run of {sweep} to pack" in bare.stdout
+    (state / "work-inner-sweep" / "runs-aside").rename(state / "work-inner-sweep" / "runs")
     (state / "work-inner-sweep" / "runs" / "x").rename(state / "work-inner-sweep" / "runs" / f".{sweep}.partial-kept")
     # recorded for other sweeps only: the copy with this sweep's newest folder
     _record(state, "sweep", "sweep-h200-smollm2", age=1)

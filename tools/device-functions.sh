@@ -182,12 +182,12 @@ sweep_step() {  # prints the step (resume or sweep) this machine last started fo
 }
 sweep_copy() {  # sweep_copy [GLOB...]: the work copy's runs/ holding $SWEEP's folders (GLOBs in runs/; none: its
   # folders partial or finished): the copy of the step last started for it (sweep_step), and none where that copy
-  # holds none yet (another copy's would be stale); where no step is recorded for it, the one with the newest such
-  # folder. A machine that ran `sweep` and then `resume` holds two copies, and folder times need not say which runs
-  # the sweep.
+  # holds none yet, or no runs/ at all (another copy's would be stale); where no step is recorded for it, the one
+  # with the newest such folder. A machine that ran `sweep` and then `resume` holds two copies, and folder times
+  # need not say which runs the sweep.
   [ $# -gt 0 ] || set -- ".$SWEEP.partial-*" "$SWEEP-$STAMP"
   local root=${STATE_DIR:-/tmp} step glob newest
-  if step=$(sweep_step) && [ -d "$root/work-inner-$step/runs" ]; then
+  if step=$(sweep_step); then
     for glob; do
       compgen -G "$root/work-inner-$step/runs/$glob" >/dev/null && { echo "$root/work-inner-$step/runs"; return 0; }
     done; return 1

@@ -7,8 +7,8 @@ from device_tree import script
 
 # Stands in for tools/probe_batch_cliff.py (which needs a GPU): says what it was asked, writes its JSON, and exits 4
 # where asked for the model "failing", as a crash would.
-FAKE_PROBE = """import json, sys
-json.dump(sys.argv[1:], open(sys.argv[1], "w"))
+FAKE_PROBE = """import json, os, sys
+json.dump(sys.argv[1:] + [os.environ.get("ROLLOUT_STUDY_COMMIT")], open(sys.argv[1], "w"))
 print("batch   1: fake")
 sys.exit(4 if "failing" in sys.argv else 0)
 """
@@ -30,13 +30,18 @@ def test_probe_cliff_runs_the_probe_with_its_model_and_prompt_into_out(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "batch   1: fake" in done.stdout and "PROBE-CLIFF (exit 0)" in done.stdout
     asked = json.loads((tmp_path / "probe-cliff-synthetic-smollm2-135m.json").read_text())
+    # the commit the call was given reaches the probe, which records it
     assert asked == [str(tmp_path / "probe-cliff-synthetic-smollm2-135m.json"), "--model", "synthetic-smollm2-135m",
-                     "--prompt", "41"]
+                     "--prompt", "41", "a" * 40]
     assert "batch   1: fake" in (tmp_path / "probe-cliff-synthetic-smollm2-135m.log").read_text()
     # without arguments: the tiny model and the tiny sweep's prompt, as the probe was first run
     tiny = script(tmp_path, "probe-cliff")
-    assert tiny.returncode == 0 and json.loads((tmp_path / "probe-cliff-synthetic.json").read_text())[1:] == [
-        "--model", "synthetic", "--prompt", "32"]
+    assert tiny.returncode == 0 and json.loads((tmp_path / "probe-cliff-synthetic.json").read_text())[1:4] == [
+        "--model", "synthetic", "--prompt"]
+    assert json.loads((tmp_path / "probe-cliff-synthetic.json").read_text())[4] == "32"
+    # a name that is no shape's (a folder, say) is refused before anything runs
+    folder = script(tmp_path, "probe-cliff", "../x", "41")
+    assert folder.returncode == 2 and "error: probe-cliff MODEL is a synthetic shape's name" in folder.stdout
     # a probe that fails: the step fails with its status
     failed = script(tmp_path, "probe-cliff", "failing", "41")
     assert failed.returncode == 4 and "PROBE-CLIFF (exit 4)" in failed.stdout

@@ -249,7 +249,9 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     assert _bash(functions, f"SWEEP={sweep}\nsweep_step", state).stdout.strip() == "sweep"
     assert _pack(functions, tmp_path, sweep).returncode == 0
     assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
-    # the step last started for it holds no folder of it yet (it has just started): not the other copy's, stale
+    # the step last started for it holds no folder of it yet (it has just started): not the other copy's, nor the
+    # tree's runs/ (what was carried in), stale
+    (tmp_path / "runs" / f".{sweep}.partial-carried" / "points").mkdir(parents=True)
     (state / "work-inner-sweep" / "runs" / f".{sweep}.partial-kept").rename(state / "work-inner-sweep" / "runs" / "x")
     early = _pack(functions, tmp_path, sweep)
     assert early.returncode == 1 and f"error: no run of {sweep} to pack" in early.stdout
@@ -264,6 +266,11 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     _record(state, "resume", "sweep-h200-smollm2", age=1)
     assert _pack(functions, tmp_path, sweep).returncode == 0
     assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    # and where no copy holds one, the tree's runs/ (carried in)
+    for step in ("sweep", "resume"):
+        shutil.rmtree(state / f"work-inner-{step}" / "runs")
+    assert _pack(functions, tmp_path, sweep).returncode == 0
+    assert f".{sweep}.partial-carried/points/" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
 
 
 def test_a_second_resume_brings_the_partial_from_the_copy_last_started_for_the_sweep(functions, tmp_path):

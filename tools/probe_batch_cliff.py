@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import masks, models, tracing  # noqa: E402
 from rollout_study.bandwidth import event_timer  # noqa: E402
 from rollout_study.engines.static_runner import StaticRunner  # noqa: E402
-from rollout_study.params import ParameterError, StudyParams  # noqa: E402
+from rollout_study.params import SYNTHETIC, SYNTHETIC_SHAPES, ParameterError, StudyParams  # noqa: E402
 from rollout_study.workload import random_workload  # noqa: E402
 from rollout_study.timing import profile_call  # noqa: E402
 
@@ -96,14 +96,17 @@ def alone(model, batch: int, prompt: int, device) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", help="JSON written after every batch")
-    parser.add_argument("--model", default="synthetic", help="synthetic (the tiny model) or a named synthetic shape")
+    # Random weights only: a pretrained model would need its parts on the device, and a kernel's choice needs
+    # only the shapes
+    parser.add_argument("--model", default=SYNTHETIC, choices=(SYNTHETIC, *SYNTHETIC_SHAPES),
+                        help="synthetic (the tiny model) or a named synthetic shape")
     parser.add_argument("--prompt", type=int, default=32, help="padded prompt length (the tiny sweep's 32)")
     args = parser.parse_args()
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     device = torch.device("cuda")
     try:  # StudyParams checks the name and the length: said before the GPU is touched
-        params = StudyParams.from_dict({"model": args.model, "dtype": "float32", "prompt_len": args.prompt},
-                                       source="probe")
+        params = StudyParams.from_dict({"model": args.model, "dtype": "float32", "prompt_len": args.prompt,
+                                        "max_new_tokens": NEW}, source="probe")
     except ParameterError as err:
         parser.error(str(err))
     model = models.load(params, "cuda", "float32").model

@@ -17,7 +17,7 @@ from device_tree import script as _script
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("running", "sweep_running", "hold_for", "pack_sweep", "is_sweep", "needs_model", "pin_field",
              "studies_startable", "sweep_step", "sweep_copy", "sweep_state", "bring_partial", "keep_from_folders",
-             "points_measured")
+             "points_measured", "bring_kept_runs")
 
 
 @pytest.fixture(scope="module")
@@ -360,6 +360,38 @@ def test_a_published_subset_named_in_keep_from_reaches_the_pinned_tree(functions
                      ("reports/../x", "allowed, a folder of this tree")]:
         refused = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM=bad)
         assert refused.returncode == 1 and why in refused.stdout, (bad, refused.stdout)
+
+
+def test_a_subset_finished_on_this_machine_named_in_keep_from_is_brought_into_runs(functions, tmp_path):
+    # SmolLM2's subset finished in a resume's work copy; the whole sweep, started next on the same machine, names it
+    # as runs/NAME: copied into this tree's runs/ before `background` removes that copy to start its own
+    tree, name = tmp_path / "tree", "sweep-h200-smollm2-20261205-101010"
+    finished = tmp_path / "work-inner-resume" / "runs" / name
+    (finished / "points").mkdir(parents=True)
+    (finished / "sweep.json").write_text("{}")
+    (finished / "points" / "p.json").write_text("{}")
+    tree.mkdir()
+    keep = f"reports/sweep-h200-tiny runs/{name}"
+    brought = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=keep)
+    assert brought.returncode == 0 and f"runs/{name}: from {finished}" in brought.stdout, brought.stdout
+    assert sorted(p.name for p in (tree / "runs" / name).rglob("*.json")) == ["p.json", "sweep.json"]
+    # already in runs/ (carried in, or brought by an earlier call): left as it is
+    (finished / "points" / "p.json").unlink()
+    again = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=keep)
+    assert again.returncode == 0 and again.stdout == "" and (tree / "runs" / name / "points" / "p.json").exists()
+    # nowhere here, or a folder that is no sweep's: said before anything starts
+    (finished / "sweep.json").unlink()
+    for missing in ("runs/sweep-h200-smollm2-20261205-000000", f"runs/{name}-x"):
+        (finished.parent / f"{name}-x").mkdir(exist_ok=True)
+        refused = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=missing)
+        assert refused.returncode == 1 and f"error: KEEP_FROM names {missing}: a sweep folder neither" in refused.stdout
+    # the resume step asks before it starts the sweep (background's copy, its record, the sweep)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / ".wheels-installed").touch()
+    started = _script(tmp_path, "resume", SWEEP="sweep-test-kept-nowhere", FRESH="1",
+                      KEEP_FROM="runs/sweep-h200-smollm2-20261205-000000")
+    assert started.returncode == 1
+    assert "error: KEEP_FROM names runs/sweep-h200-smollm2-20261205-000000" in started.stdout
 
 
 @pytest.mark.parametrize("name, needed", [("reference-tiny-all", 1), ("smollm2-buckets-compiled", 0),

@@ -226,6 +226,22 @@ bring_partial() {  # exactly one unfinished $SWEEP into runs/, from the first of
   [ "$(ls -d runs/."$SWEEP".partial-* 2>/dev/null | wc -l)" -le 1 ] \
     || { echo "more than one partial $SWEEP"; return 1; }
 }
+bring_kept_runs() {  # each KEEP_FROM runs/NAME this tree's runs/ lacks, from the work copy of a step that ran on this
+  # machine (a subset that finished in this session, kept in the whole sweep without being published first, so the
+  # next sweep starts on the machine that holds the model, not on a fresh one); before `background`, which removes
+  # the copy of the step it starts (a resume's, for a resume)
+  local from found
+  for from in ${KEEP_FROM:-}; do
+    case $from in runs/*) ;; *) continue ;; esac
+    [ -e "$from" ] && continue
+    found=$(ls -td "${STATE_DIR:-/tmp}"/work-inner-*/"$from" 2>/dev/null | head -1)
+    if [ -z "$found" ] || [ ! -f "$found/sweep.json" ]; then
+      echo "error: KEEP_FROM names $from: a sweep folder neither in runs/ nor in a work copy on this machine"
+      return 1
+    fi
+    mkdir -p runs && cp -r "$found" "$from" && echo "$from: from $found" || return 1
+  done
+}
 pin_field() {  # pin_field FIELD: commit or code_sha256 of sweeps-in-progress/$SWEEP.pin, nothing where $SWEEP is not
   # pinned; fails (status 1, the reason on stderr) where the pin does not parse: read by tools/sweep_pin.py, as the
   # tools here read it (a pin read as none would run the sweep at this tree's code, measuring every point again)

@@ -18,7 +18,8 @@
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
-#               KEEP_FROM="FOLDER ..." passes each folder (runs/NAME, carried in, or a published subset,
+#               KEEP_FROM="FOLDER ..." passes each folder (runs/NAME, carried in or finished on this machine by
+#               an earlier step, which bring_kept_runs copies from its work copy, or a published subset,
 #               reports/NAME, which keep_from_folders copies into a pinned tree) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
 #               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
@@ -113,6 +114,7 @@ case $step in
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
+    bring_kept_runs || exit 1
     pinned=$(pin_field commit) || exit 1
     PINNED=$pinned background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
   inner-sweep)
@@ -193,6 +195,7 @@ case $step in
       exit 1
     fi
     ls -d runs/."$SWEEP".partial-* 2>/dev/null
+    bring_kept_runs || exit 1
     pinned=$(pin_field commit) || exit 1
     PINNED=$pinned background /tmp/sweep.log inner-resume || exit 1 ;;
   inner-resume)

@@ -385,6 +385,11 @@ def test_a_subset_finished_on_this_machine_named_in_keep_from_is_brought_into_ru
         (finished.parent / f"{name}-x").mkdir(exist_ok=True)
         refused = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=missing)
         assert refused.returncode == 1 and f"error: KEEP_FROM names {missing}: a sweep folder neither" in refused.stdout
+    # in runs/ without its sweep.json (half a copy), or outside runs/: refused, not kept from
+    (tree / "runs" / "half").mkdir()
+    for bad, why in [("runs/half", "in runs/ without a sweep.json"), ("runs/../x", "allowed, a folder of runs/")]:
+        refused = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=bad)
+        assert refused.returncode == 1 and why in refused.stdout, (bad, refused.stdout)
     # the resume step asks before it starts the sweep (background's copy, its record, the sweep)
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / ".wheels-installed").touch()

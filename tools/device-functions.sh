@@ -232,8 +232,15 @@ bring_kept_runs() {  # each KEEP_FROM runs/NAME this tree's runs/ lacks, from th
   # the copy of the step it starts (a resume's, for a resume)
   local from found
   for from in ${KEEP_FROM:-}; do
-    case $from in runs/*) ;; *) continue ;; esac
-    [ -e "$from" ] && continue
+    case $from in
+      runs/*..*) echo "error: KEEP_FROM names $from: allowed, a folder of runs/ (runs/NAME)"; return 1 ;;
+      runs/*) ;;
+      *) continue ;;
+    esac
+    [ -f "$from/sweep.json" ] && continue  # carried in, or brought by an earlier call
+    if [ -e "$from" ]; then  # half a copy, or no sweep's folder: not kept from blindly
+      echo "error: KEEP_FROM names $from, in runs/ without a sweep.json"; return 1
+    fi
     found=$(ls -td "${STATE_DIR:-/tmp}"/work-inner-*/"$from" 2>/dev/null | head -1)
     if [ -z "$found" ] || [ ! -f "$found/sweep.json" ]; then
       echo "error: KEEP_FROM names $from: a sweep folder neither in runs/ nor in a work copy on this machine"
@@ -277,7 +284,7 @@ pinned_tree() {  # pinned_tree WORK COMMIT: COMMIT's tree (carried as .carry/tre
 background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP ARG` in /tmp/work-STEP, a copy of
   # this tree; with PINNED=<commit>, a copy of that commit's tree (carried as .carry/tree-<its first 12>.tar,
   # tools/sweep_pin.py) with this tree's runs/, its code checked against the pin before anything starts (pinned_tree)
-  local work=/tmp/work-$2 commit=${PINNED:-}
+  local work=${STATE_DIR:-/tmp}/work-$2 commit=${PINNED:-}  # STATE_DIR: the tests', as running() and sweep_copy() read
   if running "$2"; then
     echo "error: $2 is still running from $work (log $1); not started again"; return 1
   fi

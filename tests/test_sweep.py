@@ -139,9 +139,7 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
 
     points = loaded({"b1-16": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
                      "b2-16": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)}),
-                     "b1-64": point(1, 64, {"eager": (1, 90.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}),
-                     "other": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1)},
-                                    label="pretrained")},
+                     "b1-64": point(1, 64, {"eager": (1, 90.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)})},
                     {slug: {"model": "synthetic", "dtype": "float16", "batch_size": int(slug[1]),
                             "max_new_tokens": int(slug[3:])} for slug in ("b1-16", "b2-16", "b1-64")})
     points.append(({"order": 9, "slug": "b2-64", "status": "failed", "error": "OutOfMemoryError",
@@ -154,10 +152,10 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
     block = sweep_readme.readme_block(record, points, folder_name="sw-renamed")
     assert "| variant | new tokens | batch 1 | batch 2 |" in block
     assert "| graph[reuse] | 16 | 10.0x | 2.5x |" in block and "| graph[reuse] | 64 | 3.0x | - |" in block
-    assert block.index("Synthetic model") < block.index("Pretrained model")  # each model its own grid
+    assert block.startswith("Synthetic model: tiny-llama-fixture, float16, on")  # one model: its grid
     assert "model llama-1b-shape (float32): no valid point; 1 failed or invalid" in block  # never silently dropped
     assert "model synthetic" not in block  # its failed point aside, it has a grid
-    assert ("6 points, 4 valid, 2 failed or invalid; local executor on 1 GPU(s), 15 s of points over 2 "
+    assert ("5 points, 3 valid, 2 failed or invalid; local executor on 1 GPU(s), 15 s of points over 2 "
             "invocation(s)") in block and "`reports/sw-renamed/summary.md`" in block
 
     no_wall = sweep_readme.readme_block({"spec": {"name": "sw"}, "executor": "local"}, points[:1], "sw")
@@ -169,6 +167,28 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
     twice[1][1].metadata["workload"]["requests"] = 2  # another axis: two points at one grid cell
     with pytest.raises(ValueError, match="two points give graph\\[reuse\\] at batch 1"):
         sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
+
+
+def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_per_model_and_the_repeats():
+    from rollout_study.present import sweep_readme
+
+    # Two models (the whole sweep): a row per variant with each model's range, not a grid per model (their
+    # subsets' blocks have those); a model without the variant has '-'
+    points = loaded({"t1": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
+                     "t2": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 80.0, 1, 1)}),
+                     "p1": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1),
+                                         "hf-compile": (1, 25.0, 1, 1)}, label="pretrained")})
+    block = sweep_readme.readme_block({"spec": {"name": "whole", "report": "sweep"}}, points, "whole")
+    assert "batch 1 |" not in block and "Steady speed-up over eager generate() per model" in block
+    header = next(line for line in block.splitlines() if line.startswith("| variant |"))
+    assert header.index("synthetic tiny-llama-fixture") < header.index("pretrained SmolLM2")  # by size, named
+    assert "| graph[reuse] | 1.25x to 10.00x (1 of 2 under 1.5x) | 2.00x to 2.00x (0 of 1 under 1.5x) |" in block
+    assert "| hf-compile | - | 4.00x to 4.00x (0 of 1 under 1.5x) |" in block
+    # the points repeated alone, read from the folder (here the published Ray smoke, which has two)
+    smoke = REPO / "reports" / "sweep-h200-ray-smoke"
+    with_repeats = sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke", folder=smoke)
+    assert "\nRepeated alone: 2 point(s), 2 moved (" in with_repeats and ", 0 not moved." in with_repeats
+    assert "Repeated alone" not in sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke")
 
 
 def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):

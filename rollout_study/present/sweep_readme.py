@@ -1,6 +1,8 @@
-"""The README's block for a published curve sweep, rebuilt from its raw points: per model, the steady
-speed-up over generate() at every batch and new-token count, and a line on what ran where. The test
-that the README's block is what this renders keeps hand-typed figures out of it.
+"""The README's block for a published curve sweep, rebuilt from its raw points: for one model, the steady
+speed-up over generate() at every batch and new-token count; for two or more (the whole sweep, whose models
+each have their own block from their subsets), one row per variant and a column per model with the range
+of its speed-ups; then the points repeated alone, and a line on what ran where. The test that the README's
+block is what this renders keeps hand-typed figures out of it.
 
 Rewrite the README's blocks after publishing: python -m rollout_study.present.sweep_readme README.md
 """
@@ -9,9 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import sweep
+from .. import repeats, sweep
 from .. import sweep_curves as curves
 from ..result import Result
+from . import sweep_repeats, sweep_scale
 from .markdown import table
 from .sweep import models_without_a_valid_point, wall_seconds
 from .sweep_figures import model_title
@@ -37,16 +40,47 @@ def speedup_grid(points: list[curves.Point]) -> list[str]:
     return table(["variant", "new tokens"] + [f"batch {b}" for b in batches], body)
 
 
-def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_name: str) -> str:
-    """folder_name: the sweep's folder under reports/ (publish --name may differ from the sweep's name)."""
+def models_grid(models: dict) -> list[str]:
+    """One row per variant, one column per model (by parameter count, named as in the report's side-by-side
+    section): the lowest and highest steady speed-up over generate() among the model's valid points, and how
+    many of those points are under the crossover's 1.5x; '-' where the model did not run the variant."""
+    keys = sweep_scale.ordered(models)
+    per_model = {key: curves.speedups(models[key]) for key in keys}
+    variants = sorted({r.variant for rows in per_model.values() for r in rows}, key=curves.variant_rank)
+    body = []
+    for variant in variants:
+        cells = []
+        for key in keys:
+            ratios = [r.ratio.point for r in per_model[key] if r.variant == variant]
+            under = sum(ratio < curves.CROSSOVER for ratio in ratios)
+            cells.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x ({under} of {len(ratios)} under "
+                         f"{curves.CROSSOVER}x)" if ratios else "-")
+        body.append([variant] + cells)
+    return table(["variant"] + [sweep_scale.short_name(key, models[key]) for key in keys], body)
+
+
+def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_name: str, folder=None) -> str:
+    """folder_name: the sweep's folder under reports/ (publish --name may differ from the sweep's name); folder:
+    where it is, to read its points repeated alone (none: no repeats line)."""
     if record["spec"].get("report", "sweep") != "sweep":
         raise ValueError(f"reports/{folder_name} is a {record['spec'].get('report')} sweep, not a curve sweep: "
                          "its points share batch and new tokens, so a grid would show one of them")
     usable, rejected = curves.split(loaded)
+    models = curves.by_model(usable)
     lines = []
-    for points in curves.by_model(usable).values():
-        lines += [f"{model_title(points)}: steady speed-up over eager generate()", ""] + speedup_grid(points) + [""]
+    if len(models) >= 2:
+        lines += [f"Steady speed-up over eager generate() per model, lowest to highest over its valid points "
+                  f"(per batch and new-token count: the report's section of each model)", ""]
+        lines += models_grid(models) + [""]
+    else:
+        for points in models.values():
+            lines += [f"{model_title(points)}: steady speed-up over eager generate()", ""]
+            lines += speedup_grid(points) + [""]
     lines += [f"{line}." for line in models_without_a_valid_point(loaded, usable)]
+    if record.get("repeats") and folder is not None:
+        verdicts = repeats.verdicts(loaded, repeats.load(folder, record))
+        line = sweep_repeats.answer_line(record, verdicts)
+        lines.append(f"{line[0].upper()}{line[1:]}.")
     wall = record.get("wall") or {}
     runs = sweep.invocations(wall)
     gpus = {run.get("gpus") for run in runs} - {None}  # one count only where every invocation had it
@@ -65,8 +99,10 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
 
 def fill_readme(text: str, reports_root) -> str:
     """README text with every `<!-- readme-sweep NAME -->` block rebuilt from reports/NAME/."""
-    return fill_blocks(text, "sweep",
-                       lambda name: readme_block(*sweep.load(Path(reports_root) / name), folder_name=name))
+    def render(name: str) -> str:
+        folder = Path(reports_root) / name
+        return readme_block(*sweep.load(folder), folder_name=name, folder=folder)
+    return fill_blocks(text, "sweep", render)
 
 
 if __name__ == "__main__":

@@ -172,23 +172,38 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
 def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_per_model_and_the_repeats():
     from rollout_study.present import sweep_readme
 
-    # Two models (the whole sweep): a row per variant with each model's range, not a grid per model (their
-    # subsets' blocks have those); a model without the variant has '-'
-    points = loaded({"t1": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
-                     "t2": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 80.0, 1, 1)}),
-                     "p1": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 50.0, 1, 1),
-                                         "hf-compile": (1, 25.0, 1, 1)}, label="pretrained")})
-    block = sweep_readme.readme_block({"spec": {"name": "whole", "report": "sweep"}}, points, "whole")
-    assert "batch 1 |" not in block and "Steady speed-up over eager generate() per model" in block
-    header = next(line for line in block.splitlines() if line.startswith("| variant |"))
-    assert header.index("synthetic tiny-llama-fixture") < header.index("pretrained SmolLM2")  # by size, named
-    assert "| graph[reuse] | 1.25x to 10.00x (1 of 2 under 1.5x) | 2.00x to 2.00x (0 of 1 under 1.5x) |" in block
-    assert "| hf-compile | - | 4.00x to 4.00x (0 of 1 under 1.5x) |" in block
+    # Three models (the whole sweep; one in two dtypes is two): a row per variant with each model's range, not a
+    # grid per model (their subsets' blocks have those), models by size; '-' where one has no such speed-up
+    tiny = {"t1": point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)}),
+            "t2": point(2, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 80.0, 1, 1)})}
+    small = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 66.0, 1, 1),
+                          "hf-compile": (1, 25.0, 1, 1)}, label="pretrained")
+    wider = point(1, 16, {"eager": (1, 150.0, 1, 1), "graph[reuse]": (1, 100.0, 1, 1)}, label="pretrained")
+    small.metadata["model"]["parameters"] = 1000  # smaller than the tiny fixture's 557,696: first
+    wider.metadata["dtype"] = "float32"
+    block = sweep_readme.readme_block({"spec": {"name": "whole", "report": "sweep"}},
+                                      loaded({**tiny, "p16": small, "p32": wider}), "whole")
+    assert "batch 1 |" not in block and "Steady speed-up over eager generate() per model, on " in block
+    rows = [line for line in block.splitlines() if line.startswith("| ")]
+    smollm2 = "pretrained SmolLM2-135M-Instruct (Q4_1 dequantized)"
+    assert rows[0] == (f"| variant | {smollm2} (float16, 0.0 M, ? prompts of 16 tokens) | synthetic "
+                       "tiny-llama-fixture (float16, 0.6 M, ? prompts of 16 tokens) | "
+                       f"{smollm2} (float32, 0.6 M, ? prompts of 16 tokens) |")
+    assert rows[1:] == [  # variants in the report's order; exactly 1.5x is not under it
+        "| graph[reuse] | 1.52x to 1.52x (0 of 1 points under 1.5x) | 1.25x to 10.00x (1 of 2 points under 1.5x) "
+        "| 1.50x to 1.50x (0 of 1 points under 1.5x) |",
+        "| hf-compile | 4.00x to 4.00x (0 of 1 points under 1.5x) | - | - |"]
     # the points repeated alone, read from the folder (here the published Ray smoke, which has two)
     smoke = REPO / "reports" / "sweep-h200-ray-smoke"
     with_repeats = sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke", folder=smoke)
     assert "\nRepeated alone: 2 point(s), 2 moved (" in with_repeats and ", 0 not moved." in with_repeats
     assert "Repeated alone" not in sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke")
+    # a repeat without a verdict is counted, not silently neither moved nor not moved
+    record = {"wall": {"executor": "local", "workers": 1}}
+    counted = sweep_repeats.answer_line(record, [repeats.Verdict("a", "moved", ()), repeats.Verdict("b", "not compared",
+                                                                                                    (), "no result")])
+    assert counted.startswith("repeated alone: 2 point(s), 1 moved (a) run to run") and counted.endswith(
+        ", 0 not moved, 1 not compared (a run without a result, or too few samples)")
 
 
 def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):

@@ -43,7 +43,8 @@ def speedup_grid(points: list[curves.Point]) -> list[str]:
 def models_grid(models: dict) -> list[str]:
     """One row per variant, one column per model (by parameter count, named as in the report's side-by-side
     section): the lowest and highest steady speed-up over generate() among the model's valid points, and how
-    many of those points are under the crossover's 1.5x; '-' where the model did not run the variant."""
+    many of those points are under 1.5x (at any batch and length: not the crossover, the smallest such batch);
+    '-' where no valid point of the model gives the variant a speed-up."""
     keys = sweep_scale.ordered(models)
     per_model = {key: curves.speedups(models[key]) for key in keys}
     variants = sorted({r.variant for rows in per_model.values() for r in rows}, key=curves.variant_rank)
@@ -53,7 +54,7 @@ def models_grid(models: dict) -> list[str]:
         for key in keys:
             ratios = [r.ratio.point for r in per_model[key] if r.variant == variant]
             under = sum(ratio < curves.CROSSOVER for ratio in ratios)
-            cells.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x ({under} of {len(ratios)} under "
+            cells.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x ({under} of {len(ratios)} points under "
                          f"{curves.CROSSOVER}x)" if ratios else "-")
         body.append([variant] + cells)
     return table(["variant"] + [sweep_scale.short_name(key, models[key]) for key in keys], body)
@@ -69,8 +70,9 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
     models = curves.by_model(usable)
     lines = []
     if len(models) >= 2:
-        lines += [f"Steady speed-up over eager generate() per model, lowest to highest over its valid points "
-                  f"(per batch and new-token count: the report's section of each model)", ""]
+        machines = ", ".join(dict.fromkeys(p.result.machine for points in models.values() for p in points))
+        lines += [f"Steady speed-up over eager generate() per model, on {machines}, lowest to highest over its valid "
+                  "points (per batch and new-token count: the report's section of each model)", ""]
         lines += models_grid(models) + [""]
     else:
         for points in models.values():

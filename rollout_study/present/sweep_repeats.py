@@ -33,9 +33,11 @@ def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:
     ran = [v for v in verdicts if v.verdict != "not repeated"]
     moved = [v.slug for v in ran if v.verdict == "moved"]
     skipped = len(verdicts) - len(ran)
+    uncompared = sum(v.verdict == "not compared" for v in ran)  # why: the point table's column
     return (f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
             + (f" ({', '.join(moved)})" if moved else "") + f" {contrast(record)}"
             + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
+            + (f", {uncompared} not compared (a run without a result, or too few samples)" if uncompared else "")
             + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
 
 

@@ -38,9 +38,8 @@ pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, int
   # the tree's runs/ (what was carried in): with a step recorded its copy alone holds the sweep, the tree's is older
   local root=${STATE_DIR:-/tmp} here=${RUNS_DIR:-runs}  # both for the tests alone
   local runs found=
-  if runs=$(sweep_copy) || ! sweep_step > /dev/null; then
-    found=$(cd "${runs:-$here}" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
-    runs=${runs:-$here}
+  if runs=$(sweep_copy) || { ! sweep_step > /dev/null && runs=$here; }; then
+    found=$(cd "$runs" 2>/dev/null && ls -d "$SWEEP"-$STAMP ."$SWEEP".partial-* 2>/dev/null)
   fi
   if [ -z "$found" ]; then  # tar's own message ("refusing to create an empty archive") named no sweep (2026-12-03)
     local others; others=$(ls -d "$root"/work-inner-*/runs/.*.partial-* "$root"/work-inner-*/runs/*-$STAMP/sweep.json \

@@ -31,3 +31,10 @@ def script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.Comp
     return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
                           timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
                                            "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})
+
+
+def install_wheels(state: Path) -> None:
+    """The mark tools/device-env.sh leaves where it installed the carried wheels (wheels_installed reads it), in
+    STATE_DIR `state`: a machine that got its .whl call."""
+    (state / "site").mkdir(exist_ok=True)
+    (state / "site" / ".wheels-installed").touch()

@@ -3,7 +3,7 @@ given, into $OUT, and never beside a background step on the GPU (it times kernel
 import json
 import subprocess
 
-from device_tree import script
+from device_tree import install_wheels, script
 
 # Stands in for tools/probe_batch_cliff.py (which needs a GPU): says what it was asked, writes its JSON, and exits 4
 # where asked for the model "failing", as a crash would.
@@ -24,8 +24,7 @@ def test_probe_cliff_runs_the_probe_with_its_model_and_prompt_into_out(tmp_path)
     bare = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
     assert bare.returncode == 3 and "error: the wheels are not installed" in bare.stdout
     assert not (tmp_path / "probe-cliff-synthetic-smollm2-135m.json").exists()
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / ".wheels-installed").touch()
+    install_wheels(tmp_path)
     done = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "batch   1: fake" in done.stdout and "PROBE-CLIFF (exit 0)" in done.stdout
@@ -49,8 +48,7 @@ def test_probe_cliff_runs_the_probe_with_its_model_and_prompt_into_out(tmp_path)
 
 def test_probe_cliff_is_refused_while_a_background_step_runs_on_the_gpu(tmp_path):
     _tree_with_probe(tmp_path)
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / ".wheels-installed").touch()
+    install_wheels(tmp_path)
     step = subprocess.Popen(["sleep", "60"])
     try:
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")

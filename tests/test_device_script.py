@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from device_tree import functions as device_functions
+from device_tree import install_wheels
 from device_tree import script as _script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -391,8 +392,7 @@ def test_a_subset_finished_on_this_machine_named_in_keep_from_is_brought_into_ru
         refused = _in_tree(functions, "bring_kept_runs", tmp_path, cwd=tree, KEEP_FROM=bad)
         assert refused.returncode == 1 and why in refused.stdout, (bad, refused.stdout)
     # the resume step asks before it starts the sweep (background's copy, its record, the sweep)
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / ".wheels-installed").touch()
+    install_wheels(tmp_path)
     started = _script(tmp_path, "resume", SWEEP="sweep-test-kept-nowhere", FRESH="1",
                       KEEP_FROM="runs/sweep-h200-smollm2-20261205-000000")
     assert started.returncode == 1
@@ -460,8 +460,7 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
     for args in (("continue", "30"), ("sweep", "local"), ("resume",)):
         bare = _script(tmp_path, *args, SWEEP=sweep)
         assert bare.returncode == 3 and "error: the wheels are not installed on this machine" in bare.stdout, args
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / ".wheels-installed").touch()
+    install_wheels(tmp_path)
     # A fresh machine with the wheels: resumed (here the tree keeps no such sweep: said, nothing held)
     fresh = _script(tmp_path, "continue", "30", SWEEP=sweep)
     assert fresh.returncode == 1 and f"{sweep} was not started on this machine: resuming it" in fresh.stdout
@@ -519,8 +518,7 @@ def test_continue_resumes_on_one_gpu_only(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA H200\\nGPU 1: NVIDIA H200\\n'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / ".wheels-installed").touch()
+    install_wheels(tmp_path)
     done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=f"{bin_dir}:{os.environ['PATH']}")
     assert done.returncode == 2 and "error: 2 GPUs here: continue resumes on one (local)" in done.stdout
     assert "resuming it" not in done.stdout

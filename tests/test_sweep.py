@@ -332,7 +332,24 @@ def test_the_repeat_rule_moves_only_beyond_the_spread():
     assert verdicts["p0"].verdict == "moved" and [s.variant for s in verdicts["p0"].moved] == ["graph[reuse]"]
     assert verdicts["p1"].verdict == "not moved"
     assert verdicts["p2"].verdict == "not compared" and "boom" in verdicts["p2"].why
-    assert list(sweep_repeats.point_table(list(verdicts.values()))["verdict"]) == ["moved", "not moved", "not compared"]
+    table = sweep_repeats.point_table(list(verdicts.values()))
+    assert list(table["verdict"]) == ["moved", "not moved", "not compared"]
+    assert list(table["largest shift"])[:2] == ["graph[reuse] c0 steady", "eager c0 steady"]
+
+
+def test_a_moved_points_largest_shift_is_a_phase_that_moved():
+    # eager's ratio (1.3, interval holding 1: a noisy phase) is larger than graph's (0.98, tight: moved)
+    side = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (1, 1, 1, 1)}, steady_samples={
+        ("eager", "steady"): [13.0, 6.0, 20.0, 9.0, 17.0], ("graph[reuse]", "steady"): [9.8, 9.81, 9.79, 9.8, 9.8]})
+    alone = point(1, 16, {"eager": (1, 1, 1, 1), "graph[reuse]": (1, 1, 1, 1)}, steady_samples={
+        ("eager", "steady"): [10.0, 12.0, 8.0, 15.0, 7.0], ("graph[reuse]", "steady"): [10.0, 10.01, 9.99, 10.0, 10.0]})
+    found = {s.variant: s for s in repeats.shifts(side, alone) if s.phase == "steady"}
+    assert found["eager"].verdict == "within the spread" and found["graph[reuse]"].verdict == "moved"
+    assert abs(found["eager"].ratio.point - 1) > abs(found["graph[reuse]"].ratio.point - 1)
+    verdicts = repeats.verdicts([({"order": 0, "slug": "p0"}, side)], [({"order": 0, "slug": "p0"}, alone)])
+    row = sweep_repeats.point_table(verdicts).iloc[0]
+    assert row["verdict"] == "moved" and row["largest shift"] == "graph[reuse] c0 steady"
+    assert row["sweep / alone"] == found["graph[reuse]"].ratio.point
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -48,7 +48,8 @@ def point_caption(record: dict) -> str:
 def point_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     rows = []
     for v in verdicts:
-        worst = max(v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
+        # A moved point's row shows a phase that moved: a larger ratio whose interval holds 1 is noise, not a shift
+        worst = max(v.moved or v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
         rows.append({"point": v.slug, "verdict": v.verdict,
                      "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
                      "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",

@@ -1,7 +1,8 @@
-"""tools/device-files.sh's parts: a wheel here whole, in parts that no longer fit a call (the working tree grew) or
+"""tools/device-files.sh's parts. A wheel here whole, in parts that no longer fit a call (the working tree grew) or
 that a larger cut would carry in fewer calls, is cut again from them, with no download; parts that still fit stay as
 they are (a machine holding parts of an old cut cannot join them with a new one); parts that do not add up to the
-checksum are fetched again, and a failed fetch keeps them."""
+checksum are fetched again, and a failed fetch keeps them. `.whl/` travels as a tar in parts only where it no longer
+fits beside the tree."""
 import hashlib
 import os
 import subprocess
@@ -19,8 +20,9 @@ def _parts(tree: Path, part: int) -> subprocess.CompletedProcess:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "python3").write_text(f"#!/bin/sh\necho \"$@\" >> {tree}/downloads\nexit 1\n")
     (bin_dir / "python3").chmod(0o755)
-    script = (f"set -euo pipefail\nplatforms=()\n{functions('cut_fits', 'parts', source='device-files.sh')}\n"
-              f"PART={part}\nparts fake fake-pkg==1.0")  # under the script's own shell options
+    defined = functions('cut_fits', 'parts', 'cut_anew', source='device-files.sh')
+    # under the script's own shell options
+    script = f"set -euo pipefail\nplatforms=()\n{defined}\nPART={part}\nparts fake fake-pkg==1.0"
     return subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True, timeout=60,
                           env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
 
@@ -65,3 +67,49 @@ def test_parts_are_cut_again_where_they_no_longer_fit_or_fewer_calls_would_carry
     broken = _parts(tmp_path, 3600)
     assert broken.returncode != 0 and "download" in (tmp_path / "downloads").read_text()
     assert (carry / "fake.partac").read_bytes() == b"x" * 3000  # a failed download keeps the parts there were
+
+
+def _whl_parts(tree: Path, tree_kib: int, part: int) -> subprocess.CompletedProcess:
+    """`whl_parts` in `tree`, beside a working tree of TREE_KIB and no pinned tree, with parts of PART bytes."""
+    size_kib = next(line for line in (Path(__file__).parent.parent / "tools" / "device-files.sh").read_text()
+                    .splitlines() if line.startswith("size_kib()"))
+    defined = functions('cut_fits', 'cut_anew', 'whl_parts', source='device-files.sh')
+    script = (f"set -euo pipefail\n{size_kib}\n{defined}\n"
+              f"LIMIT_KIB=1024 tree_kib={tree_kib} pinned_kib=0 PART={part}\nwhl_parts")
+    return subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin"})
+
+
+def test_the_wheels_travel_in_parts_only_where_they_no_longer_fit_beside_the_tree_and_join_into_the_same_wheels(
+        tmp_path):
+    whl = tmp_path / ".whl"
+    whl.mkdir()
+    wheels = {f"w{i}-1.0-py3-none-any.whl": os.urandom(60_000 + i) for i in range(3)}  # 180 kB in all
+    for name, data in wheels.items():
+        (whl / name).write_bytes(data)
+    carry = tmp_path / ".carry"
+
+    def made(tree_kib: int, part: int = 70_000) -> dict[str, int]:
+        done = _whl_parts(tmp_path, tree_kib, part)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {p.name: p.stat().st_mtime_ns for p in sorted(carry.glob("whl.*"))} if carry.exists() else {}
+
+    assert made(tree_kib=100) == {}  # 100 KiB of tree and about 180 of wheels: under the limit, carried as they are
+    cut = made(tree_kib=900)
+    assert sorted(cut) == ["whl.partaa", "whl.partab", "whl.partac", "whl.sha256"]
+    joined = b"".join((carry / name).read_bytes() for name in sorted(cut) if ".part" in name)
+    assert hashlib.sha256(joined).hexdigest() == (carry / "whl.sha256").read_text().split()[0]
+    (tmp_path / "joined.tar").write_bytes(joined)  # as tools/device-env.sh joins and unpacks them
+    (tmp_path / "there").mkdir()
+    subprocess.run(["tar", "xf", str(tmp_path / "joined.tar"), "-C", str(tmp_path / "there")], check=True)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "there" / ".whl").iterdir()} == wheels
+
+    os.utime(whl / "w0-1.0-py3-none-any.whl", (1, 1))  # the same wheels, touched: the same tar, the parts kept
+    assert made(tree_kib=900) == cut
+    assert made(tree_kib=900, part=60_000) != cut and len(list(carry.glob("whl.part*"))) == 4  # no longer fit
+    (whl / "w1-1.0-py3-none-any.whl").write_bytes(b"another version")
+    again = made(tree_kib=900, part=60_000)
+    joined = b"".join((carry / name).read_bytes() for name in sorted(again) if ".part" in name)
+    assert hashlib.sha256(joined).hexdigest() == (carry / "whl.sha256").read_text().split()[0]
+    assert b"another version" in joined
+    assert made(tree_kib=100) == {}  # room again: the parts go, so no call carries the wheels twice

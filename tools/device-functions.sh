@@ -103,7 +103,8 @@ wheels_installed() {  # whether device-env.sh installed the carried wheels on th
   # would run the image's transformers, and resume keeps no point measured under another version (it would
   # measure them all again); a fresh machine reached by a call that carried a model part and not .whl is one
   [ -f "${STATE_DIR:-/tmp}/site/.wheels-installed" ] && return 0
-  echo "error: the wheels are not installed on this machine (a fresh one?): carry .whl (and a pinned sweep's tree)"
+  echo "error: the wheels are not installed on this machine (a fresh one?): carry .whl, or each .carry/whl.part*"
+  echo "with .carry/whl.sha256 where tools/device-files.sh cut it (and a pinned sweep's tree)"
   return 1
 }
 ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
@@ -271,7 +272,7 @@ pinned_tree() {  # pinned_tree WORK COMMIT: COMMIT's tree (carried as .carry/tre
   # this tree's runs/ and KEEP_FROM folders, its code checked against $SWEEP's pin before anything starts
   local work=$1 commit=$2 tree=.carry/tree-${2:0:12}.tar want got
   [ -f "$tree" ] \
-    || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree with .whl (tools/sweep_pin.py)"; return 1; }
+    || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree (tools/sweep_pin.py)"; return 1; }
   tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } && keep_from_folders "$work" || return 1
   want=$(pin_field code_sha256) || return 1
   got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \

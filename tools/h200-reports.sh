@@ -10,8 +10,8 @@
 #               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial
 #               (device-functions.sh) finds (as `resume` below says; a partial folder carried in as it is, not
 #               packed, is not one of them);
-#               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl, `part` per part (Ray's too, for
-#               ray), then `sweep`
+#               log /tmp/sweep.log. Order on a fresh machine: a call carrying .whl (or `part` per .carry/whl.part*,
+#               where tools/device-files.sh cut it), `part` per part (Ray's too, for ray), then `sweep`
 #   sweep-pack  pack $SWEEP's finished runs/$SWEEP-<time> and unfinished runs/.$SWEEP.partial-* into
 #               $OUT/$SWEEP-runs.tgz (to resume in a later session, or to publish), from the work copy of the step
 #               last started for it (sweep_copy in device-functions.sh), else the tree's runs/; exit 1 where none
@@ -52,8 +52,8 @@
 #   probe-cliff [MODEL PROMPT]  tools/probe_batch_cliff.py in this call (a diagnostic: the graph runner's decode
 #               step and its kernels per batch, about a minute), MODEL a synthetic shape (default the tiny model's)
 #               and PROMPT its padded prompt length (default 32, the tiny sweep's; 41 for SmolLM2's from batch 8)
-#               -> $OUT/probe-cliff-MODEL.json and .log; needs the wheels (a call carrying .whl first, or this
-#               one), refused while a background step runs on the GPU, so before `continue` on a fresh machine
+#               -> $OUT/probe-cliff-MODEL.json and .log; needs the wheels (a call carrying .whl, or its parts,
+#               first, or this one), refused while a background step runs on the GPU, so before `continue` on a fresh machine
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)

@@ -214,7 +214,8 @@ def cmd_report(args, argv: list[str]) -> int:
 
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
     try:
-        shutil.copytree(folder, work, dirs_exist_ok=True)
+        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
+        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
         with pipeline.kernel_environment():
             problems = (pipeline.sweep_report_step(work, load(work)[0]["spec"]["report"], progress=not args.quiet)
                         if swept else pipeline.report_step(work, progress=not args.quiet))

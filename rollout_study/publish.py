@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import filecmp
 import os
 import re
 import shutil
@@ -96,9 +97,11 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
     reports_root.mkdir(parents=True, exist_ok=True)
     with locked(reports_root):
         refuse_downgrade(target, result)
+        refuse_linked(target)
         incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
         try:
             shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
+            link_copies(incoming, reports_root, name)
             swap_in(incoming, target)
         finally:
             if incoming.exists():
@@ -187,6 +190,43 @@ def refuse_downgrade(target: Path, result: Result) -> None:
     if _device(old) == "GPU" and _device(result) == "CPU":
         raise PublishError(f"{target} holds a GPU result ({old.machine}); a CPU run does not replace it "
                            "(publish it under another name with --name)")
+
+
+def _linked_points(root: Path) -> list[tuple[Path, Path]]:
+    """(link, the file it names) for every point file of a published report that is a link."""
+    from .sweep import POINTS_FOLDER
+
+    return [(link, link.parent / os.readlink(link)) for link in sorted(root.glob(f"*/{POINTS_FOLDER}/*.json"))
+            if link.is_symlink()]
+
+
+def link_copies(incoming: Path, root: Path, name: str) -> int:
+    """Each point file of `incoming` byte-identical to the same-named file of another published report becomes a
+    relative link to it; returns how many. A whole sweep built with --keep-from from published subsets holds their
+    raw results as they are, and the device calls carry the tracked tree, whose size limits what else they can carry:
+    one copy of each result in reports/, not two. The link names a file, never another link."""
+    from .sweep import POINTS_FOLDER
+
+    linked = 0
+    for point in sorted((incoming / POINTS_FOLDER).glob("*.json")):
+        for other in sorted(root.glob(f"[!.]*/{POINTS_FOLDER}/{point.name}")):
+            if other.parts[-3] == name or other.is_symlink() or not filecmp.cmp(point, other, shallow=False):
+                continue
+            point.unlink()
+            point.symlink_to(Path("..", "..", other.parts[-3], POINTS_FOLDER, point.name))
+            linked += 1
+            break
+    return linked
+
+
+def refuse_linked(target: Path) -> None:
+    """A report whose raw results another report links to is not replaced: that report's results would change
+    with it, or vanish."""
+    users = sorted({link.parts[-3] for link, named in _linked_points(target.parent)
+                    if named.parts[-3] == target.name and link.parts[-3] != target.name})
+    if users:
+        raise PublishError(f"{target}: reports/{', reports/'.join(users)} link to its raw results (points/): "
+                           "replacing it would change them; publish under another name with --name")
 
 
 def swap_in(incoming: Path, target: Path) -> None:

@@ -2,6 +2,7 @@
 and says what its raw JSON says: its summary.md is what the current presentation code renders from the raw
 results alone. A hand-edited figure, a report left behind by a presentation change, or raw files lost from
 beside a report fail here."""
+import os
 import re
 from pathlib import Path
 
@@ -71,3 +72,22 @@ def test_the_readme_sweep_grids_are_the_committed_sweeps():
     assert "sweep-h200-tiny" in sweep_readme.BLOCK.findall(text)
     # After publishing a sweep: python -m rollout_study.present.sweep_readme README.md
     assert sweep_readme.fill_readme(text, REPORTS) == text
+
+
+def test_a_linked_raw_result_is_another_reports_own_file_of_the_same_name():
+    # publish.link_copies: a whole sweep links the raw results it shares with its published subsets; each link must
+    # stay within reports/, name a point file of another report (not a link), and that file must be there
+    links = [p for p in REPORTS.glob(f"*/{sweep.POINTS_FOLDER}/*") if p.is_symlink()]
+    for link in links:
+        named = Path(os.readlink(link))
+        assert named.parts[:2] == ("..", "..") and named.parts[3:] == (sweep.POINTS_FOLDER, link.name), link
+        target = link.parent / named
+        assert named.parts[2] != link.parts[-3] and target.is_file() and not target.is_symlink(), link
+    # and one copy of each: no two reports hold the same raw result as two files
+    files = {}
+    for point in REPORTS.glob(f"*/{sweep.POINTS_FOLDER}/*.json"):
+        if not point.is_symlink():
+            files.setdefault(point.name, []).append(point)
+    copies = [sorted(str(p.relative_to(REPORTS)) for p in same) for same in files.values()
+              if len(same) > 1 and len({p.read_bytes() for p in same}) == 1]
+    assert not copies, f"{len(copies)} raw results published twice, e.g. {copies[0]}"

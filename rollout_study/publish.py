@@ -192,12 +192,9 @@ def refuse_downgrade(target: Path, result: Result) -> None:
                            "(publish it under another name with --name)")
 
 
-def _linked_points(root: Path) -> list[tuple[Path, Path]]:
-    """(link, the file it names) for every point file of a published report that is a link."""
-    from .sweep import POINTS_FOLDER
-
-    return [(link, link.parent / os.readlink(link)) for link in sorted(root.glob(f"*/{POINTS_FOLDER}/*.json"))
-            if link.is_symlink()]
+def _published(root: Path) -> list[Path]:
+    """The report folders of a reports root: not the hidden ones a publish or a rebuild works in."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def link_copies(incoming: Path, root: Path, name: str) -> int:
@@ -208,25 +205,29 @@ def link_copies(incoming: Path, root: Path, name: str) -> int:
     from .sweep import POINTS_FOLDER
 
     linked = 0
+    others = [p for p in _published(root) if p.name != name]  # `name` is being replaced
     for point in sorted((incoming / POINTS_FOLDER).glob("*.json")):
-        for other in sorted(root.glob(f"[!.]*/{POINTS_FOLDER}/{point.name}")):
-            if other.parts[-3] == name or other.is_symlink() or not filecmp.cmp(point, other, shallow=False):
-                continue
-            point.unlink()
-            point.symlink_to(Path("..", "..", other.parts[-3], POINTS_FOLDER, point.name))
-            linked += 1
-            break
+        for other in others:
+            twin = other / POINTS_FOLDER / point.name
+            if twin.is_file() and not twin.is_symlink() and filecmp.cmp(point, twin, shallow=False):
+                point.unlink()
+                point.symlink_to(Path("..", "..", other.name, POINTS_FOLDER, point.name))
+                linked += 1
+                break
     return linked
 
 
 def refuse_linked(target: Path) -> None:
     """A report whose raw results another report links to is not replaced: that report's results would change
     with it, or vanish."""
-    users = sorted({link.parts[-3] for link, named in _linked_points(target.parent)
-                    if named.parts[-3] == target.name and link.parts[-3] != target.name})
+    from .sweep import POINTS_FOLDER
+
+    users = sorted(other.name for other in _published(target.parent) if other.name != target.name
+                   and any(Path(os.readlink(link)).parts[2:3] == (target.name,)
+                           for link in (other / POINTS_FOLDER).glob("*.json") if link.is_symlink()))
     if users:
-        raise PublishError(f"{target}: reports/{', reports/'.join(users)} link to its raw results (points/): "
-                           "replacing it would change them; publish under another name with --name")
+        raise PublishError(f"{target}: {', '.join(users)} beside it link to its raw results (points/): replacing "
+                           "or removing it would change theirs; publish under another name with --name")
 
 
 def swap_in(incoming: Path, target: Path) -> None:

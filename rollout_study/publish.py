@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .pipeline import REPO_ROOT, write_text
+from .present.index import report_folders
 from .record import ResultError
 from .result import Result
 
@@ -192,11 +193,6 @@ def refuse_downgrade(target: Path, result: Result) -> None:
                            "(publish it under another name with --name)")
 
 
-def _published(root: Path) -> list[Path]:
-    """The report folders of a reports root: not the hidden ones a publish or a rebuild works in."""
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def link_copies(incoming: Path, root: Path, name: str) -> int:
     """Each point file of `incoming` byte-identical to the same-named file of another published report becomes a
     relative link to it; returns how many. A whole sweep built with --keep-from from published subsets holds their
@@ -205,7 +201,7 @@ def link_copies(incoming: Path, root: Path, name: str) -> int:
     from .sweep import POINTS_FOLDER
 
     linked = 0
-    others = [p for p in _published(root) if p.name != name]  # `name` is being replaced
+    others = [p for p in report_folders(root) if p.name != name]  # `name` is being replaced
     for point in sorted((incoming / POINTS_FOLDER).glob("*.json")):
         for other in others:
             twin = other / POINTS_FOLDER / point.name
@@ -222,7 +218,7 @@ def refuse_linked(target: Path) -> None:
     with it, or vanish."""
     from .sweep import POINTS_FOLDER
 
-    users = sorted(other.name for other in _published(target.parent) if other.name != target.name
+    users = sorted(other.name for other in report_folders(target.parent) if other.name != target.name
                    and any(Path(os.readlink(link)).parts[2:3] == (target.name,)
                            for link in (other / POINTS_FOLDER).glob("*.json") if link.is_symlink()))
     if users:

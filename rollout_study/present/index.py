@@ -86,12 +86,16 @@ def _sweep_validity(problems: list[str], failed_points: list[str], points: int) 
     return "valid"
 
 
+def report_folders(root: Path) -> list[Path]:
+    """The report folders of a runs or reports root: not the hidden ones a run, a publish or a rebuild works in."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def entries(root: Path) -> list[dict]:
     root = Path(root)
     if not root.is_dir():
         return []
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return [row for row in map(entry, folders) if row is not None]
+    return [row for row in map(entry, report_folders(root)) if row is not None]
 
 
 def _table(rows: list[dict]) -> str:

@@ -23,9 +23,9 @@
 #               an earlier step, which bring_kept_runs copies from its work copy, or a published subset,
 #               reports/NAME, which keep_from_folders copies into a pinned tree) as --keep-from
 #               A $SWEEP with sweeps-in-progress/$SWEEP.pin (tools/sweep_pin.py) runs, for sweep and resume, in
-#               the pinned commit's tree, carried with .whl as .carry/tree-<its first 12>.tar, not in this one,
-#               with that tree's own copies of the tools for the inner step; `inner-sweep`
-#               reached otherwise refuses a pinned one
+#               the pinned commit's tree, carried with .whl (or a part) as .carry/tree-<its first 12>.tar, not in
+#               this one, with that tree's own copies of the tools for the inner step; `inner-sweep` reached
+#               otherwise refuses a pinned one
 #   resume      the unfinished sweep resumed, nothing else (refused without one, unless FRESH=1), from the first
 #               bring_partial finds: an earlier call's work copy, a carried runs/sweep-partial.tgz (made with
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`), sweeps-in-progress/$SWEEP.tgz (where

@@ -36,3 +36,27 @@ def test_rows_mm_decomposes_only_few_rows_against_a_small_weight(tmp_path):
     assert seen["3x64"] == {"seen": {"decomposed": 1, "left_to_inductor": 0}, "close": True}
     assert seen["5x64"] == {"seen": {"decomposed": 0, "left_to_inductor": 1}, "close": True}
     assert seen[f"3x{over}"] == {"seen": {"decomposed": 0, "left_to_inductor": 1}, "close": True}
+
+
+def _probe(tmp_path, *args):
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "probe_gemm.py"), str(tmp_path / "out.json"),
+                           *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def test_each_batch_runs_in_its_own_process_with_the_prompt_asked(tmp_path):
+    done = _probe(tmp_path, "--device", "cpu", "--model", "synthetic", "--variants", "graph", "--batches", "1,3",
+                  "--prompt", "8")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((tmp_path / "out.json").read_text())
+    assert [(r["batch"], r["prompt_len"], r["parity_ok"]) for r in rows] == [(1, 8, True), (3, 8, True)]
+
+
+def test_a_batch_or_prompt_out_of_range_is_refused_before_any_process(tmp_path):
+    for option, value, said in (("--batches", "4,0", "comma-separated whole numbers from 1 to 64"),
+                                ("--batches", "4,x", "comma-separated whole numbers from 1 to 64"),
+                                ("--prompt", "513", "a whole number from 1 to 512"),
+                                ("--prompt", "8,9", "a whole number from 1 to 512")):
+        done = _probe(tmp_path, "--device", "cpu", option, value)
+        assert done.returncode != 0 and f"{option}: {said}, not '{value}'" in done.stderr
+        assert not (tmp_path / "out.json").exists()

@@ -20,8 +20,12 @@ a matrix-vector product more than a GEMM. `compiled-rows-mm` has inductor write 
 reaches the bandwidth floor at batch 1; `compiled-rows-mm-cdt` tunes those reductions too.
 Since commit 7326f56 graph-compiled writes those products as reductions itself (row_reductions), so `compiled`
 there is what `compiled-rows-mm` was here, and the rows-mm variants decompose what is left.
+`--batches` runs each variant at each batch size (each its own process): the sweep's graph engines dip at batch 8
+and 16 on SmolLM2's shape, where cuBLAS's FP32 kernel for k_proj and v_proj is ten times slower (probe-cliff), and
+those products are reductions in `compiled` now; `--prompt 41` is SmolLM2's chat prompts' padded length there.
 Nothing here is part of the study's measuring code: the sweep's points keep their fingerprint.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_gemm.py OUT.json [--model NAME] [--variants a,b]
+[--batches 4,8] [--prompt N]
 On a CPU host (plumbing only, no graphs): python3 tools/probe_gemm.py OUT.json --device cpu --model synthetic
 """
 from __future__ import annotations
@@ -54,7 +58,8 @@ VARIANTS = {
     "compiled-rows-mm": {ROWS_MM: 16},
     "compiled-rows-mm-cdt": {ROWS_MM: 16, "coordinate_descent_tuning": True},
 }
-BATCH, PROMPT, NEW, STEADY = 4, 32, 64, 5
+BATCH, PROMPT, NEW, STEADY = 4, 32, 64, 5  # the batch and prompt length unless --batches and --prompt say
+MAX_BATCH, MAX_PROMPT = 64, 512
 # A weight the rows' reduction reads once per row: kept to those that stay in L2 between the rows (H200: 50 MB;
 # 2**22 FP32 values are 16 MiB), so the vocabulary projection (49,152 x 576 on SmolLM2) stays cuBLAS's.
 ROWS_MM_MAX_WEIGHT = 2 ** 22
@@ -89,7 +94,7 @@ def use_rows_mm(rows: int) -> None:
     decomposition.fast_random_decomps.cache_clear()  # the table inductor reads is built once, from this one
 
 
-def one(variant: str, model_name: str, device: str) -> dict:
+def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: int = PROMPT) -> dict:
     import torch
 
     from rollout_study import models, parity
@@ -103,16 +108,16 @@ def one(variant: str, model_name: str, device: str) -> dict:
     params = StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32"})
     loaded = models.load(params, device, "float32")
     model = loaded.model
-    workload = random_workload(BATCH, BATCH, PROMPT, model.config.vocab_size, seed=0, pad_token_id=loaded.pad_token_id)
+    workload = random_workload(batch, batch, prompt, model.config.vocab_size, seed=0, pad_token_id=loaded.pad_token_id)
     extra = VARIANTS[variant]
     if extra is None:
-        engine = GraphEngine(model, device, "reuse", PROMPT, NEW)
+        engine = GraphEngine(model, device, "reuse", prompt, NEW)
     else:
         options = dict(extra)
         if ROWS_MM in options:
             use_rows_mm(options.pop(ROWS_MM))
         graph_compiled.INDUCTOR_OPTIONS = {**graph_compiled.INDUCTOR_OPTIONS, **options}
-        engine = graph_compiled.GraphCompiledEngine(model, device, "reuse", PROMPT, NEW, backend="inductor")
+        engine = graph_compiled.GraphCompiledEngine(model, device, "reuse", prompt, NEW, backend="inductor")
 
     def call():
         clock = CallClock(device).start()
@@ -133,7 +138,7 @@ def one(variant: str, model_name: str, device: str) -> dict:
     check = parity.compare(out.to_cpu(), ref, [b.request_ids for b in workload.batches])
     steps = len(workload.batches) * NEW
     return {"variant": variant, "model": model_name, "device": device, "options": extra,
-            "batch": BATCH, "prompt_len": PROMPT, "new_tokens": NEW, "steps_per_call": steps,
+            "batch": batch, "prompt_len": prompt, "new_tokens": NEW, "steps_per_call": steps,
             "first_call": first, "steady_ms": walls, "steady_median_ms": statistics.median(walls),
             "kernel_ms": seen.get("kernel_ms"), "kernels": seen.get("kernels"),
             "kernel_ms_per_step": (seen.get("kernel_ms") or 0) / steps,
@@ -144,40 +149,60 @@ def one(variant: str, model_name: str, device: str) -> dict:
             "torch": torch.__version__}
 
 
+def whole_numbers(text: str, name: str, most: int, one: bool = False) -> list[int]:
+    """Comma-separated whole numbers from 1 to `most` (only one where `one`), or the error that names the option."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(not 1 <= v <= most for v in values) or (one and len(values) > 1):
+        wanted = "a whole number" if one else "comma-separated whole numbers"
+        raise SystemExit(f"{name}: {wanted} from 1 to {most}, not {text!r}")
+    return values
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--model", default="synthetic-smollm2-135m")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--batches", default=str(BATCH), help=f"comma-separated batch sizes, 1 to {MAX_BATCH}")
+    ap.add_argument("--prompt", default=str(PROMPT), help=f"padded prompt length, 1 to {MAX_PROMPT}")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child: this variant only, JSON on stdout's last line
     args = ap.parse_args()
+    # Said before any child starts (a compile takes a minute or more)
+    batches = whole_numbers(args.batches, "--batches", MAX_BATCH)
+    (prompt,) = whole_numbers(args.prompt, "--prompt", MAX_PROMPT, one=True)
     if args.one:
-        print(json.dumps(one(args.one, args.model, args.device)))
+        print(json.dumps(one(args.one, args.model, args.device, batches[0], prompt)))
         return 0
     unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
     results = []
-    for variant in args.variants.split(","):
-        begin = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix=f"probe-gemm-{variant}-") as cache:
-            done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--model", args.model,
-                                   "--device", args.device], capture_output=True, text=True,
-                                  env={**os.environ, "TEARDOWN_CUPTI": "1", "TORCHINDUCTOR_CACHE_DIR": cache})
-        took = time.perf_counter() - begin
-        if done.returncode == 0:
-            row = json.loads(done.stdout.strip().splitlines()[-1])
-            row["process_s"] = took
-            print(f"{variant}: {took:.0f} s, steady {row['steady_median_ms']:.2f} ms, kernel "
-                  f"{row['kernel_ms']:.2f} ms ({row['kernels_per_step']:.0f} kernels/step), parity "
-                  f"{row['parity_ok']}", flush=True)
-        else:
-            row = {"variant": variant, "error": done.returncode, "stderr": done.stderr[-4000:], "process_s": took}
-            print(f"{variant}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)
-        results.append(row)
-        with open(args.out, "w") as handle:  # after each variant: a later one's crash keeps the earlier
-            json.dump(results, handle, indent=1)
+    for batch in batches:
+        for variant in args.variants.split(","):
+            begin = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix=f"probe-gemm-{variant}-") as cache:
+                done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--model", args.model,
+                                       "--device", args.device, "--batches", str(batch), "--prompt", str(prompt)],
+                                      capture_output=True, text=True,
+                                      env={**os.environ, "TEARDOWN_CUPTI": "1", "TORCHINDUCTOR_CACHE_DIR": cache})
+            took = time.perf_counter() - begin
+            if done.returncode == 0:
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                row["process_s"] = took
+                print(f"{variant} batch {batch}: {took:.0f} s, steady {row['steady_median_ms']:.2f} ms, kernel "
+                      f"{row['kernel_ms']:.2f} ms ({row['kernels_per_step']:.0f} kernels/step), parity "
+                      f"{row['parity_ok']}", flush=True)
+            else:
+                row = {"variant": variant, "batch": batch, "error": done.returncode, "stderr": done.stderr[-4000:],
+                       "process_s": took}
+                print(f"{variant} batch {batch}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)
+            results.append(row)
+            with open(args.out, "w") as handle:  # after each process: a later one's crash keeps the earlier
+                json.dump(results, handle, indent=1)
     return 1 if any("error" in row for row in results) else 0
 
 

@@ -50,6 +50,7 @@ def test_each_batch_runs_in_its_own_process_with_the_prompt_asked(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads((tmp_path / "out.json").read_text())
     assert [(r["batch"], r["prompt_len"], r["parity_ok"]) for r in rows] == [(1, 8, True), (3, 8, True)]
+    assert len({r["pid"] for r in rows}) == 2 and os.getpid() not in {r["pid"] for r in rows}
 
 
 def test_a_batch_or_prompt_out_of_range_is_refused_before_any_process(tmp_path):

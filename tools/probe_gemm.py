@@ -96,6 +96,7 @@ def use_rows_mm(rows: int) -> None:
 
 def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: int = PROMPT) -> dict:
     import torch
+    import transformers
 
     from rollout_study import models, parity
     from rollout_study.engines import graph_compiled
@@ -146,17 +147,20 @@ def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: 
             "top_kernels": seen.get("top_kernels"), "engine": engine.describe(), "parity_ok": check["ok"],
             "rows_mm_traced": dict(ROWS_MM_SEEN) if extra and ROWS_MM in extra else None,
             "first_mismatch": None if check["ok"] else str(check.get("mismatch"))[:2000],
-            "torch": torch.__version__}
+            # what the README of a probe's output names: recorded, not copied from a call's output
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "device_name": torch.cuda.get_device_name() if device == "cuda" else device,
+            "commit": os.environ.get("ROLLOUT_STUDY_COMMIT"), "pid": os.getpid()}
 
 
-def whole_numbers(text: str, name: str, most: int, one: bool = False) -> list[int]:
-    """Comma-separated whole numbers from 1 to `most` (only one where `one`), or the error that names the option."""
+def whole_numbers(text: str, name: str, most: int, single: bool = False) -> list[int]:
+    """Comma-separated whole numbers from 1 to `most` (just one where `single`), or the error naming the option."""
     try:
         values = [int(part) for part in text.split(",")]
     except ValueError:
         values = []
-    if not values or any(not 1 <= v <= most for v in values) or (one and len(values) > 1):
-        wanted = "a whole number" if one else "comma-separated whole numbers"
+    if not values or any(not 1 <= v <= most for v in values) or (single and len(values) > 1):
+        wanted = "a whole number" if single else "comma-separated whole numbers"
         raise SystemExit(f"{name}: {wanted} from 1 to {most}, not {text!r}")
     return values
 
@@ -173,7 +177,7 @@ def main() -> int:
     args = ap.parse_args()
     # Said before any child starts (a compile takes a minute or more)
     batches = whole_numbers(args.batches, "--batches", MAX_BATCH)
-    (prompt,) = whole_numbers(args.prompt, "--prompt", MAX_PROMPT, one=True)
+    (prompt,) = whole_numbers(args.prompt, "--prompt", MAX_PROMPT, single=True)
     if args.one:
         print(json.dumps(one(args.one, args.model, args.device, batches[0], prompt)))
         return 0
@@ -197,7 +201,7 @@ def main() -> int:
                       f"{row['kernel_ms']:.2f} ms ({row['kernels_per_step']:.0f} kernels/step), parity "
                       f"{row['parity_ok']}", flush=True)
             else:
-                row = {"variant": variant, "batch": batch, "error": done.returncode, "stderr": done.stderr[-4000:],
+                row = {"variant": variant, "batch": batch, "prompt_len": prompt, "error": done.returncode, "stderr": done.stderr[-4000:],
                        "process_s": took}
                 print(f"{variant} batch {batch}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)
             results.append(row)

@@ -2,6 +2,8 @@
 given, into $OUT, and never beside a background step on the GPU (it times kernels) or without the study's wheels."""
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 from device_tree import install_wheels, script
 
@@ -57,3 +59,16 @@ def test_probe_cliff_is_refused_while_a_background_step_runs_on_the_gpu(tmp_path
         step.kill(); step.wait()
     assert busy.returncode == 1 and "error: resume is running on this GPU; probe-cliff not started" in busy.stdout
     assert not (tmp_path / "probe-cliff-synthetic-smollm2-135m.json").exists()
+
+
+def test_the_probe_refuses_a_batch_or_length_out_of_range_before_the_gpu(tmp_path):
+    # The probe itself (no GPU here): its arguments are checked before CUDA is touched, and nothing is written
+    probe = Path(__file__).resolve().parent.parent / "tools" / "probe_batch_cliff.py"
+    for args, said in ((["--batches", "8,0"], "argument --batches: comma-separated whole numbers from 1 to 64"),
+                       (["--batches", "8,x"], "argument --batches: comma-separated whole numbers from 1 to 64"),
+                       (["--new", "0"], "--new: probe: max_new_tokens must be an integer between 1 and 32768"),
+                       (["--model", "synthetic-smollm2-135m", "--new", "9000"], "exceeds the model's")):
+        done = subprocess.run([sys.executable, str(probe), str(tmp_path / "out.json"), *args], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2 and said in done.stderr, done.stderr[-800:]
+        assert not (tmp_path / "out.json").exists()

@@ -12,7 +12,12 @@ and 16 (2026-12-04, 64 new tokens: 7.3 and 7.9 ms per decode step against 4.0 at
 kernel's choice depends on the shapes and the dtype, not on the weights, so random weights of SmolLM2's shape
 (`synthetic-smollm2-135m`, with `--prompt 41`, the chat prompts' padded length there from batch 8 on) stand in
 for the pretrained model without its parts.
+`--new` and `--batches` take another length and fewer batches: the 1B shape's graph step at batch 64 doubles from
+64 to 512 new tokens (11.3 to 22.7 ms), and the static cache's attention runs over every position each step, so
+`sdpa_us` (the cache's whole length) is timed beside `sdpa_half_us` (half the new tokens: the mean length a
+growing cache attends over).
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json [--model NAME --prompt N]
+[--new N --batches 8,64]
 (or `bash tools/h200-reports.sh probe-cliff [NAME PROMPT]`)
 """
 from __future__ import annotations
@@ -34,15 +39,15 @@ from rollout_study.workload import random_workload  # noqa: E402
 from rollout_study.timing import profile_call  # noqa: E402
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
-NEW = 64
+NEW = 64  # unless --new says
 
 
 def events_ms(fn, repeats: int = 7) -> float:
     return statistics.median(event_timer(fn) for _ in range(repeats)) * 1e3
 
 
-def rollout(model, batch: int, prompt: int, device) -> dict:
-    runner = StaticRunner(model, batch, prompt, NEW, device, "sdpa")
+def rollout(model, batch: int, prompt: int, new: int, device) -> dict:
+    runner = StaticRunner(model, batch, prompt, new, device, "sdpa")
     # The sweep point's own prompts (the tiny model's): its seed's random lengths, left-padded, as the study
     # draws them. For a stand-in shape only the padded length matters: the kernels see no token's value.
     runner.load(random_workload(batch, batch, prompt, model.config.vocab_size, seed=0).batches[0])
@@ -60,7 +65,7 @@ def rollout(model, batch: int, prompt: int, device) -> dict:
         ms = events_ms(once)
         seen = profile_call(once, device)
     # Per decode step with the prefill spread over the steps, as the sweep report's "ms per decode step".
-    return {"rollout_ms": ms, "ms_per_decode_step": ms / NEW, "kernel_ms": seen.get("kernel_ms"),
+    return {"rollout_ms": ms, "ms_per_decode_step": ms / new, "kernel_ms": seen.get("kernel_ms"),
             "kernels": seen.get("kernels"), "top_kernels": seen.get("top_kernels")}
 
 
@@ -71,7 +76,7 @@ def graph_us(fn, device, count: int = 200) -> float:
     return events_ms(tracing.captured(fn, device, count).replay) / count * 1e3
 
 
-def alone(model, batch: int, prompt: int, device) -> dict:
+def alone(model, batch: int, prompt: int, new: int, device) -> dict:
     """Layer 0's GEMMs, lm_head and the masked attention, each on its own (FP32, as the sweep)."""
     config, dtype = model.config, next(model.parameters()).dtype
     out = {}
@@ -85,12 +90,26 @@ def alone(model, batch: int, prompt: int, device) -> dict:
     q = torch.randn(batch, heads, 1, head_dim, device=device, dtype=dtype)
     # K and V with every query head: with a mask, transformers repeats the KV heads before SDPA (the
     # repeat's copies are the step's, not timed here).
-    k = torch.randn(batch, heads, prompt + NEW, head_dim, device=device, dtype=dtype)
-    allowed = torch.ones(batch, 1, 1, prompt + NEW, dtype=torch.bool, device=device)
-    mask = masks.for_attention(allowed, "sdpa", dtype)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    out["sdpa_us"] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask), device)
+    # The static cache's whole length (what each graph step attends over), and half the new tokens past the
+    # prompt (the mean length a cache that grows with the tokens attends over)
+    for key, length in (("sdpa_us", prompt + new), ("sdpa_half_us", prompt + new // 2)):
+        k = torch.randn(batch, heads, length, head_dim, device=device, dtype=dtype)
+        allowed = torch.ones(batch, 1, 1, length, dtype=torch.bool, device=device)
+        mask = masks.for_attention(allowed, "sdpa", dtype)
+        out[key] = graph_us(lambda: sdpa(q, k, k, attn_mask=mask), device)
     return out
+
+
+def batch_list(text: str) -> list[int]:
+    """--batches: comma-separated batch sizes from 1 to the sweep's largest."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(not 1 <= v <= max(BATCHES) for v in values):
+        raise argparse.ArgumentTypeError(f"comma-separated whole numbers from 1 to {max(BATCHES)}, not {text!r}")
+    return values
 
 
 def main() -> None:
@@ -101,28 +120,31 @@ def main() -> None:
     parser.add_argument("--model", default=SYNTHETIC, choices=(SYNTHETIC, *SYNTHETIC_SHAPES),
                         help="synthetic (the tiny model) or a named synthetic shape")
     parser.add_argument("--prompt", type=int, default=32, help="padded prompt length (the tiny sweep's 32)")
+    parser.add_argument("--new", type=int, default=NEW, help=f"new tokens a rollout (default {NEW})")
+    parser.add_argument("--batches", type=batch_list, default=BATCHES, help="comma-separated (default all of "
+                        + ",".join(map(str, BATCHES)) + ")")
     args = parser.parse_args()
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     device = torch.device("cuda")
     try:  # StudyParams checks the name and the length: said before the GPU is touched
         params = StudyParams.from_dict({"model": args.model, "dtype": "float32", "prompt_len": args.prompt,
-                                        "max_new_tokens": NEW}, source="probe")
+                                        "max_new_tokens": args.new}, source="probe")
     except ParameterError as err:
-        parser.error(str(err))
+        parser.error(f"--model, --prompt or --new: {err}")
     model = models.load(params, "cuda", "float32").model
     config = model.config
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "commit": os.environ.get("ROLLOUT_STUDY_COMMIT"), "model": args.model,
-               "prompt": args.prompt, "new_tokens": NEW, "kv_heads": config.num_key_value_heads,
+               "prompt": args.prompt, "new_tokens": args.new, "kv_heads": config.num_key_value_heads,
                "shape": {"layers": config.num_hidden_layers, "hidden": config.hidden_size,
                          "intermediate": config.intermediate_size, "vocab": config.vocab_size},
                "batches": []}
-    for batch in BATCHES:
+    for batch in args.batches:
         entry = {"batch": batch}
         try:  # a failing batch is recorded; the others still run
-            entry.update(rollout(model, batch, args.prompt, device))
+            entry.update(rollout(model, batch, args.prompt, args.new, device))
             with torch.no_grad():
-                entry["alone_us"] = alone(model, batch, args.prompt, device)
+                entry["alone_us"] = alone(model, batch, args.prompt, args.new, device)
             top = (entry["top_kernels"] or [{}])[0]
             print(f"batch {batch:3d}: {entry['ms_per_decode_step']:.3f} ms/step, kernel {entry['kernel_ms']} ms, "
                   f"top {top.get('name', '')[:80]} {top.get('ms', 0):.3f} ms x{top.get('count')}; alone us "

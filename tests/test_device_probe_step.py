@@ -1,6 +1,7 @@
 """tools/h200-reports.sh's `probe-cliff` step: the diagnostic runs in the call, with the model and prompt length it is
 given, into $OUT, and never beside a background step on the GPU (it times kernels) or without the study's wheels."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,8 @@ def test_the_probe_refuses_a_batch_or_length_out_of_range_before_the_gpu(tmp_pat
                        (["--batches", "8,x"], "argument --batches: comma-separated whole numbers from 1 to 64"),
                        (["--new", "0"], "--new: probe: max_new_tokens must be an integer between 1 and 32768"),
                        (["--model", "synthetic-smollm2-135m", "--new", "9000"], "exceeds the model's")):
+        # no device visible: on a GPU host too, a probe that reached CUDA before its checks would fail otherwise
         done = subprocess.run([sys.executable, str(probe), str(tmp_path / "out.json"), *args], capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
         assert done.returncode == 2 and said in done.stderr, done.stderr[-800:]
         assert not (tmp_path / "out.json").exists()

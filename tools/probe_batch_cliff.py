@@ -17,8 +17,8 @@ for the pretrained model without its parts.
 `sdpa_us` (the cache's whole length) is timed beside `sdpa_half_us` (half the new tokens: the mean length a
 growing cache attends over).
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json [--model NAME --prompt N]
-[--new N --batches 8,64]
-(or `bash tools/h200-reports.sh probe-cliff [NAME PROMPT]`)
+[--new N --batches 8,64] (or, for every batch and 64 new tokens, `bash tools/h200-reports.sh probe-cliff [NAME
+PROMPT]`)
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import statistics
 import sys
 
 import torch
+import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import masks, models, tracing  # noqa: E402
@@ -134,6 +135,7 @@ def main() -> None:
     model = models.load(params, "cuda", "float32").model
     config = model.config
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "transformers": transformers.__version__,
                "commit": os.environ.get("ROLLOUT_STUDY_COMMIT"), "model": args.model,
                "prompt": args.prompt, "new_tokens": args.new, "kv_heads": config.num_key_value_heads,
                "shape": {"layers": config.num_hidden_layers, "hidden": config.hidden_size,

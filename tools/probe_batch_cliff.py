@@ -15,7 +15,8 @@ for the pretrained model without its parts.
 `--new` and `--batches` take another length and fewer batches: the 1B shape's graph step at batch 64 doubles from
 64 to 512 new tokens (11.3 to 22.7 ms), and the static cache's attention runs over every position each step, so
 `sdpa_us` (the cache's whole length) is timed beside `sdpa_half_us` (half the new tokens: the mean length a
-growing cache attends over).
+growing cache attends over); `--length-bucket` gives the runner the study's length buckets (each decode graph
+attends only up to its bucket).
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json [--model NAME --prompt N]
 [--new N --batches 8,64] (or, for every batch and 64 new tokens, `bash tools/h200-reports.sh probe-cliff [NAME
 PROMPT]`)
@@ -47,8 +48,8 @@ def events_ms(fn, repeats: int = 7) -> float:
     return statistics.median(event_timer(fn) for _ in range(repeats)) * 1e3
 
 
-def rollout(model, batch: int, prompt: int, new: int, device) -> dict:
-    runner = StaticRunner(model, batch, prompt, new, device, "sdpa")
+def rollout(model, batch: int, prompt: int, new: int, device, length_bucket: int = 0) -> dict:
+    runner = StaticRunner(model, batch, prompt, new, device, "sdpa", length_bucket=length_bucket)
     # The sweep point's own prompts (the tiny model's): its seed's random lengths, left-padded, as the study
     # draws them. For a stand-in shape only the padded length matters: the kernels see no token's value.
     runner.load(random_workload(batch, batch, prompt, model.config.vocab_size, seed=0).batches[0])
@@ -122,6 +123,8 @@ def main() -> None:
                         help="synthetic (the tiny model) or a named synthetic shape")
     parser.add_argument("--prompt", type=int, default=32, help="padded prompt length (the tiny sweep's 32)")
     parser.add_argument("--new", type=int, default=NEW, help=f"new tokens a rollout (default {NEW})")
+    parser.add_argument("--length-bucket", type=int, default=0, help="decode graphs per bucket of this many cache "
+                        "positions, each attending up to its bucket (the study's length_bucket; default 0, one graph)")
     parser.add_argument("--batches", type=batch_list, default=BATCHES, help="comma-separated (default all of "
                         + ",".join(map(str, BATCHES)) + ")")
     args = parser.parse_args()
@@ -129,22 +132,24 @@ def main() -> None:
     device = torch.device("cuda")
     try:  # StudyParams checks the name and the length: said before the GPU is touched
         params = StudyParams.from_dict({"model": args.model, "dtype": "float32", "prompt_len": args.prompt,
-                                        "max_new_tokens": args.new}, source="probe")
+                                        "max_new_tokens": args.new, "length_bucket": args.length_bucket},
+                                       source="probe")
     except ParameterError as err:
-        parser.error(f"--model, --prompt or --new: {err}")
+        parser.error(f"--model, --prompt, --new or --length-bucket: {err}")
     model = models.load(params, "cuda", "float32").model
     config = model.config
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "transformers": transformers.__version__,
                "commit": os.environ.get("ROLLOUT_STUDY_COMMIT"), "model": args.model,
-               "prompt": args.prompt, "new_tokens": args.new, "kv_heads": config.num_key_value_heads,
+               "prompt": args.prompt, "new_tokens": args.new, "length_bucket": args.length_bucket,
+               "kv_heads": config.num_key_value_heads,
                "shape": {"layers": config.num_hidden_layers, "hidden": config.hidden_size,
                          "intermediate": config.intermediate_size, "vocab": config.vocab_size},
                "batches": []}
     for batch in args.batches:
         entry = {"batch": batch}
         try:  # a failing batch is recorded; the others still run
-            entry.update(rollout(model, batch, args.prompt, args.new, device))
+            entry.update(rollout(model, batch, args.prompt, args.new, device, args.length_bucket))
             with torch.no_grad():
                 entry["alone_us"] = alone(model, batch, args.prompt, args.new, device)
             top = (entry["top_kernels"] or [{}])[0]

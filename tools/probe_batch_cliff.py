@@ -93,8 +93,9 @@ def alone(model, batch: int, prompt: int, new: int, device) -> dict:
     # K and V with every query head: with a mask, transformers repeats the KV heads before SDPA (the
     # repeat's copies are the step's, not timed here).
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    # The static cache's whole length (what each graph step attends over), and half the new tokens past the
-    # prompt (the mean length a cache that grows with the tokens attends over)
+    # The static cache's whole length (what each step of one decode graph attends over), and half the new tokens
+    # past the prompt (the mean length a cache that grows with the tokens attends over); with --length-bucket the
+    # runner attends over its buckets' lengths, neither of these
     for key, length in (("sdpa_us", prompt + new), ("sdpa_half_us", prompt + new // 2)):
         k = torch.randn(batch, heads, length, head_dim, device=device, dtype=dtype)
         allowed = torch.ones(batch, 1, 1, length, dtype=torch.bool, device=device)

@@ -30,7 +30,6 @@ import statistics
 import sys
 
 import torch
-import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import masks, models, tracing  # noqa: E402
@@ -138,6 +137,7 @@ def main() -> None:
     except ParameterError as err:
         parser.error(f"--model, --prompt, --new or --length-bucket: {err}")
     model = models.load(params, "cuda", "float32").model
+    import transformers  # here, not at the top: the arguments are checked without it (models.load imports it)
     config = model.config
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                "transformers": transformers.__version__,

@@ -251,6 +251,12 @@ def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path
     from .present import hazards
     from .present import sweep as sweep_report
 
+    # Bare before it is drawn, as report_step's folder is: a figure this code no longer draws (a section renamed,
+    # a model gone) would stay beside the new ones and read as part of the report
+    for name in ("summary.md", f"{report}.ipynb", "report.html", FIGURES_FOLDER):
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
     def summary():
         text = (hazards.summary(*sweep.load_results(folder)) if report == "hazards"
                 else sweep_report.summary(*sweep.load(folder), folder=folder))

@@ -1,6 +1,8 @@
 """The numbers of a sweep report: curves over batch size and new tokens, per model, with no formatting.
 
 A model is its label (synthetic or pretrained), its name (the shape) and its dtype: curves never mix two.
+A point's setting is what else its model's points vary (sweep_settings.py): a section is one model at one
+setting (`by_section`), and a curve never joins two settings either.
 Only valid points enter a curve; failed and invalid ones are returned apart (`split`), to be shown
 as such. Variants are whatever engines each point ran; "steady" is the cycle-0 steady phase (before
 any update), and every speed-up is over the `eager` variant (Hugging Face generate()) of its own point.
@@ -34,6 +36,7 @@ from dataclasses import dataclass, replace
 from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
 from .engines import variant_rank
 from .result import Result
+from .sweep_settings import setting_of, setting_ranks, varied
 from .stats import Ratio, Samples, ratio_interval
 
 CROSSOVER = 1.5  # speed-up under which a graph no longer clearly pays for its complexity
@@ -45,6 +48,8 @@ class Point:
     result: Result
     shown_before: frozenset = frozenset()  # variants an earlier valid point at the same place shows
     place: object = None  # split's key of where it sits: every parameter but its engines (_place)
+    setting: tuple = ()  # ((parameter, value), ...) its model's points vary besides the curves' (sweep_settings.py)
+    setting_rank: int = 0  # where its setting comes among its model's, in the sweep file's order
 
     @property
     def model(self) -> tuple[str, str, str]:
@@ -84,13 +89,16 @@ class Rejected:
 def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
     """Valid points (curves) and the rest (the failures table)."""
     usable, rejected = [], []
+    keys_by_model = varied([entry for entry, _ in loaded])
+    ranks = setting_ranks([entry for entry, _ in loaded], keys_by_model)
     for entry, result in loaded:
         if result is None:
             rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
         elif result.validity_problems():
             rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
         else:
-            point = Point(entry["slug"], result)
+            setting = setting_of(entry, keys_by_model)
+            point = Point(entry["slug"], result, setting=setting, setting_rank=ranks.get(setting, 0))
             usable.append(replace(point, place=_place(entry, point)))
     shown: dict = {}  # place -> the variants the valid points before show there
     for i, point in enumerate(usable):
@@ -110,11 +118,27 @@ def _place(entry: dict, point: Point):
 
 
 def by_model(points: list[Point]) -> dict[tuple[str, str, str], list[Point]]:
-    """Points per (label, model name, dtype), synthetic before pretrained, each in batch then new-token order."""
-    groups: dict[tuple[str, str, str], list[Point]] = {}
+    """Points per (label, model name, dtype), synthetic before pretrained, each in batch then new-token order
+    (every setting of the model: the models side by side leave out a place a model has twice)."""
+    return _grouped(points, lambda point: point.model)
+
+
+def by_section(points: list[Point]) -> dict[tuple, list[Point]]:
+    """Points per ((label, model name, dtype), setting): one report section each, the settings of a model in
+    the sweep file's order."""
+    return _grouped(points, lambda point: (point.model, point.setting_rank, point.setting))
+
+
+def _grouped(points: list[Point], key_of) -> dict:
+    groups: dict = {}
     for point in points:
-        groups.setdefault(point.model, []).append(point)
-    order = sorted(groups, key=lambda key: (key[0] != "synthetic", list(groups).index(key)))
+        groups.setdefault(key_of(point), []).append(point)
+    models = list(dict.fromkeys(point.model for point in points))
+
+    def rank(key):  # synthetic first, then the models' and their settings' order in the sweep
+        first = groups[key][0]
+        return first.model[0] != "synthetic", models.index(first.model), first.setting_rank
+    order = sorted(groups, key=rank)
     return {key: sorted(groups[key], key=lambda p: (p.batch, p.new_tokens)) for key in order}
 
 

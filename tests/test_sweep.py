@@ -758,6 +758,8 @@ def cpu_sweep(tmp_path_factory):
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     sweep.run_local(spec, folder, progress=False, launcher=run_in_process)
     repeats.run(spec, folder, progress=False, launcher=run_in_process)
+    (folder / "figures").mkdir()
+    (folder / "figures" / "sweep-a-section-no-longer-drawn-speedup.png").write_bytes(b"stale")
     with pipeline.kernel_environment():
         problems = pipeline.sweep_report_step(folder, spec.report, progress=False)
     yield folder, problems
@@ -917,7 +919,9 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert "Synthetic model: tiny-llama" in html and "Points repeated alone" in html
     assert "from rollout_study" not in html  # rendered without the code
-    assert len(list((folder / "figures").glob("sweep-synthetic-*.png"))) == len(sweep_figures.FIGURES)
+    # the figures drawn, and nothing an earlier report left there (the fixture put one in)
+    assert sorted((folder / "figures").glob("*.png")) == sorted((folder / "figures").glob("sweep-synthetic-*.png"))
+    assert len(list((folder / "figures").glob("*.png"))) == len(sweep_figures.FIGURES)
     summary = (folder / "summary.md").read_text(encoding="utf-8")
     assert "2 point(s): 2 valid, 0 failed or invalid; local executor" in summary
     # where the points' time went: every part measured, and the parts with the rest make up each point's wall

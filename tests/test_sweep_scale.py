@@ -140,7 +140,7 @@ def test_a_one_model_sweep_has_no_side_by_side_section_and_a_two_model_one_has(t
     usable, _ = curves.split(tiny_only)
     assert scale.scale_figure(curves.by_model(usable)) is None and scale.scale_table(curves.by_model(usable)).empty
     record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
-    assert "side by side" not in report.summary(record, tiny_only)
+    assert "## The models side by side" not in report.summary(record, tiny_only)
     summary = report.summary(record, loaded)
     assert "## The models side by side" in summary and "| graph[reuse] | 64 | 2 | 2 |" in summary
     figures = tmp_path / "figures"

@@ -1,7 +1,8 @@
 """The sweep report: curves over batch size and new tokens per model, failed points, points repeated
 alone and the sweep's wall time, as tables, notebook blocks and summary.md.
 
-Each model (label and shape) gets its own section, headed by its label; the numbers and their
+Each model (label and shape) gets its own section, headed by its label, one per setting where the sweep
+varied more than the curves' axes, and those settings side by side (sweep_settings.py); the numbers and their
 definitions are in sweep_curves.py, the repeat rule in repeats.py (its words and tables in sweep_repeats.py),
 the figures in sweep_figures.py, the wall time, each point's time and host in sweep_cost.py.
 """
@@ -11,6 +12,7 @@ import pandas as pd
 
 from .. import repeats
 from .. import sweep_curves as curves
+from .. import sweep_settings as settings
 from . import sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
@@ -18,7 +20,7 @@ from ..sweep import missing_points, was_kept
 from .markdown import table
 from .notebook import Block
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, time_table, wall_table
-from .sweep_figures import FIGURES, model_title, path
+from .sweep_figures import FIGURES, model_name, model_title, path
 from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
@@ -54,6 +56,11 @@ DEFINITIONS = [
     "token with the reference's top-2 logit margin there (near zero: a near-tie that the engine's fused or "
     "reordered arithmetic flips; the point is still invalid). A resume with the same code on the same GPU keeps "
     "a point whose measured calls alone lost parity: running it until it passes would pick the results",
+    "setting: where a sweep varied a parameter besides the model, batch, requests, new tokens and the engines' "
+    "groups (length_bucket, say), each value (or combination) is a setting with its own section; its model's "
+    "settings side by side: the first setting's steady median over each other's at the same variant and place, "
+    "with its 95% bootstrap interval (over 1: that setting is faster; eager's row says how far two points of a "
+    "setting it ignores moved run to run)",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
     "spanning calls held its device longer than the sum",
@@ -110,6 +117,23 @@ def growth_table(points) -> pd.DataFrame:
 def crossover_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"variant": c.variant, "new tokens": c.new_tokens,
                           f"first batch under {curves.CROSSOVER}x": c.text} for c in curves.crossovers(points)])
+
+
+def settings_table(points) -> pd.DataFrame:
+    """One model's settings side by side (empty where it ran one)."""
+    return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch, "requests": r.requests,
+                          "setting": settings.text(r.setting), f"{settings.text(r.base)} ms": r.base_ms,
+                          "setting ms": r.steady_ms, "speed-up": r.ratio.point, "95% low": r.ratio.low,
+                          "95% high": r.ratio.high} for r in settings.side_by_side(points)])
+
+
+def settings_heading(points) -> str:
+    return f"{model_name(points)}, on {points[0].result.machine}: settings side by side"
+
+
+def settings_caption(points) -> str:
+    return (f"{settings_heading(points)}: steady median at {settings.text(points[0].setting)} over each other "
+            "setting's, at the same variant and place")
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
@@ -186,13 +210,22 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         lines.append(f"a subset of {record['spec']['subset_of']}: that file's points with these values, with the "
                      "same parameters and hashes, so the whole sweep keeps their results (--keep-from)")
     lines += models_without_a_valid_point(loaded, usable)
-    for points in curves.by_model(usable).values():
+    for points in curves.by_section(usable).values():
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):
             mine = [r.ratio.point for r in rows if r.variant == variant]
             crossings = curves.crossing_summary([c for c in curves.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
+    for points in curves.by_model(usable).values():
+        rows = settings.side_by_side(points)
+        for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows):
+            ratios = [r.ratio for r in rows if (r.setting, r.variant) == (setting, variant)]
+            faster, slower = sum(r.low > 1 for r in ratios), sum(r.high < 1 for r in ratios)
+            lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: "
+                         f"{min(r.point for r in ratios):.2f}x to {max(r.point for r in ratios):.2f}x the steady speed "
+                         f"at {settings.text(rows[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
+                         f"{slower} (the 95% interval clear of 1)")
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded)
@@ -215,13 +248,17 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", "Failed and invalid points (not in any curve)", failures_table(rejected)),
             Block("table", "Where each point's time went (seconds; the last row sums the points)", time_table(loaded)),
             Block("table", HOST_CAPTION, host_table(loaded))]
-    models = curves.by_model(usable)
-    for points in models.values():
+    for points in curves.by_section(usable).values():
         out.append(Block("heading", model_title(points), 2))
         for kind, caption, make in FIGURES:
             make(points, figures_dir)
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
+    models = curves.by_model(usable)
+    for points in models.values():
+        if settings.side_by_side(points):
+            out += [Block("heading", settings_heading(points), 2),
+                    Block("table", settings_caption(points), settings_table(points))]
     if sweep_scale.scale_figure(models, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),
                 Block("figure", SCALE_FIGURE_CAPTION, sweep_scale.path(figures_dir)),
@@ -248,11 +285,15 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
     lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
     lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
     lines += [f"## {HOST_CAPTION}", ""] + _markdown(host_table(loaded)) + [""]
-    models = curves.by_model(usable)
-    for points in models.values():
+    for points in curves.by_section(usable).values():
         lines += [f"## {model_title(points)}", ""]
         for caption, make in MODEL_TABLES:
             lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
+    models = curves.by_model(usable)
+    for points in models.values():
+        if settings.side_by_side(points):
+            lines += [f"## {settings_heading(points)}", "",
+                      settings_caption(points), ""] + _markdown(settings_table(points)) + [""]
     if sweep_scale.tokens_shown(models) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION, ""]
         lines += _markdown(sweep_scale.scale_table(models)) + [""]

@@ -1,6 +1,6 @@
-"""The sweep report's figures: one set per model (label and shape), never two models in one plot.
+"""The sweep report's figures: one set per model (label and shape) and setting, never two models in one plot.
 
-Each function takes one model's valid points and returns a bare matplotlib Figure, saved as PNG when
+Each function takes one section's valid points (one model at one setting: sweep_settings.py) and returns a bare matplotlib Figure, saved as PNG when
 given a folder. Columns are variants (whatever engines the points ran), one line per new-token count
 (or per batch, against new tokens); batch sizes are powers of two, so the batch axis is log 2. The
 numbers come from sweep_curves.py; failed or invalid points never reach a figure.
@@ -16,20 +16,29 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from .. import sweep_curves as curves
+from .. import sweep_settings as settings
 from ..sweep_curves import Point
 from .figures import log_axis, save_png
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
 
-def model_title(points: list[Point]) -> str:
+def model_name(points: list[Point]) -> str:
     """Label first, so a synthetic shape is never read as the pretrained model."""
     label, name, dtype = points[0].model
-    return f"{LABEL_TITLES[label]}: {name}, {dtype}, on {points[0].result.machine}"
+    return f"{LABEL_TITLES[label]}: {name}, {dtype}"
+
+
+def model_title(points: list[Point]) -> str:
+    """A section's title: the model, its setting where the sweep varied more than the curves' axes (a section's
+    points share it), the machine."""
+    setting = settings.text(points[0].setting)
+    return f"{model_name(points)}{', ' + setting if setting else ''}, on {points[0].result.machine}"
 
 
 def model_stem(points: list[Point]) -> str:
     label, name, dtype = points[0].model
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}").strip("-")
+    setting = settings.text(points[0].setting)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}-{setting}").strip("-")
 
 
 def line_colors(keys) -> dict:

@@ -1,8 +1,9 @@
 """The README's block for a published curve sweep, rebuilt from its raw points: for one model, the steady
-speed-up over generate() at every batch and new-token count; for two or more (the whole sweep, whose models
-each have their own block from their subsets), one row per variant and a column per model with the range
-of its speed-ups; then the points repeated alone, and a line on what ran where. The test that the README's
-block is what this renders keeps hand-typed figures out of it.
+speed-up over generate() at every batch and new-token count (a grid per setting, where the sweep varied more:
+sweep_settings.py); for two or more, each at one setting (the whole sweep, whose models each have their own
+block from their subsets), one row per variant and a column per model with the range of its speed-ups; then the
+points repeated alone, and a line on what ran where. The test that the README's block is what this renders keeps
+hand-typed figures out of it.
 
 Rewrite the README's blocks after publishing: python -m rollout_study.present.sweep_readme README.md
 """
@@ -67,15 +68,15 @@ def readme_block(record: dict, loaded: list[tuple[dict, Result | None]], folder_
         raise ValueError(f"reports/{folder_name} is a {record['spec'].get('report')} sweep, not a curve sweep: "
                          "its points share batch and new tokens, so a grid would show one of them")
     usable, rejected = curves.split(loaded)
-    models = curves.by_model(usable)
+    models, sections = curves.by_model(usable), curves.by_section(usable)
     lines = []
-    if len(models) >= 2:
+    if len(models) >= 2 and len(sections) == len(models):  # a model's range over two settings would mix them
         machines = ", ".join(dict.fromkeys(p.result.machine for points in models.values() for p in points))
         lines += [f"Steady speed-up over eager generate() per model, on {machines}, lowest to highest over its valid "
                   "points (per batch and new-token count: the report's section of each model)", ""]
         lines += models_grid(models) + [""]
     else:
-        for points in models.values():
+        for points in sections.values():
             lines += [f"{model_title(points)}: steady speed-up over eager generate()", ""]
             lines += speedup_grid(points) + [""]
     lines += [f"{line}." for line in models_without_a_valid_point(loaded, usable)]

@@ -1,0 +1,118 @@
+"""A curve sweep that varies more than its curves' axes (sweep_settings.py): a section per setting, never one curve
+through two settings, and the settings side by side."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from result_fixture import sweep_point as point
+from rollout_study import sweep_curves as curves
+from rollout_study import sweep_settings as settings
+from rollout_study.present import sweep as report
+from rollout_study.present import sweep_readme
+from rollout_study.present.sweep_figures import model_stem, model_title
+from rollout_study.stats import ratio_interval
+
+TINY = ("synthetic", "tiny-llama-fixture", "float16")
+SMOL = ("pretrained", "SmolLM2-135M-Instruct (Q4_1 dequantized)", "float16")
+
+
+def _entry(order: int, model: str, batch: int, bucket: int, prompt_len: int = 32, status: str = "valid") -> dict:
+    params = {"name": f"s-{order}", "model": model, "dtype": "float16", "engines": ["eager", "graph"],
+              "batch_size": batch, "requests": batch, "max_new_tokens": 16, "prompt_len": prompt_len,
+              "length_bucket": bucket, "seed": 0}
+    return {"order": order, "slug": f"{model}-b{batch}-lb{bucket}", "status": status, "params": params}
+
+
+def _graph(batch: int, graph_ms: float, label: str = "synthetic", eager_ms: float = 100.0):
+    return point(batch, 16, {"eager": (1, eager_ms, 1, 1), "graph[reuse]": (1, graph_ms, 1, 1)}, label=label)
+
+
+def _loaded() -> list:
+    """The tiny model at length_bucket 0 and 64 at batch 2 and 4 (buckets halve graph's time), the pretrained one
+    at one bucket only, with its own prompt length: a parameter that moves with the model is not a setting."""
+    rows = []
+    for batch in (2, 4):
+        for bucket, ms in ((0, 10.0 * batch), (64, 5.0 * batch)):
+            rows.append((_entry(len(rows), "synthetic", batch, bucket), _graph(batch, ms)))
+    rows.append((_entry(len(rows), "smollm2", 2, 0, prompt_len=41), _graph(2, 30.0, label="pretrained")))
+    return rows
+
+
+def test_a_parameter_a_models_points_vary_besides_the_curves_is_a_setting_with_its_own_section():
+    loaded = _loaded()
+    assert settings.varied([e for e, _ in loaded]) == {("synthetic", "float16"): ("length_bucket",),
+                                                       ("smollm2", "float16"): ()}
+    usable, _ = curves.split(loaded)
+    assert [p.setting for p in usable] == [(("length_bucket", "0"),), (("length_bucket", "64"),)] * 2 + [()]
+    sections = curves.by_section(usable)
+    assert list(sections) == [(TINY, 0, (("length_bucket", "0"),)), (TINY, 1, (("length_bucket", "64"),)),
+                              (SMOL, 2, ())]
+    for points in sections.values():  # one row per variant and place in every section: nothing drawn twice
+        rows = [(r.variant, r.new_tokens, r.batch) for r in curves.speedups(points)]
+        assert len(rows) == len(set(rows))
+    by_batch = {(s[2], r.batch): r.ratio.point for s, points in sections.items() for r in curves.speedups(points)}
+    assert by_batch[(("length_bucket", "0"),), 4] == pytest.approx(2.5)  # 100 / 40
+    assert by_batch[(("length_bucket", "64"),), 4] == pytest.approx(5.0)  # 100 / 20
+    tiny_64 = sections[(TINY, 1, (("length_bucket", "64"),))]
+    assert model_title(tiny_64).startswith("Synthetic model: tiny-llama-fixture, float16, length_bucket 64, on ")
+    assert model_stem(tiny_64) == "synthetic-tiny-llama-fixture-float16-length_bucket-64"
+    # no setting: the stem every sweep published before settings has
+    assert model_stem(sections[(SMOL, 2, ())]) == "pretrained-SmolLM2-135M-Instruct-Q4_1-dequantized--float16"
+    assert list(curves.by_model(usable)) == [TINY, SMOL]  # the models side by side: still one key a model
+
+
+def test_the_first_setting_stays_first_where_its_first_point_failed():
+    loaded = _loaded()
+    loaded[0] = (dict(loaded[0][0], status="failed", error="OutOfMemoryError"), None)
+    usable, rejected = curves.split(loaded)
+    assert [r.slug for r in rejected] == ["synthetic-b2-lb0"]
+    assert usable[0].setting == (("length_bucket", "64"),) and usable[0].setting_rank == 1
+    tiny = list(curves.by_section(usable))[:2]
+    assert [key[2] for key in tiny] == [(("length_bucket", "0"),), (("length_bucket", "64"),)]
+    (row,) = [r for r in settings.side_by_side(curves.by_model(usable)[TINY]) if r.variant == "graph[reuse]"]
+    assert (row.base, row.setting, row.batch) == ((("length_bucket", "0"),), (("length_bucket", "64"),), 4)
+
+
+def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_others_at_one_place():
+    loaded = _loaded()
+    slow = point(4, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)},
+                 steady_samples={("graph[reuse]", "steady"): [38.0, 40.0, 45.0]})
+    loaded[2] = (loaded[2][0], slow)
+    usable, _ = curves.split(loaded)
+    rows = settings.side_by_side(curves.by_model(usable)[TINY])
+    assert [(r.variant, r.batch) for r in rows] == [("eager", 2), ("eager", 4), ("graph[reuse]", 2),
+                                                    ("graph[reuse]", 4)]
+    graph_4 = rows[-1]
+    assert (graph_4.base_ms, graph_4.steady_ms, graph_4.ratio.point) == (40.0, 20.0, pytest.approx(2.0))
+    assert graph_4.ratio == ratio_interval(slow.samples("graph[reuse]", 0, "steady"),
+                                           usable[3].result.samples("graph[reuse]", 0, "steady"))
+    assert rows[0].ratio.point == pytest.approx(1.0)  # eager ignores the bucket: run-to-run drift alone
+    assert settings.side_by_side(curves.by_model(usable)[SMOL]) == []  # one setting: nothing to compare
+
+
+def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_side_by_side(tmp_path):
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    loaded = _loaded()
+    text = report.summary(record, loaded)
+    assert "## Synthetic model: tiny-llama-fixture, float16, length_bucket 0, on " in text
+    assert "## Synthetic model: tiny-llama-fixture, float16, length_bucket 64, on " in text
+    assert "## Pretrained model: SmolLM2-135M-Instruct (Q4_1 dequantized), float16, on " in text
+    heading = [line for line in text.splitlines() if line.endswith(": settings side by side")]
+    assert len(heading) == 1 and heading[0].startswith("## Synthetic model: tiny-llama-fixture, float16, on ")
+    assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 |" in text
+    (line,) = [x for x in report.answer_lines(record, loaded) if "graph[reuse] at length_bucket 64" in x]
+    assert "2.00x to 2.00x the steady speed at length_bucket 0" in line
+    blocks = report.blocks(record, loaded, str(tmp_path / "figures"), str(tmp_path))
+    figures = [b.body for b in blocks if b.kind == "figure"]
+    assert len(figures) == len(set(figures)) and all(Path(f).is_file() for f in figures)  # none drawn over another
+    assert any("length_bucket-64" in f for f in figures)
+    assert ": settings side by side" not in report.summary(record, [loaded[0], loaded[4]])  # one setting a model
+
+
+def test_the_readme_block_gives_each_setting_its_own_grid():
+    record = {"spec": {"name": "s", "report": "sweep"}, "executor": "local", "wall_s": 1.0}
+    text = sweep_readme.readme_block(record, _loaded()[:4], "s")
+    assert text.count("steady speed-up over eager generate()") == 2
+    assert "length_bucket 0, on " in text and "length_bucket 64, on " in text

@@ -18,6 +18,7 @@ from result_fixture import make_call, make_result_dict, sweep_entries as loaded,
 from rollout_study import cli, repeats, sweep
 from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves
+from rollout_study import sweep_crossover as crossing
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures, sweep_repeats
 from rollout_study.params import ParameterError, StudyParams
@@ -66,43 +67,44 @@ def _by_batch(graph_ms: dict) -> list:
 
 
 def test_crossover_is_the_first_batch_under_the_threshold_or_none():
-    (found,) = curves.crossovers(_by_batch({1: 20.0, 2: 40.0, 4: 80.0, 8: 90.0}))  # 5x, 2.5x, 1.25x, 1.11x
+    (found,) = crossing.crossovers(_by_batch({1: 20.0, 2: 40.0, 4: 80.0, 8: 90.0}))  # 5x, 2.5x, 1.25x, 1.11x
     assert (found.batch, found.before) == (4, (2, 2.5)) and found.speedup == pytest.approx(1.25)
     assert found.text.startswith("batch 4 (1.25x")
-    (absent,) = curves.crossovers(_by_batch({1: 20.0, 8: 60.0}))  # 5x, 1.67x
+    (absent,) = crossing.crossovers(_by_batch({1: 20.0, 8: 60.0}))  # 5x, 1.67x
     assert absent.batch is None and absent.text == "none in the valid points' range (batch 1 to 8)"
-    (at_once,) = curves.crossovers(_by_batch({2: 90.0, 4: 20.0}))
+    (at_once,) = crossing.crossovers(_by_batch({2: 90.0, 4: 20.0}))
     assert at_once.batch == 2 and "already under" in at_once.text
     # a larger batch not under again: every larger batch named, the dip between them too; 1.5x is not under
-    (back,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0, 16: 100 / 1.5}))  # 5, 1.25, 2, 1.11, 1.5
+    # 5, 1.25, 2, 1.11, 1.5
+    (back,) = crossing.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0, 16: 100 / 1.5}))
     assert (back.batch, [b for b, _ in back.later]) == (2, [4, 8, 16])
     assert back.text == ("batch 2 (1.25x; 5.00x at batch 1), at or over 1.5x at a larger batch (every larger batch: "
                          "2.00x at batch 4, 1.11x at batch 8, 1.50x at batch 16)")
-    (edge,) = curves.crossovers(_by_batch({1: 80.0, 2: 50.0, 4: 90.0, 8: 62.5}))  # 1.25x, 2x, 1.11x, 1.6x
+    (edge,) = crossing.crossovers(_by_batch({1: 80.0, 2: 50.0, 4: 90.0, 8: 62.5}))  # 1.25x, 2x, 1.11x, 1.6x
     assert edge.later == ((2, 2.0), (4, pytest.approx(100 / 90)), (8, 1.6))
-    (exactly,) = curves.crossovers(_by_batch({1: 80.0, 2: 100 / 1.5}))  # 1.5x is not under: named
+    (exactly,) = crossing.crossovers(_by_batch({1: 80.0, 2: 100 / 1.5}))  # 1.5x is not under: named
     assert exactly.later == ((2, pytest.approx(1.5)),) and exactly.later[0][1] >= curves.CROSSOVER
-    (steady,) = curves.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 90.0}))  # under at every larger batch: not named
+    (steady,) = crossing.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 90.0}))  # under at every larger batch: not named
     assert steady.later == () and steady.text == "batch 2 (1.25x; 5.00x at batch 1)"
 
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
-    c = curves.Crossover
+    c = crossing.Crossover
     swept = (1, 2, 4)
     rows = [c("v", 16, None, None, None, swept), c("v", 64, 1, 0.5, None, swept), c("v", 128, None, None, None, swept),
             c("v", 256, 1, 1.25, None, swept), c("v", 512, 2, 1.11, (1, 1.56), swept),
             c("v", 1024, None, None, None, (1, 2))]  # another range (a failed point at batch 4): apart
-    assert curves.crossing_summary(rows) == (
+    assert crossing.crossing_summary(rows) == (
         "16 and 128 tokens: none in the valid points' range (batch 1 to 4); "
         "64 and 256 tokens: batch 1 (0.50x, 1.25x): already under 1.5x at the smallest batch with a valid point; "
         "512 tokens: batch 2 (1.11x; 1.56x at batch 1); "
         "1024 tokens: none in the valid points' range (batch 1 to 2)")
-    assert curves.crossing_summary(rows[4:5]) == "512 tokens: batch 2 (1.11x; 1.56x at batch 1)"
+    assert crossing.crossing_summary(rows[4:5]) == "512 tokens: batch 2 (1.11x; 1.56x at batch 1)"
     # already under at the smallest batch, not under at a larger one: its own clause, from crossovers() itself
-    first = curves.crossovers(_by_batch({1: 80.0, 2: 90.0}))  # 1.25x, 1.11x
-    later = curves.crossovers(_by_batch({1: 80.0, 2: 62.5}))  # 1.25x, 1.6x
+    first = crossing.crossovers(_by_batch({1: 80.0, 2: 90.0}))  # 1.25x, 1.11x
+    later = crossing.crossovers(_by_batch({1: 80.0, 2: 62.5}))  # 1.25x, 1.6x
     assert later[0].later == ((2, 1.6),)
-    assert curves.crossing_summary(first + [dataclasses.replace(later[0], new_tokens=256)]) == (
+    assert crossing.crossing_summary(first + [dataclasses.replace(later[0], new_tokens=256)]) == (
         "64 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point; "
         "256 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point, "
         "at or over 1.5x at a larger batch (every larger batch: 1.60x at batch 2)")
@@ -1128,7 +1130,8 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     (tmp_path / "notebooks/report.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/sweep.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/hazards.ipynb").write_text('{"cells": []}')
-    for reader in ("sweep_curves.py", "sweep_validity.py", "compare.py"):  # they only read finished sweeps
+    for reader in ("sweep_curves.py", "sweep_settings.py", "sweep_crossover.py", "sweep_validity.py",
+                   "compare.py"):  # they only read finished sweeps
         (tmp_path / "rollout_study" / reader).write_text("R = 1\n")
     assert code_fingerprint(str(tmp_path)) == first
     (tmp_path / "rollout_study/sweep.py").write_text("S = 1\n")  # sweep.py launches the points: it measures

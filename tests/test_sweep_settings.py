@@ -11,7 +11,7 @@ from rollout_study import sweep_curves as curves
 from rollout_study import sweep_settings as settings
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_readme
-from rollout_study.present.sweep_figures import model_stem, model_title
+from rollout_study.present.sweep_figures import model_stem, model_title, settings_figure
 from rollout_study.stats import ratio_interval
 
 TINY = ("synthetic", "tiny-llama-fixture", "float16")
@@ -90,6 +90,12 @@ def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_ot
                                            usable[3].result.samples("graph[reuse]", 0, "steady"))
     assert rows[0].ratio.point == pytest.approx(1.0)  # eager ignores the bucket: run-to-run drift alone
     assert settings.side_by_side(curves.by_model(usable)[SMOL]) == []  # one setting: nothing to compare
+    assert settings_figure(curves.by_model(usable)[SMOL]) is None
+    figure = settings_figure(curves.by_model(usable)[TINY])
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["eager: length_bucket 64", "graph[reuse]: length_bucket 64"]
+    (line,) = [ln for ln in panels[1].lines if ln.get_label() == "16 new tokens"]
+    assert list(line.get_ydata()) == pytest.approx([r.ratio.point for r in rows[2:]])  # batch 2 and 4: 2.0 each
 
 
 def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_side_by_side(tmp_path):
@@ -108,6 +114,8 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     figures = [b.body for b in blocks if b.kind == "figure"]
     assert len(figures) == len(set(figures)) and all(Path(f).is_file() for f in figures)  # none drawn over another
     assert any("length_bucket-64" in f for f in figures)
+    (drawn,) = [f for f in figures if f.endswith("-settings.png")]
+    assert Path(drawn).name == "sweep-synthetic-tiny-llama-fixture-float16-settings.png"
     assert ": settings side by side" not in report.summary(record, [loaded[0], loaded[4]])  # one setting a model
 
 

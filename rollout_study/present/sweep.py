@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import repeats
+from .. import sweep_crossover as crossing
 from .. import sweep_curves as curves
 from .. import sweep_settings as settings
 from . import sweep_repeats, sweep_scale
@@ -20,7 +21,7 @@ from ..sweep import missing_points, was_kept
 from .markdown import table
 from .notebook import Block
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, time_table, wall_table
-from .sweep_figures import FIGURES, model_name, model_title, path
+from .sweep_figures import FIGURES, model_name, model_title, path, settings_figure, settings_path
 from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
@@ -116,7 +117,7 @@ def growth_table(points) -> pd.DataFrame:
 
 def crossover_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"variant": c.variant, "new tokens": c.new_tokens,
-                          f"first batch under {curves.CROSSOVER}x": c.text} for c in curves.crossovers(points)])
+                          f"first batch under {curves.CROSSOVER}x": c.text} for c in crossing.crossovers(points)])
 
 
 def settings_table(points) -> pd.DataFrame:
@@ -125,6 +126,10 @@ def settings_table(points) -> pd.DataFrame:
                           "setting": settings.text(r.setting), f"{settings.text(r.base)} ms": r.base_ms,
                           "setting ms": r.steady_ms, "speed-up": r.ratio.point, "95% low": r.ratio.low,
                           "95% high": r.ratio.high} for r in settings.side_by_side(points)])
+
+
+SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, per variant: the first setting's steady median "
+                           "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval")
 
 
 def settings_heading(points) -> str:
@@ -214,7 +219,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         rows = curves.speedups(points)
         for variant in dict.fromkeys(r.variant for r in rows):
             mine = [r.ratio.point for r in rows if r.variant == variant]
-            crossings = curves.crossing_summary([c for c in curves.crossovers(points) if c.variant == variant])
+            crossings = crossing.crossing_summary([c for c in crossing.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
     for points in curves.by_model(usable).values():
@@ -256,8 +261,9 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
     models = curves.by_model(usable)
     for points in models.values():
-        if settings.side_by_side(points):
+        if settings_figure(points, figures_dir) is not None:
             out += [Block("heading", settings_heading(points), 2),
+                    Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)),
                     Block("table", settings_caption(points), settings_table(points))]
     if sweep_scale.scale_figure(models, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),

@@ -1,9 +1,10 @@
 """The sweep report's figures: one set per model (label and shape) and setting, never two models in one plot.
 
-Each function takes one section's valid points (one model at one setting: sweep_settings.py) and returns a bare matplotlib Figure, saved as PNG when
-given a folder. Columns are variants (whatever engines the points ran), one line per new-token count
-(or per batch, against new tokens); batch sizes are powers of two, so the batch axis is log 2. The
-numbers come from sweep_curves.py; failed or invalid points never reach a figure.
+Each function takes one section's valid points (one model at one setting: sweep_settings.py) and returns a
+bare matplotlib Figure, saved as PNG when given a folder. Columns are variants (whatever engines the points ran),
+one line per new-token count (or per batch, against new tokens); batch sizes are powers of two, so the batch axis
+is log 2. The numbers come from sweep_curves.py; failed or invalid points never reach a figure. The settings
+figure alone takes a model's points at every setting (its settings side by side).
 """
 from __future__ import annotations
 
@@ -284,6 +285,41 @@ def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure
 
 
 # (file kind, caption, function)
+def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figure | None:
+    """One model's settings side by side (sweep_settings.py): a panel per other setting and variant, the first
+    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval.
+    None where the model ran one setting. The points are the model's, every setting's (curves.by_model)."""
+    rows = settings.side_by_side(points)
+    if not rows:
+        return None
+    panels = list(dict.fromkeys((r.setting, r.variant) for r in rows))
+    fig, axes = _grid(len(panels))
+    colors = line_colors(r.new_tokens for r in rows)
+    base = settings.text(rows[0].base)
+    for ax, (setting, variant) in zip(axes, panels):
+        mine = [r for r in rows if r.setting == setting]
+        values = _by_tokens(ax, mine, variant, lambda r: r.ratio.point, colors, log=False,
+                            interval=lambda r: (r.ratio.low, r.ratio.high))
+        ax.axhline(1.0, color="black", linewidth=0.6)
+        ax.set_ylim(0, max(values + [1.0]) * 1.1)
+        ax.set_title(f"{variant}: {settings.text(setting)}", fontsize=9)
+        ax.set_ylabel(f"steady median at {base} / at this setting\n(over 1: faster; 95% interval)", fontsize=7)
+        _batch_axis(ax, [r.batch for r in mine])
+        _legend(ax)
+    fig.suptitle(f"{model_name(points)}, on {points[0].result.machine}: settings side by side\nsteady speed against "
+                 f"{base} vs batch (eager: how far two points moved run to run)", fontsize=10)
+    if figures_dir is not None:
+        os.makedirs(figures_dir, exist_ok=True)
+        save_png(fig, settings_path(figures_dir, points), dpi=100)
+    return fig
+
+
+def settings_path(figures_dir: str, points: list[Point]) -> str:
+    label, name, dtype = points[0].model
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}").strip("-")
+    return os.path.join(figures_dir, f"sweep-{stem}-settings.png")
+
+
 FIGURES = (
     ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count, with its 95% "
                 "bootstrap interval (dashed: the crossover threshold)", speedup_figure),

@@ -1,0 +1,87 @@
+"""Where a sweep's speed-up falls under `CROSSOVER` (sweep_curves.py), per variant and new-token count.
+
+    crossover   the smallest batch with a valid point whose speed-up is under CROSSOVER, or none in the valid
+                points' range; where a larger batch's is not under it, every larger batch's speed-up is listed too
+                (point estimates, as the crossing's): the speed-up need not fall steadily with the batch
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engines import variant_rank
+from .sweep_curves import CROSSOVER, Point, SpeedUp, speedups
+
+
+@dataclass(frozen=True)
+class Crossover:
+    variant: str
+    new_tokens: int
+    batch: int | None  # the smallest valid point's batch under CROSSOVER; None: none in the valid points' range
+    speedup: float | None  # the speed-up there
+    before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
+    swept: tuple[int, ...]
+    # every larger batch and its speed-up, where one of them is not under CROSSOVER (else empty): the speed-up
+    # need not fall steadily with the batch
+    later: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def text(self) -> str:
+        if self.batch is None:
+            return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
+        if self.before is None:
+            return _already_under(self.batch, [self.speedup]) + self._later
+        return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})"
+                + self._later)
+
+    @property
+    def _later(self) -> str:
+        if not self.later:
+            return ""
+        every = ", ".join(f"{s:.2f}x at batch {b}" for b, s in self.later)
+        return f", at or over {CROSSOVER}x at a larger batch (every larger batch: {every})"
+
+
+def _already_under(batch: int, speedups: list[float]) -> str:
+    speeds = ", ".join(f"{s:.2f}x" for s in speedups)
+    return f"batch {batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a valid point"
+
+
+def _counts(tokens: list[int]) -> str:
+    words = [str(t) for t in tokens]
+    return (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]) + " tokens"
+
+
+def crossing_summary(rows: list[Crossover]) -> str:
+    """One variant's crossovers, one clause per outcome: new-token counts with the same outcome (none in the same
+    range; already under at the same smallest batch, and under at every larger one) are named together; a crossing
+    within the range, or one not under at every larger batch, on its own."""
+    groups: dict[tuple, list[Crossover]] = {}
+    for c in rows:
+        key = (("none", c.swept[0], c.swept[-1]) if c.batch is None
+               else ("first", c.batch) if c.before is None and not c.later else ("own", c.new_tokens))
+        groups.setdefault(key, []).append(c)
+    clauses = []
+    for (kind, *_), group in groups.items():
+        text = _already_under(group[0].batch, [c.speedup for c in group]) if kind == "first" else group[0].text
+        clauses.append(f"{_counts([c.new_tokens for c in group])}: {text}")
+    return "; ".join(clauses)
+
+
+def crossovers(points: list[Point]) -> list[Crossover]:
+    by_line: dict[tuple[str, int], list[SpeedUp]] = {}
+    for row in speedups(points):
+        by_line.setdefault((row.variant, row.new_tokens), []).append(row)
+    out = []
+    for (variant, tokens), rows in sorted(by_line.items(), key=lambda item: (variant_rank(item[0][0]), item[0][1])):
+        rows.sort(key=lambda r: r.batch)
+        under = next((i for i, r in enumerate(rows) if r.ratio.point < CROSSOVER), None)
+        swept = tuple(r.batch for r in rows)
+        if under is None:
+            out.append(Crossover(variant, tokens, None, None, None, swept))
+        else:
+            before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
+            later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
+            if all(speedup < CROSSOVER for _, speedup in later):
+                later = ()
+            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept, later))
+    return out

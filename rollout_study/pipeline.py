@@ -225,14 +225,22 @@ def study_step(folder: Path, params: dict, command: str, progress: bool, noteboo
     return problems
 
 
+def remove_outputs(folder: Path, names) -> None:
+    """A report's earlier outputs, files or folders, gone before it is drawn again."""
+    for name in names:
+        path = folder / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
     """summary.md, the report notebook, figures and report.html from folder/result.json alone."""
     from .present import markdown
     from .result import Result
 
-    for name in REPORT_OUTPUTS:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    remove_outputs(folder, REPORT_OUTPUTS)
     result_file = folder / "result.json"
     problems = _guarded("writing summary.md",
                         lambda: write_text(folder / "summary.md", markdown.summary(Result.read(result_file))))
@@ -253,9 +261,7 @@ def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path
 
     # Bare before it is drawn, as report_step's folder is: a figure this code no longer draws (a section renamed,
     # a model gone) would stay beside the new ones and read as part of the report
-    for name in ("summary.md", f"{report}.ipynb", "report.html", FIGURES_FOLDER):
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    remove_outputs(folder, ("summary.md", f"{report}.ipynb", "report.html", FIGURES_FOLDER))
 
     def summary():
         text = (hazards.summary(*sweep.load_results(folder)) if report == "hazards"

@@ -35,7 +35,7 @@ from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
 from .engines import variant_rank
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval
-from .sweep_settings import setting_of, setting_ranks, varied
+from .sweep_settings import model_of, per_point
 
 CROSSOVER = 1.5  # speed-up under which a graph no longer clearly pays for its complexity
 
@@ -51,7 +51,7 @@ class Point:
 
     @property
     def model(self) -> tuple[str, str, str]:
-        return self.result.label, self.result.model_name, self.result.metadata.get("dtype") or "-"
+        return model_of(self.result)
 
     @property
     def batch(self) -> int:
@@ -87,17 +87,14 @@ class Rejected:
 def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
     """Valid points (curves) and the rest (the failures table)."""
     usable, rejected = [], []
-    keys_by_model = varied([entry for entry, _ in loaded])
-    ranks = setting_ranks([entry for entry, _ in loaded], keys_by_model)
-    for entry, result in loaded:
+    for (entry, result), where in zip(loaded, per_point(loaded)):
         if result is None:
             rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
         elif result.validity_problems():
             rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
         else:
-            setting = setting_of(entry, keys_by_model)
-            point = Point(entry["slug"], result, setting=setting, setting_rank=ranks.get(setting, 0))
-            usable.append(replace(point, place=_place(entry, point)))
+            point = Point(entry["slug"], result, setting=where.setting, setting_rank=where.rank)
+            usable.append(replace(point, place=_place(entry, point, where.with_engines)))
     shown: dict = {}  # place -> the variants the valid points before show there
     for i, point in enumerate(usable):
         ran, seen = set(point.result.checked_variants()), shown.setdefault(point.place, set())
@@ -107,11 +104,13 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
     return usable, rejected
 
 
-def _place(entry: dict, point: Point):
-    """Where a point sits: its parameters less the engines (and the name), else its place on the curves."""
+def _place(entry: dict, point: Point, with_engines: tuple = ()):
+    """Where a point sits: its parameters less the engines and what moves with them (its engine group), and the
+    name; else its place on the curves."""
     params = entry.get("params")
     if isinstance(params, dict):
-        return json.dumps({k: v for k, v in params.items() if k not in ("name", "engines")}, sort_keys=True)
+        group = ("name", "engines") + tuple(with_engines)
+        return json.dumps({k: v for k, v in params.items() if k not in group}, sort_keys=True)
     return point.model, point.batch, point.requests, point.new_tokens
 
 

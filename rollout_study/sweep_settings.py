@@ -7,13 +7,20 @@ list the same place twice with nothing to tell the rows apart. So each combinati
 setting: the report gives each (model, setting) its own section, titled with the setting, and puts a model's
 settings side by side here.
 
-    setting     per model (name and dtype, as the points' parameters give them): the parameters whose values
-                differ among its points, less the curves' own (CURVE_KEYS), with this point's values; () where
-                nothing else varied (every sweep published before settings were told apart)
+    model       as the curves key it: the result's label, model name and dtype (`model_of`), so `dtype: auto`
+                and the dtype it resolved to are one model; a failed point, without a result, takes the model of
+                the points that share its parameters' model and dtype
+    setting     per model: the parameters present in every one of its points' parameters whose values differ
+                among them, less the curves' own (batch, requests, new tokens), the name and the engines, and less
+                those that move with the engines (an engine-group axis that also sets, say, the policy: that is
+                the group, not a setting), with this point's values; () where nothing else varied (every sweep
+                published before settings were told apart)
+    first       a model's settings in the order its points come in the sweep (the sweep file's), failed points
+                included, so the first stays first where its first point failed
     side by side  per model, variant and place (new tokens, batch, requests): each other setting's steady median
-                against the model's first setting's (the sweep file's order), as first / other with its 95%
-                bootstrap interval (over 1: faster than the first setting). eager generate() is in it too:
-                it ignores most settings, so its ratio says how far two points moved run to run.
+                against the first setting's, as first / this with its 95% bootstrap interval (over 1: this
+                setting is faster). eager generate() is in it too: where it ignores the setting (length_bucket),
+                its ratio is how far two points moved run to run, which the others' ratios carry as well.
 """
 from __future__ import annotations
 
@@ -23,45 +30,74 @@ from dataclasses import dataclass
 from .engines import variant_rank
 from .stats import Ratio, ratio_interval
 
-# The curves' axes and what is not a setting: a point's name, and the engines of its group (sweep_curves: a
-# sweep may split engines into groups, each a point at the same place)
-CURVE_KEYS = ("name", "engines", "model", "dtype", "batch_size", "requests", "max_new_tokens")
+# Never a setting: a point's name, its engines (sweep_curves: a sweep may split engines into groups, each a point
+# at the same place) and the curves' own axes
+NOT_SETTINGS = ("name", "engines", "batch_size", "requests", "max_new_tokens")
+UNRECORDED = (("setting", "not recorded"),)  # a point without parameters, where its model's others vary
+NONE_MEANS = {"prompt_len": "auto"}  # how a parameter left unset reads (StudyParams: None is prompt_len's auto)
 
 
-def _model(params: dict) -> tuple:
-    return params.get("model"), params.get("dtype")
+def model_of(result) -> tuple[str, str, str]:
+    """(label, model name, dtype): the model a curve belongs to (sweep_curves.Point.model)."""
+    return result.label, result.model_name, result.metadata.get("dtype") or "-"
 
 
-def _value(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+@dataclass(frozen=True)
+class PointSetting:
+    setting: tuple  # ((parameter, value), ...)
+    rank: int  # its setting's place among its model's, first first
+    with_engines: tuple  # parameters that move with its engines: part of its engine group, not of its place
 
 
-def varied(entries: list[dict]) -> dict[tuple, tuple[str, ...]]:
-    """Per model (name, dtype): the parameters other than CURVE_KEYS whose values differ among its points, in the
-    order the points' parameters list them. Entries without parameters (older records) vary nothing."""
-    by_model: dict[tuple, list[dict]] = {}
-    for entry in entries:
-        if isinstance(params := entry.get("params"), dict):
-            by_model.setdefault(_model(params), []).append(params)
-    out = {}
-    for model, all_params in by_model.items():
-        keys = dict.fromkeys(k for params in all_params for k in params if k not in CURVE_KEYS)
-        out[model] = tuple(k for k in keys if len({_value(p.get(k)) for p in all_params}) > 1)
+def per_point(loaded: list[tuple[dict, object]]) -> list[PointSetting]:
+    """Each (sweep.json entry, result or None) of a sweep's setting, in the same order."""
+    models = _models(loaded)
+    groups: dict = {}
+    for (entry, _), model in zip(loaded, models):
+        if isinstance(entry.get("params"), dict):
+            groups.setdefault(model, []).append(entry["params"])
+    axes = {model: _axes(all_params) for model, all_params in groups.items()}
+    out, order = [], {}
+    for (entry, _), model in zip(loaded, models):
+        keys, with_engines = axes.get(model, ((), ()))
+        params = entry.get("params")
+        setting = (tuple((k, _value(k, params[k])) for k in keys) if isinstance(params, dict)
+                   else UNRECORDED if keys else ())
+        ranks = order.setdefault(model, {})
+        out.append(PointSetting(setting, ranks.setdefault(setting, len(ranks)), with_engines))
     return out
 
 
-def setting_of(entry: dict, keys_by_model: dict[tuple, tuple[str, ...]]) -> tuple[tuple[str, str], ...]:
-    """The point's setting: (parameter, value) for each parameter its model's points vary besides the curves'."""
-    params = entry.get("params")
-    if not isinstance(params, dict):
-        return ()
-    return tuple((key, _value(params.get(key))) for key in keys_by_model.get(_model(params), ()))
+def _models(loaded) -> list:
+    from_params = {}  # the parameters' (model, dtype) -> the model its results resolved to
+    for entry, result in loaded:
+        if result is not None and isinstance(entry.get("params"), dict):
+            from_params.setdefault(_params_model(entry["params"]), model_of(result))
+    return [model_of(result) if result is not None
+            else from_params.get(_params_model(entry["params"]), ("unresolved",) + _params_model(entry["params"]))
+            if isinstance(entry.get("params"), dict) else None for entry, result in loaded]
 
 
-def setting_ranks(entries: list[dict], keys_by_model: dict[tuple, tuple[str, ...]]) -> dict[tuple, int]:
-    """Each setting's place among the settings of the entries (the spec's order: the sweep file's), failed points
-    included, so the first setting stays first where its first point failed."""
-    return {setting: rank for rank, setting in enumerate(dict.fromkeys(setting_of(e, keys_by_model) for e in entries))}
+def _params_model(params: dict) -> tuple:
+    return params.get("model"), params.get("dtype")
+
+
+def _axes(all_params: list[dict]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(setting keys, keys that move with the engines) of one model's points' parameters. A key missing from some
+    (an older record's) is no setting: its absence says nothing about what the point ran."""
+    keys = [k for k in all_params[0] if k not in NOT_SETTINGS and all(k in p for p in all_params)]
+    varied = [k for k in keys if len({_value(k, p[k]) for p in all_params}) > 1]
+    engines = {_value("engines", p.get("engines")) for p in all_params}
+    with_engines = tuple(k for k in varied if len(engines) > 1 and all(
+        len({_value(k, p[k]) for p in all_params if _value("engines", p.get("engines")) == group}) == 1
+        for group in engines))
+    return tuple(k for k in varied if k not in with_engines), with_engines
+
+
+def _value(key: str, value) -> str:
+    if value is None and key in NONE_MEANS:
+        return NONE_MEANS[key]
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def text(setting: tuple[tuple[str, str], ...]) -> str:
@@ -77,16 +113,27 @@ class SideBySide:
     requests: int
     base: tuple  # the model's first setting
     setting: tuple
-    base_ms: float
-    steady_ms: float
+    base_ms: float  # steady median at the first setting
+    setting_ms: float  # and at this one
     ratio: Ratio  # base's steady samples over this setting's: over 1, this setting is faster
+
+
+def in_order(points: list) -> list[tuple]:
+    """One model's settings among its points (sweep_curves.Point), the first first."""
+    return [setting for _, setting in sorted({(p.setting_rank, p.setting) for p in points})]
+
+
+def at_first(points: list) -> list:
+    """One model's points at its first setting (all of them where it ran one)."""
+    first = in_order(points)[:1]
+    return [p for p in points if [p.setting] == first]
 
 
 def side_by_side(points: list) -> list[SideBySide]:
     """One model's valid points (sweep_curves.Point) across its settings: each other setting's steady state at each
     variant and place against the first setting's. Empty where the model ran one setting."""
-    order = [setting for _, setting in sorted({(p.setting_rank, p.setting) for p in points})]
-    if len(order) < 2:
+    ordered = in_order(points)
+    if len(ordered) < 2:
         return []
     cells: dict[tuple, dict] = {}  # (variant, tokens, batch, requests) -> {setting: steady samples}
     for p in points:
@@ -95,9 +142,9 @@ def side_by_side(points: list) -> list[SideBySide]:
                 cells.setdefault((variant, p.new_tokens, p.batch, p.requests), {})[p.setting] = steady
     rows = []
     for (variant, tokens, batch, requests), by_setting in cells.items():
-        base = by_setting.get(order[0])
-        for setting in order[1:]:
+        base = by_setting.get(ordered[0])
+        for setting in ordered[1:]:
             if base and (other := by_setting.get(setting)):
-                rows.append(SideBySide(variant, tokens, batch, requests, order[0], setting, base.median, other.median,
+                rows.append(SideBySide(variant, tokens, batch, requests, ordered[0], setting, base.median, other.median,
                                        ratio_interval(base, other)))
-    return sorted(rows, key=lambda r: (order.index(r.setting), variant_rank(r.variant), r.new_tokens, r.batch))
+    return sorted(rows, key=lambda r: (ordered.index(r.setting), variant_rank(r.variant), r.new_tokens, r.batch))

@@ -29,12 +29,14 @@ def _graph(batch: int, graph_ms: float, label: str = "synthetic", eager_ms: floa
     return point(batch, 16, {"eager": (1, eager_ms, 1, 1), "graph[reuse]": (1, graph_ms, 1, 1)}, label=label)
 
 
-def _loaded() -> list:
-    """The tiny model at length_bucket 0 and 64 at batch 2 and 4 (buckets halve graph's time), the pretrained one
-    at one bucket only, with its own prompt length: a parameter that moves with the model is not a setting."""
+def _loaded(buckets=(0, 64)) -> list:
+    """The tiny model at length_bucket 0 and 64 (in `buckets`' order) at batch 2 and 4 (buckets halve graph's
+    time), the pretrained one at one bucket only, with its own prompt length: a parameter that moves with the model
+    is not a setting."""
     rows = []
     for batch in (2, 4):
-        for bucket, ms in ((0, 10.0 * batch), (64, 5.0 * batch)):
+        for bucket in buckets:
+            ms = 10.0 * batch if bucket == 0 else 5.0 * batch
             rows.append((_entry(len(rows), "synthetic", batch, bucket), _graph(batch, ms)))
     rows.append((_entry(len(rows), "smollm2", 2, 0, prompt_len=41), _graph(2, 30.0, label="pretrained")))
     return rows
@@ -42,13 +44,14 @@ def _loaded() -> list:
 
 def test_a_parameter_a_models_points_vary_besides_the_curves_is_a_setting_with_its_own_section():
     loaded = _loaded()
-    assert settings.varied([e for e, _ in loaded]) == {("synthetic", "float16"): ("length_bucket",),
-                                                       ("smollm2", "float16"): ()}
+    found = settings.per_point(loaded)
+    zero, sixty_four = (("length_bucket", "0"),), (("length_bucket", "64"),)
+    assert [(w.setting, w.rank) for w in found] == [(zero, 0), (sixty_four, 1)] * 2 + [((), 0)]
     usable, _ = curves.split(loaded)
     assert [p.setting for p in usable] == [(("length_bucket", "0"),), (("length_bucket", "64"),)] * 2 + [()]
     sections = curves.by_section(usable)
     assert list(sections) == [(TINY, 0, (("length_bucket", "0"),)), (TINY, 1, (("length_bucket", "64"),)),
-                              (SMOL, 2, ())]
+                              (SMOL, 0, ())]
     for points in sections.values():  # one row per variant and place in every section: nothing drawn twice
         rows = [(r.variant, r.new_tokens, r.batch) for r in curves.speedups(points)]
         assert len(rows) == len(set(rows))
@@ -59,20 +62,65 @@ def test_a_parameter_a_models_points_vary_besides_the_curves_is_a_setting_with_i
     assert model_title(tiny_64).startswith("Synthetic model: tiny-llama-fixture, float16, length_bucket 64, on ")
     assert model_stem(tiny_64) == "synthetic-tiny-llama-fixture-float16-length_bucket-64"
     # no setting: the stem every sweep published before settings has
-    assert model_stem(sections[(SMOL, 2, ())]) == "pretrained-SmolLM2-135M-Instruct-Q4_1-dequantized--float16"
+    assert model_stem(sections[(SMOL, 0, ())]) == "pretrained-SmolLM2-135M-Instruct-Q4_1-dequantized--float16"
     assert list(curves.by_model(usable)) == [TINY, SMOL]  # the models side by side: still one key a model
 
 
-def test_the_first_setting_stays_first_where_its_first_point_failed():
-    loaded = _loaded()
+@pytest.mark.parametrize("buckets", [(0, 64), (64, 0)])
+def test_the_first_setting_is_the_sweep_files_first_and_stays_first_where_its_first_point_failed(buckets):
+    first, other = ((("length_bucket", str(b)),) for b in buckets)
+    loaded = _loaded(buckets)
     loaded[0] = (dict(loaded[0][0], status="failed", error="OutOfMemoryError"), None)
     usable, rejected = curves.split(loaded)
-    assert [r.slug for r in rejected] == ["synthetic-b2-lb0"]
-    assert usable[0].setting == (("length_bucket", "64"),) and usable[0].setting_rank == 1
-    tiny = list(curves.by_section(usable))[:2]
-    assert [key[2] for key in tiny] == [(("length_bucket", "0"),), (("length_bucket", "64"),)]
+    assert [r.slug for r in rejected] == [f"synthetic-b2-lb{buckets[0]}"]
+    assert usable[0].setting == other and usable[0].setting_rank == 1
+    assert [key[2] for key in list(curves.by_section(usable))[:2]] == [first, other]
     (row,) = [r for r in settings.side_by_side(curves.by_model(usable)[TINY]) if r.variant == "graph[reuse]"]
-    assert (row.base, row.setting, row.batch) == ((("length_bucket", "0"),), (("length_bucket", "64"),), 4)
+    assert (row.base, row.setting, row.batch) == (first, other, 4)
+
+
+def test_settings_are_ranked_per_model_in_the_order_of_its_own_points():
+    loaded = _loaded((64, 0))  # the tiny model's first setting is 64
+    loaded += [(_entry(5 + i, "smollm2", 2, bucket, prompt_len=41), _graph(2, ms, label="pretrained"))
+               for i, (bucket, ms) in enumerate(((0, 30.0), (64, 20.0)))]
+    del loaded[4]  # SmolLM2's first point is at bucket 0 now
+    usable, _ = curves.split(loaded)
+    models = curves.by_model(usable)
+    assert settings.in_order(models[TINY]) == [(("length_bucket", "64"),), (("length_bucket", "0"),)]
+    assert settings.in_order(models[SMOL]) == [(("length_bucket", "0"),), (("length_bucket", "64"),)]
+
+
+def test_what_moves_with_the_engines_is_their_group_and_a_key_some_records_lack_is_no_setting():
+    def entry(order, engines, policy, **extra):
+        params = {"name": f"p{order}", "model": "synthetic", "dtype": "float16", "engines": engines, "batch_size": 2,
+                  "requests": 2, "max_new_tokens": 16, "policy": policy, **extra}
+        return {"order": order, "slug": f"p{order}", "status": "valid", "params": params}
+
+    graph = _graph(2, 10.0)
+    compiled = point(2, 16, {"eager": (1, 120.0, 1, 1), "graph-compiled[reuse]": (1, 20.0, 1, 1)})
+    grouped = [(entry(0, ["eager", "graph"], "both"), graph),
+               (entry(1, ["eager", "graph-compiled"], "reuse"), compiled)]
+    assert [(w.setting, w.with_engines) for w in settings.per_point(grouped)] == [((), ("policy",))] * 2
+    usable, _ = curves.split(grouped)
+    assert usable[0].place == usable[1].place and usable[1].shown_before == {"eager"}  # one place: eager once
+    assert len(curves.by_section(usable)) == 1
+    older = [(entry(0, ["eager", "graph"], "both", steps_per_graph=1), graph), (entry(1, ["eager", "graph"], "both"),
+                                                                               _graph(4, 20.0))]
+    assert [w.setting for w in settings.per_point(older)] == [(), ()]
+    unrecorded = _loaded()[:2] + [({"order": 9, "slug": "old", "status": "valid"}, _graph(8, 1.0))]
+    assert settings.per_point(unrecorded)[2].setting == settings.UNRECORDED
+
+
+def test_dtype_auto_and_the_dtype_it_resolved_to_are_one_model_with_two_settings():
+    def entry(order, dtype):
+        return {"order": order, "slug": f"d{order}", "status": "valid",
+                "params": {"name": f"d{order}", "model": "synthetic", "dtype": dtype, "engines": ["eager", "graph"],
+                           "batch_size": 2, "requests": 2, "max_new_tokens": 16, "prompt_len": None}}
+
+    usable, _ = curves.split([(entry(0, "auto"), _graph(2, 10.0)), (entry(1, "float16"), _graph(2, 12.0))])
+    assert [p.setting for p in usable] == [(("dtype", "auto"),), (("dtype", "float16"),)]
+    assert len(curves.by_section(usable)) == 2 and len(curves.by_model(usable)) == 1
+    assert settings.text((("prompt_len", settings._value("prompt_len", None)),)) == "prompt_len auto"
 
 
 def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_others_at_one_place():
@@ -85,7 +133,7 @@ def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_ot
     assert [(r.variant, r.batch) for r in rows] == [("eager", 2), ("eager", 4), ("graph[reuse]", 2),
                                                     ("graph[reuse]", 4)]
     graph_4 = rows[-1]
-    assert (graph_4.base_ms, graph_4.steady_ms, graph_4.ratio.point) == (40.0, 20.0, pytest.approx(2.0))
+    assert (graph_4.base_ms, graph_4.setting_ms, graph_4.ratio.point) == (40.0, 20.0, pytest.approx(2.0))
     assert graph_4.ratio == ratio_interval(slow.samples("graph[reuse]", 0, "steady"),
                                            usable[3].result.samples("graph[reuse]", 0, "steady"))
     assert rows[0].ratio.point == pytest.approx(1.0)  # eager ignores the bucket: run-to-run drift alone
@@ -107,9 +155,12 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     assert "## Pretrained model: SmolLM2-135M-Instruct (Q4_1 dequantized), float16, on " in text
     heading = [line for line in text.splitlines() if line.endswith(": settings side by side")]
     assert len(heading) == 1 and heading[0].startswith("## Synthetic model: tiny-llama-fixture, float16, on ")
+    assert "| first / this |" in text and "the first setting, length_bucket 0, over each other setting's" in text
     assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 |" in text
     (line,) = [x for x in report.answer_lines(record, loaded) if "graph[reuse] at length_bucket 64" in x]
-    assert "2.00x to 2.00x the steady speed at length_bucket 0" in line
+    assert "2.00x to 2.00x the steady speed at length_bucket 0" in line and "; eager there 1.00x to 1.00x" in line
+    assert not any(x.startswith("Synthetic model: tiny-llama-fixture, float16: eager at") for x in
+                   report.answer_lines(record, loaded))  # eager's ratio stands beside each variant's, not alone
     blocks = report.blocks(record, loaded, str(tmp_path / "figures"), str(tmp_path))
     figures = [b.body for b in blocks if b.kind == "figure"]
     assert len(figures) == len(set(figures)) and all(Path(f).is_file() for f in figures)  # none drawn over another
@@ -119,8 +170,15 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     assert ": settings side by side" not in report.summary(record, [loaded[0], loaded[4]])  # one setting a model
 
 
-def test_the_readme_block_gives_each_setting_its_own_grid():
+def test_the_readme_block_gives_each_setting_its_own_grid_and_the_models_side_by_side_their_first_setting():
     record = {"spec": {"name": "s", "report": "sweep"}, "executor": "local", "wall_s": 1.0}
     text = sweep_readme.readme_block(record, _loaded()[:4], "s")
     assert text.count("steady speed-up over eager generate()") == 2
     assert "length_bucket 0, on " in text and "length_bucket 64, on " in text
+    # two models, one with two settings: a grid per section, not one range per model over both settings
+    both = sweep_readme.readme_block(record, _loaded(), "s")
+    assert both.count("steady speed-up over eager generate()") == 3 and "lowest to highest" not in both
+    text = report.summary(record, _loaded())
+    assert "## The models side by side" in text
+    assert "(each model at its first setting: tiny-llama-fixture float16 at length_bucket 0)" in text
+    assert "| graph[reuse] | 16 | 2 | 2 | 5.000 | 0.625 |" in text  # the tiny model at bucket 0: 100 / 20 ms

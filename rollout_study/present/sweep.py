@@ -59,9 +59,11 @@ DEFINITIONS = [
     "a point whose measured calls alone lost parity: running it until it passes would pick the results",
     "setting: where a sweep varied a parameter besides the model, batch, requests, new tokens and the engines' "
     "groups (length_bucket, say), each value (or combination) is a setting with its own section; its model's "
-    "settings side by side: the first setting's steady median over each other's at the same variant and place, "
-    "with its 95% bootstrap interval (over 1: that setting is faster; eager's row says how far two points of a "
-    "setting it ignores moved run to run)",
+    "settings side by side: the steady median at the first setting (in the sweep file's order) over each other "
+    "setting's at the same variant and place, with its 95% bootstrap interval (over 1: that setting is faster). "
+    "Each comes from its own point, so it carries how far two points moved run to run: eager's row, where eager "
+    "ignores the setting (length_bucket), says how far; the models side by side take each model at its first "
+    "setting",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
     "spanning calls held its device longer than the sum",
@@ -72,6 +74,15 @@ SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up 
                  "token at each variant, batch, request count and new-token count two or more models share")
 SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one line per batch: "
                         "steady speed-up over eager generate(), capture ms and memory kept after the first call")
+
+
+def at_first_settings(models: dict) -> tuple[dict, str]:
+    """The models side by side take each model at its first setting (two points at one place would leave it
+    out there, sweep_scale.py), and say so where a model has more than one."""
+    firsts = {key: settings.at_first(points) for key, points in models.items()}
+    named = [f"{key[1]} {key[2]} at {settings.text(firsts[key][0].setting)}" for key, points in models.items()
+             if len(settings.in_order(points)) > 1]
+    return firsts, (f" (each model at its first setting: {'; '.join(named)})" if named else "")
 
 
 def _mib(value):
@@ -123,8 +134,8 @@ def crossover_table(points) -> pd.DataFrame:
 def settings_table(points) -> pd.DataFrame:
     """One model's settings side by side (empty where it ran one)."""
     return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch, "requests": r.requests,
-                          "setting": settings.text(r.setting), f"{settings.text(r.base)} ms": r.base_ms,
-                          "setting ms": r.steady_ms, "speed-up": r.ratio.point, "95% low": r.ratio.low,
+                          "setting": settings.text(r.setting), f"at {settings.text(r.base)} ms": r.base_ms,
+                          "at this setting ms": r.setting_ms, "first / this": r.ratio.point, "95% low": r.ratio.low,
                           "95% high": r.ratio.high} for r in settings.side_by_side(points)])
 
 
@@ -137,8 +148,27 @@ def settings_heading(points) -> str:
 
 
 def settings_caption(points) -> str:
-    return (f"{settings_heading(points)}: steady median at {settings.text(points[0].setting)} over each other "
-            "setting's, at the same variant and place")
+    first = settings.text(settings.in_order(points)[0])
+    return (f"{settings_heading(points)}: steady median at the first setting, {first}, over each other setting's, at "
+            "the same variant and place")
+
+
+def settings_lines(points) -> list[str]:
+    """One line per other setting and variant but eager, with eager's ratio beside it: what the two points'
+    drift alone moved, where eager ignores the setting."""
+    rows, lines = settings.side_by_side(points), []
+
+    def span(selected) -> str:
+        return f"{min(r.ratio.point for r in selected):.2f}x to {max(r.ratio.point for r in selected):.2f}x"
+    for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows if r.variant != curves.BASELINE):
+        mine = [r for r in rows if (r.setting, r.variant) == (setting, variant)]
+        eager = [r for r in rows if (r.setting, r.variant) == (setting, curves.BASELINE)]
+        faster, slower = sum(r.ratio.low > 1 for r in mine), sum(r.ratio.high < 1 for r in mine)
+        drift = f"; eager there {span(eager)}, its points' run-to-run drift where it ignores the setting"
+        lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(mine)} the steady speed at "
+                     f"{settings.text(mine[0].base)}; faster at {faster} of {len(mine)} places, slower at {slower} "
+                     "(the 95% interval clear of 1)" + (drift if eager else ""))
+    return lines
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
@@ -223,14 +253,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
     for points in curves.by_model(usable).values():
-        rows = settings.side_by_side(points)
-        for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows):
-            ratios = [r.ratio for r in rows if (r.setting, r.variant) == (setting, variant)]
-            faster, slower = sum(r.low > 1 for r in ratios), sum(r.high < 1 for r in ratios)
-            lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: "
-                         f"{min(r.point for r in ratios):.2f}x to {max(r.point for r in ratios):.2f}x the steady speed "
-                         f"at {settings.text(rows[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
-                         f"{slower} (the 95% interval clear of 1)")
+        lines += settings_lines(points)
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded)
@@ -265,10 +288,11 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             out += [Block("heading", settings_heading(points), 2),
                     Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)),
                     Block("table", settings_caption(points), settings_table(points))]
-    if sweep_scale.scale_figure(models, figures_dir) is not None:
+    firsts, note = at_first_settings(models)
+    if sweep_scale.scale_figure(firsts, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),
-                Block("figure", SCALE_FIGURE_CAPTION, sweep_scale.path(figures_dir)),
-                Block("table", SCALE_CAPTION, sweep_scale.scale_table(models))]
+                Block("figure", SCALE_FIGURE_CAPTION + note, sweep_scale.path(figures_dir)),
+                Block("table", SCALE_CAPTION + note, sweep_scale.scale_table(firsts))]
     if record.get("repeats"):
         out += [Block("heading", sweep_repeats.HEADING, 2), Block("note", "Rule: " + repeats.RULE),
                 Block("table", sweep_repeats.point_caption(record), sweep_repeats.point_table(verdicts)),
@@ -300,9 +324,10 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
         if settings.side_by_side(points):
             lines += [f"## {settings_heading(points)}", "",
                       settings_caption(points), ""] + _markdown(settings_table(points)) + [""]
-    if sweep_scale.tokens_shown(models) is not None:
-        lines += ["## The models side by side", "", SCALE_CAPTION, ""]
-        lines += _markdown(sweep_scale.scale_table(models)) + [""]
+    firsts, note = at_first_settings(models)
+    if sweep_scale.tokens_shown(firsts) is not None:
+        lines += ["## The models side by side", "", SCALE_CAPTION + note, ""]
+        lines += _markdown(sweep_scale.scale_table(firsts)) + [""]
     if record.get("repeats"):
         lines += ([f"## {sweep_repeats.HEADING}", "", "Rule: " + repeats.RULE, "", sweep_repeats.point_caption(record),
                    ""] + _markdown(sweep_repeats.point_table(verdicts))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import sweep_curves as curves
+from .. import sweep_settings as settings
 from ..result import Result
 from . import host
 
@@ -121,6 +122,7 @@ def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:
     if between:
         where, most = max(between, key=lambda row: row[1])
         model = f"{where.model[1]} {where.model[2]}, " if len({p.model for p, _ in between}) > 1 else ""
+        model += f"{settings.text(where.setting)}, " if where.setting else ""
         typical = float(pd.Series([ratio for _, ratio in between]).median())
         parts.append(
             f"between the valid points of one place (each engine group's point runs eager), eager generate()'s "

@@ -16,24 +16,29 @@ settings side by side here.
                 the group, not a setting), with this point's values; () where nothing else varied (every sweep
                 published before settings were told apart)
     first       a model's settings in the order its points come in the sweep (the sweep file's), failed points
-                included, so the first stays first where its first point failed
-    side by side  per model, variant and place (new tokens, batch, requests): each other setting's steady median
-                against the first setting's, as first / this with its 95% bootstrap interval (over 1: this
-                setting is faster). eager generate() is in it too: where it ignores the setting (length_bucket),
-                its ratio is how far two points moved run to run, which the others' ratios carry as well.
+                included, so the first stays first where its first point failed; the base of the side by side is
+                the first with a valid point
+    side by side  per model, variant but eager and place (new tokens, batch, requests): each other setting's steady
+                median against the first setting's, as first / this with its 95% bootstrap interval (over 1: this
+                setting is faster), and beside it eager generate()'s ratio in the same two points: where eager
+                ignores the setting (length_bucket), that is how far those points moved run to run, which the
+                variant's ratio carries as well.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
+from .breakeven import BASELINE
 from .engines import variant_rank
+from .params import SHAPE_FIELDS
 from .stats import Ratio, ratio_interval
 
 # Never a setting: a point's name, its engines (sweep_curves: a sweep may split engines into groups, each a point
 # at the same place) and the curves' own axes
 NOT_SETTINGS = ("name", "engines", "batch_size", "requests", "max_new_tokens")
-UNRECORDED = (("setting", "not recorded"),)  # a point without parameters, where its model's others vary
+NOT_RECORDED = "not recorded"
+UNRECORDED = (("setting", NOT_RECORDED),)  # a point without parameters, where its model's others vary
 NONE_MEANS = {"prompt_len": "auto"}  # how a parameter left unset reads (StudyParams: None is prompt_len's auto)
 
 
@@ -61,7 +66,7 @@ def per_point(loaded: list[tuple[dict, object]]) -> list[PointSetting]:
     for (entry, _), model in zip(loaded, models):
         keys, with_engines = axes.get(model, ((), ()))
         params = entry.get("params")
-        setting = (tuple((k, _value(k, params[k])) for k in keys) if isinstance(params, dict)
+        setting = (tuple((k, _recorded(k, params)) for k in keys) if isinstance(params, dict)
                    else UNRECORDED if keys else ())
         ranks = order.setdefault(model, {})
         out.append(PointSetting(setting, ranks.setdefault(setting, len(ranks)), with_engines))
@@ -69,29 +74,42 @@ def per_point(loaded: list[tuple[dict, object]]) -> list[PointSetting]:
 
 
 def _models(loaded) -> list:
-    from_params = {}  # the parameters' (model, dtype) -> the model its results resolved to
+    resolved: dict = {}  # what decides a point's model, from its parameters -> the models its results resolved to
     for entry, result in loaded:
         if result is not None and isinstance(entry.get("params"), dict):
-            from_params.setdefault(_params_model(entry["params"]), model_of(result))
-    return [model_of(result) if result is not None
-            else from_params.get(_params_model(entry["params"]), ("unresolved",) + _params_model(entry["params"]))
-            if isinstance(entry.get("params"), dict) else None for entry, result in loaded]
+            resolved.setdefault(_identity(entry["params"]), set()).add(model_of(result))
+
+    def model(entry, result):
+        params = entry.get("params")
+        if result is not None or not isinstance(params, dict):
+            return None if result is None else model_of(result)
+        found = resolved.get(_identity(params), set())  # a failed point: its twins' model, where they agree
+        return next(iter(found)) if len(found) == 1 else ("unresolved",) + _identity(params)
+    return [model(entry, result) for entry, result in loaded]
 
 
-def _params_model(params: dict) -> tuple:
-    return params.get("model"), params.get("dtype")
+def _identity(params: dict) -> tuple:
+    """What decides the model a point resolves to: the model's name, dtype and device, and a synthetic model's
+    shape (two `synthetic` points of different layers are two models)."""
+    return (params.get("model"), params.get("dtype"), params.get("device")) + tuple(
+        _value(k, params.get(k)) for k in SHAPE_FIELDS)
 
 
 def _axes(all_params: list[dict]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(setting keys, keys that move with the engines) of one model's points' parameters. A key missing from some
-    (an older record's) is no setting: its absence says nothing about what the point ran."""
-    keys = [k for k in all_params[0] if k not in NOT_SETTINGS and all(k in p for p in all_params)]
-    varied = [k for k in keys if len({_value(k, p[k]) for p in all_params}) > 1]
+    """(setting keys, keys that move with the engines) of one model's points' parameters. A key an older record
+    lacks says nothing about what that point ran: it varies where the records that have it differ, and reads
+    NOT_RECORDED in the others."""
+    keys = dict.fromkeys(k for p in all_params for k in p if k not in NOT_SETTINGS)
+    varied = [k for k in keys if len({_value(k, p[k]) for p in all_params if k in p}) > 1]
     engines = {_value("engines", p.get("engines")) for p in all_params}
     with_engines = tuple(k for k in varied if len(engines) > 1 and all(
-        len({_value(k, p[k]) for p in all_params if _value("engines", p.get("engines")) == group}) == 1
+        len({_recorded(k, p) for p in all_params if _value("engines", p.get("engines")) == group}) == 1
         for group in engines))
     return tuple(k for k in varied if k not in with_engines), with_engines
+
+
+def _recorded(key: str, params: dict) -> str:
+    return _value(key, params[key]) if key in params else NOT_RECORDED
 
 
 def _value(key: str, value) -> str:
@@ -116,6 +134,7 @@ class SideBySide:
     base_ms: float  # steady median at the first setting
     setting_ms: float  # and at this one
     ratio: Ratio  # base's steady samples over this setting's: over 1, this setting is faster
+    eager: Ratio | None  # the same two points' eager generate(), the same way: their drift, where eager ignores it
 
 
 def in_order(points: list) -> list[tuple]:
@@ -131,20 +150,24 @@ def at_first(points: list) -> list:
 
 def side_by_side(points: list) -> list[SideBySide]:
     """One model's valid points (sweep_curves.Point) across its settings: each other setting's steady state at each
-    variant and place against the first setting's. Empty where the model ran one setting."""
+    variant but eager and place against the first setting's, and eager's in the same two points. Empty where the
+    model ran one setting."""
     ordered = in_order(points)
     if len(ordered) < 2:
         return []
-    cells: dict[tuple, dict] = {}  # (variant, tokens, batch, requests) -> {setting: steady samples}
+    cells: dict[tuple, dict] = {}  # (variant, tokens, batch, requests) -> {setting: the point that shows it}
     for p in points:
         for variant in p.variants():
-            if steady := p.steady(variant):
-                cells.setdefault((variant, p.new_tokens, p.batch, p.requests), {})[p.setting] = steady
+            if variant != BASELINE and p.steady(variant):
+                cells.setdefault((variant, p.new_tokens, p.batch, p.requests), {})[p.setting] = p
     rows = []
     for (variant, tokens, batch, requests), by_setting in cells.items():
         base = by_setting.get(ordered[0])
         for setting in ordered[1:]:
             if base and (other := by_setting.get(setting)):
-                rows.append(SideBySide(variant, tokens, batch, requests, ordered[0], setting, base.median, other.median,
-                                       ratio_interval(base, other)))
+                mine, theirs = base.steady(variant), other.steady(variant)
+                eager = (ratio_interval(base.steady(BASELINE), other.steady(BASELINE))
+                         if base.steady(BASELINE) and other.steady(BASELINE) else None)
+                rows.append(SideBySide(variant, tokens, batch, requests, ordered[0], setting, mine.median,
+                                       theirs.median, ratio_interval(mine, theirs), eager))
     return sorted(rows, key=lambda r: (ordered.index(r.setting), variant_rank(r.variant), r.new_tokens, r.batch))

@@ -2,6 +2,7 @@
 through two settings, and the settings side by side."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from rollout_study import sweep_settings as settings
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_readme
 from rollout_study.present.sweep_figures import model_stem, model_title, settings_figure
+from rollout_study.result import Result
 from rollout_study.stats import ratio_interval
 
 TINY = ("synthetic", "tiny-llama-fixture", "float16")
@@ -125,25 +127,70 @@ def test_dtype_auto_and_the_dtype_it_resolved_to_are_one_model_with_two_settings
 
 def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_others_at_one_place():
     loaded = _loaded()
-    slow = point(4, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)},
+    slow = point(4, 16, {"eager": (1, 110.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)},
                  steady_samples={("graph[reuse]", "steady"): [38.0, 40.0, 45.0]})
     loaded[2] = (loaded[2][0], slow)
     usable, _ = curves.split(loaded)
     rows = settings.side_by_side(curves.by_model(usable)[TINY])
-    assert [(r.variant, r.batch) for r in rows] == [("eager", 2), ("eager", 4), ("graph[reuse]", 2),
-                                                    ("graph[reuse]", 4)]
+    assert [(r.variant, r.batch) for r in rows] == [("graph[reuse]", 2), ("graph[reuse]", 4)]
     graph_4 = rows[-1]
     assert (graph_4.base_ms, graph_4.setting_ms, graph_4.ratio.point) == (40.0, 20.0, pytest.approx(2.0))
     assert graph_4.ratio == ratio_interval(slow.samples("graph[reuse]", 0, "steady"),
                                            usable[3].result.samples("graph[reuse]", 0, "steady"))
-    assert rows[0].ratio.point == pytest.approx(1.0)  # eager ignores the bucket: run-to-run drift alone
+    # eager in the same two points: 110 against 100 ms, what they drifted apart, not what the bucket did
+    assert (rows[0].eager.point, graph_4.eager.point) == (pytest.approx(1.0), pytest.approx(1.1))
     assert settings.side_by_side(curves.by_model(usable)[SMOL]) == []  # one setting: nothing to compare
     assert settings_figure(curves.by_model(usable)[SMOL]) is None
     figure = settings_figure(curves.by_model(usable)[TINY])
-    panels = [ax for ax in figure.axes if ax.get_visible()]
-    assert [ax.get_title() for ax in panels] == ["eager: length_bucket 64", "graph[reuse]: length_bucket 64"]
-    (line,) = [ln for ln in panels[1].lines if ln.get_label() == "16 new tokens"]
-    assert list(line.get_ydata()) == pytest.approx([r.ratio.point for r in rows[2:]])  # batch 2 and 4: 2.0 each
+    (panel,) = [ax for ax in figure.axes if ax.get_visible()]
+    assert panel.get_title() == "graph[reuse]: length_bucket 64"
+    (line,) = [ln for ln in panel.lines if ln.get_label() == "16 new tokens"]
+    assert list(line.get_ydata()) == pytest.approx([2.0, 2.0])  # batch 2 and 4
+    (dotted,) = [ln for ln in panel.lines if ln.get_label() == "eager, same points (16)"]
+    assert list(dotted.get_ydata()) == pytest.approx([1.0, 1.1])
+
+
+def test_with_engine_groups_crossed_with_a_setting_each_ratio_has_its_own_points_eager_beside_it():
+    def entry(order, engines, bucket):
+        params = {"name": f"g{order}", "model": "synthetic", "dtype": "float16", "engines": engines, "batch_size": 2,
+                  "requests": 2, "max_new_tokens": 16, "length_bucket": bucket}
+        return {"order": order, "slug": f"g{order}", "status": "valid", "params": params}
+
+    compiled = ["eager", "graph-compiled"]
+    loaded = [(entry(0, ["eager", "graph"], 0), _graph(2, 10.0)), (entry(1, ["eager", "graph"], 64), _graph(2, 5.0)),
+              # the compiled group's second point ran on a slower host: eager and graph-compiled 1.3x slower alike
+              (entry(2, compiled, 0), point(2, 16, {"eager": (1, 100.0, 1, 1),
+                                                    "graph-compiled[reuse]": (1, 10.0, 1, 1)})),
+              (entry(3, compiled, 64), point(2, 16, {"eager": (1, 130.0, 1, 1),
+                                                     "graph-compiled[reuse]": (1, 13.0, 1, 1)}))]
+    usable, _ = curves.split(loaded)
+    rows = {r.variant: r for r in settings.side_by_side(usable)}
+    assert rows["graph-compiled[reuse]"].ratio.point == pytest.approx(10 / 13)
+    assert rows["graph-compiled[reuse]"].eager.point == pytest.approx(100 / 130)  # its own points' eager
+    assert rows["graph[reuse]"].eager.point == pytest.approx(1.0)
+    (line,) = [x for x in report.settings_lines(usable) if "graph-compiled[reuse]" in x]
+    assert "0.77x to 0.77x the steady speed" in line and "eager in the same points 0.77x to 0.77x" in line
+
+
+def test_a_failed_synthetic_point_joins_the_model_of_its_own_shape_and_a_key_only_some_records_have_still_varies():
+    def entry(order, layers, batch, status="valid", **extra):
+        params = {"name": f"l{order}", "model": "synthetic", "dtype": "float16", "device": "cuda",
+                  "engines": ["eager", "graph"], "batch_size": batch, "requests": batch, "max_new_tokens": 16,
+                  "layers": layers, **extra}
+        return {"order": order, "slug": f"l{order}", "status": status, "params": params}
+
+    four = _graph(2, 10.0)
+    two = copy.deepcopy(four.to_dict())
+    two["metadata"]["model"]["name"] = "tiny-llama-2L"
+    loaded = [(entry(0, 4, 2), four), (entry(1, 2, 2), Result.from_dict(two)), (entry(2, 4, 4), _graph(4, 20.0)),
+              (entry(3, 2, 4, status="failed"), None)]
+    assert [w.setting for w in settings.per_point(loaded)] == [()] * 4  # no 'layers' setting from the failed one
+    older = [(entry(0, 4, 2, steps_per_graph=1), four), (entry(1, 4, 2, steps_per_graph=4), _graph(2, 5.0)),
+             (entry(2, 4, 2), _graph(2, 20.0))]  # an older record without the key
+    assert [w.setting for w in settings.per_point(older)] == [(("steps_per_graph", "1"),), (("steps_per_graph", "4"),),
+                                                             (("steps_per_graph", settings.NOT_RECORDED),)]
+    usable, _ = curves.split(older)
+    assert len(curves.by_section(usable)) == 3  # three sections, none drawing two points at batch 2
 
 
 def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_side_by_side(tmp_path):
@@ -158,7 +205,8 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     assert "| first / this |" in text and "the first setting, length_bucket 0, over each other setting's" in text
     assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 |" in text
     (line,) = [x for x in report.answer_lines(record, loaded) if "graph[reuse] at length_bucket 64" in x]
-    assert "2.00x to 2.00x the steady speed at length_bucket 0" in line and "; eager there 1.00x to 1.00x" in line
+    assert "2.00x to 2.00x the steady speed at length_bucket 0" in line
+    assert "; eager in the same points 1.00x to 1.00x" in line
     assert not any(x.startswith("Synthetic model: tiny-llama-fixture, float16: eager at") for x in
                    report.answer_lines(record, loaded))  # eager's ratio stands beside each variant's, not alone
     blocks = report.blocks(record, loaded, str(tmp_path / "figures"), str(tmp_path))

@@ -59,11 +59,11 @@ DEFINITIONS = [
     "a point whose measured calls alone lost parity: running it until it passes would pick the results",
     "setting: where a sweep varied a parameter besides the model, batch, requests, new tokens and the engines' "
     "groups (length_bucket, say), each value (or combination) is a setting with its own section; its model's "
-    "settings side by side: the steady median at the first setting (in the sweep file's order) over each other "
-    "setting's at the same variant and place, with its 95% bootstrap interval (over 1: that setting is faster). "
-    "Each comes from its own point, so it carries how far two points moved run to run: eager's row, where eager "
-    "ignores the setting (length_bucket), says how far; the models side by side take each model at its first "
-    "setting",
+    "settings side by side: the steady median at the first setting with a valid point (in the sweep file's "
+    "order) over each other setting's at the same variant and place, with its 95% bootstrap interval (over 1: that "
+    "setting is faster). Each side comes from its own point, so the ratio carries how far two points moved run to "
+    "run: eager generate()'s ratio in the same two points, beside it, says how far where eager ignores the setting "
+    "(length_bucket); the models side by side take each model at its first setting",
     "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
     "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
     "spanning calls held its device longer than the sum",
@@ -80,8 +80,8 @@ def at_first_settings(models: dict) -> tuple[dict, str]:
     """The models side by side take each model at its first setting (two points at one place would leave it
     out there, sweep_scale.py), and say so where a model has more than one."""
     firsts = {key: settings.at_first(points) for key, points in models.items()}
-    named = [f"{key[1]} {key[2]} at {settings.text(firsts[key][0].setting)}" for key, points in models.items()
-             if len(settings.in_order(points)) > 1]
+    named = [f"{key[1]} {key[2]} at {settings.text(firsts[key][0].setting)}" for key in models
+             if firsts[key][0].setting]
     return firsts, (f" (each model at its first setting: {'; '.join(named)})" if named else "")
 
 
@@ -136,11 +136,14 @@ def settings_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"variant": r.variant, "new tokens": r.new_tokens, "batch": r.batch, "requests": r.requests,
                           "setting": settings.text(r.setting), f"at {settings.text(r.base)} ms": r.base_ms,
                           "at this setting ms": r.setting_ms, "first / this": r.ratio.point, "95% low": r.ratio.low,
-                          "95% high": r.ratio.high} for r in settings.side_by_side(points)])
+                          "95% high": r.ratio.high, "eager first / this": r.eager and r.eager.point,
+                          "eager 95% low": r.eager and r.eager.low, "eager 95% high": r.eager and r.eager.high}
+                         for r in settings.side_by_side(points)])
 
 
 SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, per variant: the first setting's steady median "
-                           "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval")
+                           "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval; "
+                           "dotted, eager generate()'s in the same two points (their run-to-run drift)")
 
 
 def settings_heading(points) -> str:
@@ -154,20 +157,20 @@ def settings_caption(points) -> str:
 
 
 def settings_lines(points) -> list[str]:
-    """One line per other setting and variant but eager, with eager's ratio beside it: what the two points'
+    """One line per other setting and variant, with eager's ratio in the same points beside it: what the two points'
     drift alone moved, where eager ignores the setting."""
     rows, lines = settings.side_by_side(points), []
 
-    def span(selected) -> str:
-        return f"{min(r.ratio.point for r in selected):.2f}x to {max(r.ratio.point for r in selected):.2f}x"
-    for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows if r.variant != curves.BASELINE):
+    def span(ratios) -> str:
+        return f"{min(r.point for r in ratios):.2f}x to {max(r.point for r in ratios):.2f}x"
+    for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows):
         mine = [r for r in rows if (r.setting, r.variant) == (setting, variant)]
-        eager = [r for r in rows if (r.setting, r.variant) == (setting, curves.BASELINE)]
-        faster, slower = sum(r.ratio.low > 1 for r in mine), sum(r.ratio.high < 1 for r in mine)
-        drift = f"; eager there {span(eager)}, its points' run-to-run drift where it ignores the setting"
-        lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(mine)} the steady speed at "
-                     f"{settings.text(mine[0].base)}; faster at {faster} of {len(mine)} places, slower at {slower} "
-                     "(the 95% interval clear of 1)" + (drift if eager else ""))
+        ratios, eager = [r.ratio for r in mine], [r.eager for r in mine if r.eager]
+        faster, slower = sum(r.low > 1 for r in ratios), sum(r.high < 1 for r in ratios)
+        drift = f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
+        lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
+                     f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
+                     f"{slower} (the 95% interval clear of 1)" + (drift if eager else ""))
     return lines
 
 

@@ -284,11 +284,11 @@ def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure
     return _finish(fig, points, "steady time vs new tokens, fitted", figures_dir, "growth")
 
 
-# (file kind, caption, function)
 def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figure | None:
     """One model's settings side by side (sweep_settings.py): a panel per other setting and variant, the first
-    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval.
-    None where the model ran one setting. The points are the model's, every setting's (curves.by_model)."""
+    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval, and
+    dotted, eager's in the same points. None where the model ran one setting. The points are the model's, every
+    setting's (curves.by_model)."""
     rows = settings.side_by_side(points)
     if not rows:
         return None
@@ -300,6 +300,13 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
         mine = [r for r in rows if r.setting == setting]
         values = _by_tokens(ax, mine, variant, lambda r: r.ratio.point, colors, log=False,
                             interval=lambda r: (r.ratio.low, r.ratio.high))
+        for tokens, color in colors.items():  # the same points' eager, dotted: their drift where eager ignores it
+            eager = sorted((r.batch, r.eager.point) for r in mine
+                           if r.variant == variant and r.new_tokens == tokens and r.eager)
+            if eager:
+                ax.plot([b for b, _ in eager], [e for _, e in eager], linestyle=":", color=color,
+                        label=f"eager, same points ({tokens})")
+                values += [e for _, e in eager]
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [1.0]) * 1.1)
         ax.set_title(f"{variant}: {settings.text(setting)}", fontsize=9)
@@ -307,7 +314,7 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
         _batch_axis(ax, [r.batch for r in mine])
         _legend(ax)
     fig.suptitle(f"{model_name(points)}, on {points[0].result.machine}: settings side by side\nsteady speed against "
-                 f"{base} vs batch (eager: how far two points moved run to run)", fontsize=10)
+                 f"{base} vs batch (dotted: eager in the same two points, how far they moved run to run)", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, settings_path(figures_dir, points), dpi=100)
@@ -320,6 +327,7 @@ def settings_path(figures_dir: str, points: list[Point]) -> str:
     return os.path.join(figures_dir, f"sweep-{stem}-settings.png")
 
 
+# (file kind, caption, function)
 FIGURES = (
     ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count, with its 95% "
                 "bootstrap interval (dashed: the crossover threshold)", speedup_figure),

@@ -1,9 +1,9 @@
 """The README's block for a published curve sweep, rebuilt from its raw points: for one model, the steady
-speed-up over generate() at every batch and new-token count (a grid per setting, where the sweep varied more:
-sweep_settings.py); for two or more, each at one setting (the whole sweep, whose models each have their own
-block from their subsets), one row per variant and a column per model with the range of its speed-ups; then the
-points repeated alone, and a line on what ran where. The test that the README's block is what this renders keeps
-hand-typed figures out of it.
+speed-up over generate() at every batch and new-token count, a grid per setting where the sweep varied more
+(sweep_settings.py: then also for two or more models); for two or more without settings (the whole sweep, whose
+models each have their own block from their subsets), one row per variant and a column per model with the range
+of its speed-ups; then the points repeated alone, and a line on what ran where. The test that the README's block
+is what this renders keeps hand-typed figures out of it.
 
 Rewrite the README's blocks after publishing: python -m rollout_study.present.sweep_readme README.md
 """

@@ -81,8 +81,10 @@ def _models(loaded) -> list:
 
     def model(entry, result):
         params = entry.get("params")
-        if result is not None or not isinstance(params, dict):
-            return None if result is None else model_of(result)
+        if result is not None:
+            return model_of(result)
+        if not isinstance(params, dict):
+            return None
         found = resolved.get(_identity(params), set())  # a failed point: its twins' model, where they agree
         return next(iter(found)) if len(found) == 1 else ("unresolved",) + _identity(params)
     return [model(entry, result) for entry, result in loaded]

@@ -21,7 +21,7 @@ from ..sweep import missing_points, was_kept
 from .markdown import table
 from .notebook import Block
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, time_table, wall_table
-from .sweep_figures import FIGURES, model_name, model_title, path, settings_figure, settings_path
+from .sweep_figures import FIGURES, model_name, model_title, path, settings_figure, settings_heading, settings_path
 from .text import MIB, NO_GRAPH_NOTE
 
 DEFINITIONS = [
@@ -144,10 +144,6 @@ def settings_table(points) -> pd.DataFrame:
 SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, per variant: the first setting's steady median "
                            "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval; "
                            "dotted, eager generate()'s in the same two points (their run-to-run drift)")
-
-
-def settings_heading(points) -> str:
-    return f"{model_name(points)}, on {points[0].result.machine}: settings side by side"
 
 
 def settings_caption(points) -> str:
@@ -324,9 +320,9 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
             lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
     models = curves.by_model(usable)
     for points in models.values():
-        if settings.side_by_side(points):
-            lines += [f"## {settings_heading(points)}", "",
-                      settings_caption(points), ""] + _markdown(settings_table(points)) + [""]
+        if not (side_by_side := settings_table(points)).empty:
+            lines += [f"## {settings_heading(points)}", "", settings_caption(points), ""]
+            lines += _markdown(side_by_side) + [""]
     firsts, note = at_first_settings(models)
     if sweep_scale.tokens_shown(firsts) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION + note, ""]

@@ -36,10 +36,18 @@ def model_title(points: list[Point]) -> str:
     return f"{model_name(points)}{', ' + setting if setting else ''}, on {points[0].result.machine}"
 
 
+def settings_heading(points: list[Point]) -> str:
+    """A model's settings side by side: its name and machine, every setting's points."""
+    return f"{model_name(points)}, on {points[0].result.machine}: settings side by side"
+
+
+def _stem(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
 def model_stem(points: list[Point]) -> str:
     label, name, dtype = points[0].model
-    setting = settings.text(points[0].setting)
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}-{setting}").strip("-")
+    return _stem(f"{label}-{name}-{dtype}-{settings.text(points[0].setting)}")
 
 
 def line_colors(keys) -> dict:
@@ -313,8 +321,8 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
         ax.set_ylabel(f"steady median at {base} / at this setting\n(over 1: faster; 95% interval)", fontsize=7)
         _batch_axis(ax, [r.batch for r in mine])
         _legend(ax)
-    fig.suptitle(f"{model_name(points)}, on {points[0].result.machine}: settings side by side\nsteady speed against "
-                 f"{base} vs batch (dotted: eager in the same two points, how far they moved run to run)", fontsize=10)
+    fig.suptitle(f"{settings_heading(points)}\nsteady speed against {base} vs batch (dotted: eager in the same two "
+                 "points, how far they moved run to run)", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, settings_path(figures_dir, points), dpi=100)
@@ -323,8 +331,7 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
 
 def settings_path(figures_dir: str, points: list[Point]) -> str:
     label, name, dtype = points[0].model
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{label}-{name}-{dtype}").strip("-")
-    return os.path.join(figures_dir, f"sweep-{stem}-settings.png")
+    return os.path.join(figures_dir, f"sweep-{_stem(f'{label}-{name}-{dtype}')}-settings.png")
 
 
 # (file kind, caption, function)

@@ -22,7 +22,7 @@ DIAGNOSTICS = {"probes-h200"}  # probe outputs, not reports: its README says so,
 # Published before results recorded their code's fingerprint: their commit is all they name. Every report
 # published since must carry the fingerprint, which publish checks against the commit's.
 BEFORE_FINGERPRINTS = {"reference-tiny", "pretrained-smollm2", "reference-adamw-bf16", "reference-adamw-fp16",
-                       "pretrained-smollm2-all", "hazards-tiny", "hazards-smollm2"}
+                       "hazards-tiny", "hazards-smollm2"}
 
 
 def _results(folder: Path) -> list[Result]:

@@ -774,7 +774,10 @@ def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
     times = report.time_table(entries).set_index("point")
     calls = sum(c.total_ms for c in old.calls) / 1e3
     assert times.loc["old", "measured calls s"] == pytest.approx(calls) and pd.isna(times.loc["old", "rest s"])
-    assert pd.isna(times.loc["old", "collect s"]) and times.loc["failed"].drop("wall s").isna().all()
+    assert pd.isna(times.loc["old", "collect s"]) and times.loc["failed"].drop(["wall s", "model"]).isna().all()
+    # rows of every model share the table, so each names its label (a slug names only the sweep file's model)
+    assert times.loc["old", "model"] == f"synthetic: {old.model_name}" and times.loc["failed", "model"].endswith(
+        "(no result)")
     assert times.loc["all points", "wall s"] == 12.0  # the failed point's wall counts: the sweep paid it
     assert times.loc["all points", "measured calls s"] == pytest.approx(calls)
     assert report.time_table([]).empty
@@ -804,7 +807,7 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
     assert hosts.loc["steady-host", "slowest / fastest call"] == pytest.approx(1.02)
     assert hosts.loc["switching", "generate() steady calls"] == 3  # cycle 0's steady phase, as the speed-ups
     assert pd.isna(hosts.loc["old", "start us"]) and hosts.loc["old", "slowest / fastest call"] == pytest.approx(1.2)
-    assert hosts.loc["failed"].isna().all()
+    assert hosts.loc["failed"].drop("model").isna().all() and hosts.loc["old", "model"].startswith("synthetic: ")
     expected = ("host: 1.00 to 2.20 us per tiny CPU operation at the points' starts and ends (two instants of "
                 "each run: they do not say which of its calls ran on a slow host); within each valid point, eager "
                 "generate()'s steady calls spread by 1.20x (median over 3 point(s); up to 2.10x, slowest over "
@@ -821,7 +824,7 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
     # a failed point's blanks read as blanks in summary.md, not as pandas' <NA>
     failed_row = [line for line in report._markdown(report.host_table([({"slug": "failed"}, None)]))
                   if line.startswith("| failed")]
-    assert failed_row == ["| failed | - | - | - | - |"]
+    assert failed_row == ["| failed | - (no result) | - | - | - | - |"]
 
 
 def test_the_host_line_compares_generates_medians_between_the_valid_points_of_one_place_only():

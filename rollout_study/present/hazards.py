@@ -12,6 +12,7 @@ from ..record import excerpt
 from ..result import Result
 from .markdown import table
 from .notebook import Block
+from .provenance import commit_text, provenance_line
 from .text import LABEL_TITLES, fill_blocks
 
 DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
@@ -111,7 +112,7 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     lines = [real_policies_line(cells), diagnostics_line(cells)]
     lines.append("generate() after every sync (determinism): "
                  + ", ".join(f"{r.metadata['training'].get('update_path')} {hazards.eager_parity(r)}" for r in results))
-    return lines + peer_lines(cells) + cheapest(cells)
+    return lines + peer_lines(cells) + cheapest(cells) + [provenance_line(results)]
 
 
 def title(results: list[Result]) -> str:
@@ -163,7 +164,7 @@ def readme_block(record: dict, results: list[Result]) -> str:
     first = results[0]
     lines += ["", f"Sweep `{record['spec'].get('name')}` ({first.label}, {first.model_name}, "
                   f"{first.metadata.get('dtype')}, {first.machine}; "
-                  f"commit {str((first.metadata.get('git') or {}).get('commit'))[:10]}): "
+                  f"{commit_text(first.metadata.get('git'))}): "
                   f"{real_policies_line(cells)}; {diagnostics_line(cells)} "
                   f"(see `reports/{record['spec'].get('name')}/summary.md`)."]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from . import host
 from .captures import captures_markdown
 from .floors import floors_markdown
 from .other_split import split_markdown
+from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
 from .text import MIB, goal_detail, headline_lines, number, phase_name, table, timing_line
 
@@ -119,7 +120,7 @@ def _facts(result: Result) -> list[str]:
         f"prompts {wl.get('prompt_source')}",
         f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}, "
         f"path {training.get('update_path', 'in-place')}, master weights {training.get('master_dtype', 'none')}; "
-        f"commit {git.get('commit')}; "
+        f"{commit_text(git)} (code fingerprint {fingerprint_text(git)}); "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
     ] + _untimed_line(meta.get("untimed_ms")) + _host_line(result) + _garbage_line(meta)
@@ -226,7 +227,7 @@ def readme_results(result: Result, with_original: bool) -> str:
     lines = table(header, body) + [
         "", f"Run `{result.run_name}` ({result.label}, {result.model_name}, {meta.get('dtype')}, "
             f"{software.get('torch_build') or software.get('torch')}, transformers {software.get('transformers')}; "
-            f"commit {str((meta.get('git') or {}).get('commit'))[:10]}): valid **{result.is_valid}**; first update "
+            f"{commit_text(meta.get('git'))}): valid **{result.is_valid}**; first update "
             f"({update.optimizer if update else '-'}) {number(update.ms if update else None)} ms; "
             f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."
             + (f" Rows after an update: update {after}, the first real one ({after} control "

@@ -37,6 +37,14 @@ def wall_table(record: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def point_model(point: dict, result: Result | None) -> str:
+    """The label and model of a point's row: tables list points of every model, synthetic and pretrained,
+    and a slug names the model as the sweep file does (smollm2-135m-instruct), not what it is."""
+    if result is not None:
+        return f"{result.label}: {result.model_name}"
+    return f"{(point.get('params') or {}).get('model', '-')} (no result)"
+
+
 def _seconds(ms):
     return None if ms is None else ms / 1e3
 
@@ -66,17 +74,17 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
         others = result is not None and (result.profile or result.cold_starts or "instrumented_calls" in result.extra)
         rest = (wall - sum(ms for ms in parts_ms.values() if ms is not None) / 1e3
                 if wall is not None and untimed and startup and not others else None)
-        rows.append({"point": point.get("slug"), "wall s": wall, **{k: _seconds(ms) for k, ms in parts_ms.items()},
+        rows.append({"point": point.get("slug"), "model": point_model(point, result), "wall s": wall, **{k: _seconds(ms) for k, ms in parts_ms.items()},
                      "of which compile s": _seconds(compile_ms), "rest s": rest})
-    frame = pd.DataFrame(rows, columns=["point", "wall s", "start-up s", "measured calls s", "of which compile s",
+    frame = pd.DataFrame(rows, columns=["point", "model", "wall s", "start-up s", "measured calls s", "of which compile s",
                                         "collect s", "parity s", "reference s", "update s", "rest s"])
     if not frame.empty:
-        total = frame.drop(columns="point").sum(min_count=1)
+        total = frame.drop(columns=["point", "model"]).sum(min_count=1)
         timed = int(frame["wall s"].notna().sum())
         # Beside parts summed over every point, a wall summed over fewer would read as parts over the wall.
         label = "all points" if timed in (0, len(frame)) else (
             f"all points (wall s: the {timed} of {len(frame)} run in the latest invocation)")
-        frame.loc[len(frame)] = {"point": label, **total.to_dict()}
+        frame.loc[len(frame)] = {"point": label, "model": "-", **total.to_dict()}
     return frame
 
 
@@ -91,9 +99,9 @@ def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
     for point, result in loaded:
         start, end = host.figures(result)
         calls, spread = host.baseline_spread(result)
-        rows.append({"point": point.get("slug"), "start us": start, "end us": end,
+        rows.append({"point": point.get("slug"), "model": point_model(point, result), "start us": start, "end us": end,
                      "generate() steady calls": calls or None, "slowest / fastest call": spread})
-    return pd.DataFrame(rows, columns=["point", "start us", "end us", "generate() steady calls",
+    return pd.DataFrame(rows, columns=["point", "model", "start us", "end us", "generate() steady calls",
                                        "slowest / fastest call"]).astype(
         {"start us": "float64", "end us": "float64", "generate() steady calls": "Int64",
          "slowest / fastest call": "float64"})

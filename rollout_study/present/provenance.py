@@ -1,0 +1,51 @@
+"""What code, software and machine a set of results ran on, in one line a report can carry.
+
+A result names its commit (with uncommitted changes, where git said so) and the fingerprint of the code
+that measures; a sweep's points may name several commits of one fingerprint (a long sweep's sessions each
+name their own HEAD while running the same pinned measuring code). Without this line a sweep or hazard
+report said only "on NVIDIA H200", and a reader could not tell which code to check out to reproduce it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..result import Result
+
+
+def commit_text(git: dict | None) -> str:
+    """'commit 69e5e9e50e (with uncommitted changes)': the commit a result names, as it names it."""
+    git = git or {}
+    commit = str(git.get("commit"))[:10] if git.get("commit") else "not recorded"
+    return f"commit {commit}" + (" (with uncommitted changes)" if git.get("dirty") else "")
+
+
+def fingerprint_text(git: dict | None) -> str:
+    """The first 10 hex digits of the fingerprint of the code that measures (results since it was recorded)."""
+    git = git or {}
+    return str(git["code_sha256"])[:10] if git.get("code_sha256") else "not recorded"
+
+
+def _counted(values: list[str], noun: str) -> str:
+    """Each distinct value once, with how many results hold it where they differ."""
+    counts = Counter(values)
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{value} ({n} {noun})" for value, n in counts.items())
+
+
+def provenance_line(results: list[Result], noun: str = "points") -> str:
+    """Code (fingerprints, then commits), software and machine of `results`, each distinct value once."""
+    metas = [r.metadata for r in results]
+    if not metas:
+        return "code, software and machine: no result to read them from"
+    gits = [m.get("git") or {} for m in metas]
+    prints = [fingerprint_text(g) for g in gits]
+    soft = [m.get("software") or {} for m in metas]
+    hard = [m.get("hardware") or {} for m in metas]
+    software = [f"torch {s.get('torch_build') or s.get('torch')}, transformers {s.get('transformers')}, "
+                f"Python {s.get('python')}" for s in soft]
+    machine = [f"{h['gpu']} (driver {h.get('driver')}, CUDA {h.get('cuda')})" if h.get("gpu")
+               else f"CPU: {h.get('cpu') or 'unknown'}" for h in hard]
+    return (f"code: fingerprint {_counted(prints, noun)} (of the code that measures); "
+            f"{_counted([commit_text(g) for g in gits], noun)}; software: {_counted(software, noun)}; "
+            f"machine: {_counted(machine, noun)}")

@@ -1,0 +1,51 @@
+"""The code, software and machine line of sweep and hazard reports, and the commit a run's summary names."""
+from pathlib import Path
+
+import pytest
+
+from rollout_study import sweep
+from rollout_study.present import provenance
+from rollout_study.result import Result
+from result_fixture import make_result_dict
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+
+
+def _result(commit: str, fingerprint: str | None = None, dirty=None, gpu: str | None = "NVIDIA H200") -> Result:
+    data = make_result_dict(cuda_graph=gpu is not None)
+    data["metadata"]["git"] = {"commit": commit, "dirty": dirty, **({"code_sha256": fingerprint} if fingerprint else {})}
+    data["metadata"]["hardware"] = {"gpu": gpu, "driver": "580.1", "cuda": "13.0", "cpu": "Xeon"}
+    data["metadata"]["software"] = {"torch_build": "2.11.0+cu130", "transformers": "5.20.1", "python": "3.12.3"}
+    return Result.from_dict(data)
+
+
+def test_a_commit_with_uncommitted_changes_says_so_and_a_missing_one_says_not_recorded():
+    assert provenance.commit_text({"commit": "69e5e9e50e7a23f2", "dirty": True}) == (
+        "commit 69e5e9e50e (with uncommitted changes)")
+    assert provenance.commit_text({"commit": "373dc2e38a8edeea", "dirty": None}) == "commit 373dc2e38a"
+    assert provenance.commit_text(None) == "commit not recorded"
+    assert provenance.fingerprint_text({"code_sha256": "864c0d6104f01baa"}) == "864c0d6104"
+    assert provenance.fingerprint_text({"commit": "abc"}) == "not recorded"
+
+
+def test_one_value_is_named_once_and_values_that_differ_are_counted():
+    same = provenance.provenance_line([_result("aaaaaaaaaaaa", "f" * 64)] * 3)
+    assert same == ("code: fingerprint ffffffffff (of the code that measures); commit aaaaaaaaaa; software: torch "
+                    "2.11.0+cu130, transformers 5.20.1, Python 3.12.3; machine: NVIDIA H200 (driver 580.1, CUDA 13.0)")
+    mixed = provenance.provenance_line([_result("a" * 12, "f" * 64), _result("b" * 12, "f" * 64),
+                                        _result("b" * 12, None, gpu=None)])
+    assert "fingerprint ffffffffff (2 points), not recorded (1 points)" in mixed
+    assert "commit aaaaaaaaaa (1 points), commit bbbbbbbbbb (2 points)" in mixed
+    assert "NVIDIA H200 (driver 580.1, CUDA 13.0) (2 points), CPU: Xeon (1 points)" in mixed
+    assert provenance.provenance_line([]).endswith("no result to read them from")
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent for p in REPORTS.glob("*/sweep.json")), ids=lambda p: p.name)
+def test_every_published_sweep_names_the_code_of_each_of_its_points(folder):
+    # Before, a sweep or hazard report said only "on NVIDIA H200": which code to check out was in no report.
+    results = sweep.finished(sweep.load(folder)[1])
+    text = (folder / "summary.md").read_text(encoding="utf-8")
+    for result in results:
+        git = result.metadata["git"]
+        assert provenance.commit_text(git) in text and f"fingerprint {provenance.fingerprint_text(git)}" in text
+    assert "driver 580.159.04, CUDA 13.0" in text and "transformers 5.20.1" in text

@@ -71,8 +71,31 @@ def gpu_clocks() -> dict | None:
 
 
 def threads() -> dict:
+    # The cores too: a sweep's points pinned to a share of the host (sweep_ray.py) and a point run alone must be
+    # told apart by what they ran with, not by the executor's name.
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
-            **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")}}
+            **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")},
+            "cpu_affinity": core_ranges(cores) if cores is not None else None}
+
+
+def core_ranges(cores) -> str:
+    """'0-3,8' for cores 0, 1, 2, 3 and 8: a core set as taskset writes it."""
+    out, cores = [], sorted(cores)
+    for core in cores:
+        if out and core == out[-1][1] + 1:
+            out[-1][1] = core
+        else:
+            out.append([core, core])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+def core_count(ranges: str | None) -> int | None:
+    """How many cores a core_ranges string names (None where not recorded)."""
+    if not ranges:
+        return None
+    spans = (part.partition("-") for part in ranges.split(","))
+    return sum(int(high or low) - int(low) + 1 for low, _, high in spans)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository the package lives in

@@ -1,26 +1,29 @@
-"""Points repeated alone: did running side by side move a point's steady medians?
+"""Points repeated alone: did running side by side move a point's steady medians beyond their spread?
 
-Under the Ray executor a sweep's points share a host (its CPU cores, memory bandwidth, PCIe, the
-driver) with other points; a host-bound engine can run slower there than alone. A sweep file's
-`repeat_alone: N` picks N of its points, deterministically, and runs each again after the sweep,
-one at a time, in a fresh local process with nothing else of the sweep running. Their results go to
-`repeats/`, and `sweep.json` lists them under `repeats`, beside this step's own wall time.
+Under the Ray executor a sweep's points share a node (its CPU cores, memory bandwidth, PCIe, the driver)
+with other points; a host-bound engine can run slower there than alone. A sweep file's `repeat_alone: N`
+picks N of its points, deterministically, and runs each again twice after the sweep, one run at a time with
+nothing else of the sweep running, by the sweep's own executor (sweep_ray.py: a Ray task on the node that ran
+it, pinned and threaded as its points are; local: a fresh local process), so the runs differ only in what ran
+beside them. Their results go to `repeats/`, and `sweep.json` lists them under `repeats`.
 
-The sample is a function of the points alone (their parameter hashes seed the choice), so the same
-sweep run on one GPU or two, under any name, repeats the same points.
+Why twice: one run alone against the sweep's run cannot tell a neighbour's effect from run-to-run drift (a
+fresh process, the host's speed at the time), and the calls within one run understate that drift. The two
+alone runs show it; the rule (`RULE`) asks the side-by-side median to lie beyond both.
 
-The rule (`RULE`): for every variant and steady phase the two runs share, the ratio of medians
-side by side / alone gets its 95% bootstrap interval (stats.py, both sides resampled). The phase
-moved when that interval excludes 1; with fewer than `MIN_SAMPLES` samples on a side there is no
-verdict. A point moved when any of its phases moved. Run with the local executor the same
-comparison reads run-to-run reproducibility instead, and the report says which executor ran.
+The sample is a function of the points alone (their parameter hashes seed the choice), so the same sweep run
+on one GPU or two, under any name, repeats the same points. Runs whose threads or cores differ from the
+side-by-side run's are not compared (the report says what differed). Records from before the second run
+hold one alone run: their comparison is against it alone, and the report says it cannot tell drift apart.
 """
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from .effects import MIN_SAMPLES
@@ -31,12 +34,17 @@ from .result import Result
 from .stats import Ratio, Samples, ratio_interval
 
 REPEATS_FOLDER = "repeats"
+ALONE_RUNS = 2  # runs alone per sampled point: two show the run-to-run spread a neighbour's effect must exceed
 STEADY_PHASES = ("steady", "steady_after_update")
 MOVED, WITHIN, FEW = "moved", "within the spread", "too few samples"
+FAMILY = 0.05  # the chance, for one point, that some phase reads moved by sampling alone (Bonferroni over phases)
 RULE = ("side by side vs alone: for each variant and steady phase, the ratio of medians (side by side / alone) "
-        "with its 95% bootstrap interval (both sides' samples resampled); a phase moved when the interval "
-        f"excludes 1 (no verdict with fewer than {MIN_SAMPLES} samples a side); a point moved when any of "
-        "its steady phases moved")
+        f"against each of the point's {ALONE_RUNS} runs alone, with bootstrap intervals (both sides' samples "
+        f"resampled) at 1 - {FAMILY}/n, n the point's phases compared (so a point with many phases is not called "
+        "moved by chance); a phase moved when every such interval excludes 1 on the same side: the side-by-side "
+        "median lies beyond all runs alone, i.e. beyond their run-to-run spread and each run's sampling (no "
+        f"verdict with fewer than {MIN_SAMPLES} samples a side); a point moved when any of its steady phases moved; "
+        "runs with other threads or cores than the side-by-side run's are not compared")
 
 
 def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
@@ -49,16 +57,36 @@ def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
     return [(order, *points[order]) for order in chosen]
 
 
-def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
-    """Run the sampled points one at a time, each alone in a fresh local process; returns sweep.json's
-    `repeats` block (also on disk). A repeat whose result is already there (resume) is kept as a point's is
-    (sweep.kept_status); a curve sweep's point that failed or is invalid side by side is not repeated."""
+def alone_file(slug: str, digest: str, run: int) -> str:
+    """A repeat's result file; the first run's name is the one records before the second run used."""
+    return f"{REPEATS_FOLDER}/{slug}-{digest}{'' if run == 1 else f'-alone{run}'}.json"
+
+
+def local_runner(launcher):
+    """A repeat's runner under the local executor: the point's launcher again, in this host's fresh process."""
+    def run(params: StudyParams, side: dict | None):
+        start = time.perf_counter()
+        try:
+            return launcher(params), None, time.perf_counter() - start, {}
+        except Exception as err:  # recorded; the other repeats and the report go on
+            return None, err, time.perf_counter() - start, {}
+
+    return run
+
+
+def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, executor: str = "local") -> dict:
+    """Run each sampled point ALONE_RUNS times, one run at a time, by `runner(params, side-by-side entry) ->
+    (result, error, wall seconds, placement)` (the executor's: sweep_ray's under Ray; by default a fresh local
+    process of the sweep's launcher); returns sweep.json's `repeats` block (also on disk). A repeat whose result
+    is already there (resume) is kept as a point's is (sweep.kept_status); a curve sweep's point that failed or
+    is invalid side by side is not repeated."""
     from .environment import now
     from .launch import sweep_launcher
     from .pipeline import say
     from .sweep import SWEEP_FILE, kept_status, point_hash, settle
 
     kind, launcher = sweep_launcher(spec.launcher, launcher)
+    runner = runner or local_runner(launcher)
     folder = Path(folder)
     (folder / REPEATS_FOLDER).mkdir(parents=True, exist_ok=True)
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
@@ -66,28 +94,30 @@ def run(spec, folder: Path, progress: bool = True, launcher=None) -> dict:
     began = time.perf_counter()
     block = {"rule": RULE, "start": now(), "end": None, "seconds": 0.0, "points": []}
     record["repeats"] = block
-    side_by_side = {e.get("order"): e.get("status", "") for e in record.get("points", [])}
+    side_by_side = {e.get("order"): e for e in record.get("points", [])}
     for order, slug, params in sample(spec, spec.repeat_alone):
-        entry = {"order": order, "slug": slug, "hash": point_hash(params),
-                 "file": f"{REPEATS_FOLDER}/{slug}-{point_hash(params)}.json"}
-        start = time.perf_counter()
-        if spec.report == "sweep" and not _usable(side_by_side.get(order, "")):
-            # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
-            entry["status"] = NOT_REPEATED
-        elif kept := kept_status(folder, entry["file"], params):
-            entry["status"] = kept
-        else:
-            entry["launcher"] = kind
-            try:
-                settle(folder, entry, launcher(params))
-            except Exception as err:  # recorded; the other repeats and the report go on
-                settle(folder, entry, error=err)
-        entry["wall_s"] = time.perf_counter() - start
-        block["points"].append(entry)
-        block.update(end=now(), seconds=time.perf_counter() - began)
-        write_json_atomic(record, folder / SWEEP_FILE)
-        if progress:
-            say(f"[repeat alone {len(block['points'])}/{spec.repeat_alone}] {slug}: {entry['status']}")
+        side = side_by_side.get(order)
+        for number in range(1, ALONE_RUNS + 1):
+            entry = {"order": order, "run": number, "slug": slug, "hash": point_hash(params),
+                     "file": alone_file(slug, point_hash(params), number)}
+            start = time.perf_counter()
+            if spec.report == "sweep" and not _usable((side or {}).get("status", "")):
+                # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
+                entry["status"] = NOT_REPEATED
+            elif kept := kept_status(folder, entry["file"], params):
+                entry["status"] = kept
+            else:
+                result, error, wall_s, placement = runner(params, side)
+                entry.update(launcher=kind, executor=executor, **({"placement": placement} if placement else {}))
+                settle(folder, entry, result, error)
+            entry["wall_s"] = time.perf_counter() - start
+            block["points"].append(entry)
+            block.update(end=now(), seconds=time.perf_counter() - began)
+            write_json_atomic(record, folder / SWEEP_FILE)
+            if progress:
+                say(f"[repeat alone {order}, run {number}/{ALONE_RUNS}] {slug}: {entry['status']}")
+            if entry["status"] == NOT_REPEATED:
+                break
     return block
 
 
@@ -119,16 +149,24 @@ def problems(record: dict) -> list[str]:
     wanted = int(spec.get("repeat_alone") or 0)
     entries = (record.get("repeats") or {}).get("points", [])
     invalid_blocks = spec.get("report") != "sweep"
-    out = [f"repeat of point {e['slug']} alone: {e.get('error') or e['status']}" for e in entries
+    out = [f"repeat of point {e['slug']} alone (run {e.get('run', 1)}): {e.get('error') or e['status']}"
+           for e in entries
            if e.get("status") == "failed" or (invalid_blocks and e.get("status", "").startswith("invalid"))]
-    if len(entries) < wanted:
-        out.append(f"repeat_alone is {wanted} but {len(entries)} repeat(s) ran (resume the sweep with --into)")
+    # Records before the second run alone hold one run per point (no `run` key): one is what they asked for.
+    runs = ALONE_RUNS if any("run" in e for e in entries) else 1
+    done = {}
+    for e in entries:
+        done[e["order"]] = runs if e.get("status") == NOT_REPEATED else done.get(e["order"], 0) + 1
+    short = sum(1 for n in done.values() if n < runs) + max(wanted - len(done), 0)
+    if short:
+        out.append(f"repeat_alone is {wanted} ({runs} run(s) alone each) but {short} point(s) lack their runs "
+                   "(resume the sweep with --into)")
     return out
 
 
 @dataclass(frozen=True)
 class Shift:
-    """One variant's steady phase: side by side against alone."""
+    """One variant's steady phase: side by side against alone (the run alone nearest it, where there are more)."""
 
     variant: str
     cycle: int
@@ -137,22 +175,76 @@ class Shift:
     alone: Samples
     ratio: Ratio  # side by side / alone
     verdict: str
+    alones: tuple[Samples, ...] = ()  # every run alone, in run order (repeats)
+    run_to_run: Ratio | None = None  # the second run alone over the first
 
 
-def shifts(side: Result, alone: Result) -> list[Shift]:
-    """Every steady phase of every real variant that both runs measured."""
-    rows = []
+def _phases(side: Result, others: list[Result]):
+    """(variant, cycle, phase, side's samples, each other's) for every steady phase of every real variant that
+    all of them measured."""
     for variant in side.variants():
         for cycle, phase in side.phase_groups():
             if phase not in STEADY_PHASES or any(c.diagnostic for c in side.calls_of(variant, cycle, phase)):
                 continue
-            a, b = side.samples(variant, cycle, phase), alone.samples(variant, cycle, phase)
-            if a is None or b is None:
-                continue
-            ratio = ratio_interval(a, b)
-            verdict = FEW if min(a.n, b.n) < MIN_SAMPLES else (WITHIN if ratio.contains(1.0) else MOVED)
-            rows.append(Shift(variant, cycle, phase, a, b, ratio, verdict))
+            mine, theirs = side.samples(variant, cycle, phase), [o.samples(variant, cycle, phase) for o in others]
+            if mine is not None and all(t is not None for t in theirs):
+                yield variant, cycle, phase, mine, theirs
+
+
+def shifts(side: Result, alone: Result) -> list[Shift]:
+    """Every steady phase of every real variant that both runs measured, at 95% each (`compare`'s rule)."""
+    rows = []
+    for variant, cycle, phase, a, (b,) in _phases(side, [alone]):
+        ratio = ratio_interval(a, b)
+        verdict = FEW if min(a.n, b.n) < MIN_SAMPLES else (WITHIN if ratio.contains(1.0) else MOVED)
+        rows.append(Shift(variant, cycle, phase, a, b, ratio, verdict))
     return rows
+
+
+def shifts_alone(side: Result, alones: list[Result]) -> list[Shift]:
+    """RULE: each steady phase against every run alone, intervals at 1 - FAMILY / (phases compared)."""
+    found = list(_phases(side, alones))
+    level = 1 - FAMILY / max(len(found), 1)
+    rows = []
+    for variant, cycle, phase, mine, theirs in found:
+        ratios = [ratio_interval(mine, t, level=level) for t in theirs]
+        beyond = all(r.has_interval and r.low > 1 for r in ratios) or all(r.has_interval and r.high < 1
+                                                                            for r in ratios)
+        few = min(mine.n, *(t.n for t in theirs)) < MIN_SAMPLES
+        nearest = min(range(len(ratios)), key=lambda i: abs(math.log(ratios[i].point)))
+        rows.append(Shift(variant, cycle, phase, mine, theirs[nearest], ratios[nearest],
+                          FEW if few else (MOVED if beyond else WITHIN), tuple(theirs),
+                          ratio_interval(theirs[1], theirs[0]) if len(theirs) > 1 else None))
+    return rows
+
+
+def settings_differ(side: Result, alone: Result) -> str:
+    """What a run alone ran with that its side-by-side run did not (threads, cores): '' where nothing recorded
+    differs. Ray sets OMP_NUM_THREADS=1 in its workers where it is unset; a local process uses every core."""
+    from .environment import core_count
+
+    a, b = side.metadata.get("threads") or {}, alone.metadata.get("threads") or {}
+    out = [f"{key} {a.get(key)} side by side, {b.get(key)} alone" for key in ("torch_threads", "OMP_NUM_THREADS",
+                                                                             "MKL_NUM_THREADS")
+           if a.get(key) != b.get(key)]
+    cores = core_count(a.get("cpu_affinity")), core_count(b.get("cpu_affinity"))
+    if None not in cores and cores[0] != cores[1]:
+        out.append(f"{cores[0]} core(s) side by side, {cores[1]} alone")
+    return "; ".join(out)
+
+
+def beside(side: Result, points: list[tuple[dict, Result | None]]) -> int | None:
+    """How many other points' runs overlapped this one's in time (their recorded start and end); None where a
+    time is missing. Under Ray with one worker, or the local executor, none did: a shift is then run to run."""
+    def span(result: Result):
+        start, end = result.metadata.get("time_start"), result.metadata.get("time_end")
+        return (datetime.fromisoformat(start), datetime.fromisoformat(end)) if start and end else None
+
+    mine = span(side)
+    others = [span(r) for _, r in points if r is not None and r is not side]
+    if mine is None or any(o is None for o in others):
+        return None
+    return sum(1 for start, end in others if start < mine[1] and mine[0] < end)
 
 
 @dataclass(frozen=True)
@@ -163,6 +255,9 @@ class Verdict:
     verdict: str
     shifts: tuple[Shift, ...]
     why: str = ""
+    runs: int = 0  # runs alone compared
+    beside: int | None = None  # other points that ran while its side-by-side run did
+    model: str = ""  # the side-by-side result's label and model, where it has one
 
     @property
     def moved(self) -> list[Shift]:
@@ -172,25 +267,37 @@ class Verdict:
 def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict, Result | None]]) -> list[Verdict]:
     """Per repeated point: `moved` (some steady phase beyond the rule), `not moved`, or `not compared`."""
     by_order = {entry["order"]: (entry, result) for entry, result in points}
-    out = []
+    runs_of: dict[int, list[tuple[dict, Result | None]]] = {}
     for entry, alone in repeated:
-        side_entry, side = by_order.get(entry["order"], (None, None))
-        if entry.get("status") == NOT_REPEATED:
-            out.append(Verdict(entry["slug"], "not repeated", (), NOT_REPEATED))
+        runs_of.setdefault(entry["order"], []).append((entry, alone))
+    out = []
+    for order, runs in runs_of.items():
+        slug = runs[0][0]["slug"]
+        side_entry, side = by_order.get(order, (None, None))
+        if runs[0][0].get("status") == NOT_REPEATED:
+            out.append(Verdict(slug, "not repeated", (), NOT_REPEATED))
             continue
-        if side is None or alone is None:
-            failed = "side by side" if side is None else "alone"
-            reason = (side_entry or {}).get("error") if side is None else entry.get("error")
-            out.append(Verdict(entry["slug"], "not compared", (), f"the {failed} run has no result"
+        missing = [(entry, alone) for entry, alone in runs if alone is None]
+        if side is None or missing:
+            reason = (side_entry or {}).get("error") if side is None else missing[0][0].get("error")
+            which = "side by side" if side is None else f"alone (run {missing[0][0].get('run', 1)})"
+            out.append(Verdict(slug, "not compared", (), f"the {which} run has no result"
                                + (f" ({excerpt(reason, 100)})" if reason else "")))
             continue
-        found = tuple(shifts(side, alone))
+        alones = [alone for _, alone in runs]
+        near, model = beside(side, points), f"{side.label}: {side.model_name}"
+        if differ := "; ".join(d for alone in alones if (d := settings_differ(side, alone))):
+            out.append(Verdict(slug, "not compared", (), f"ran with other settings: {differ}", len(alones), near,
+                               model))
+            continue
+        found = tuple(shifts_alone(side, alones))
         if not found:
-            out.append(Verdict(entry["slug"], "not compared", (), "no steady phase measured in both runs"))
+            verdict, why = "not compared", "no steady phase measured in every run"
         elif any(s.verdict == MOVED for s in found):
-            out.append(Verdict(entry["slug"], "moved", found))
+            verdict, why = "moved", ""
         elif all(s.verdict == FEW for s in found):
-            out.append(Verdict(entry["slug"], "not compared", found, f"fewer than {MIN_SAMPLES} samples a side"))
+            verdict, why = "not compared", f"fewer than {MIN_SAMPLES} samples a side"
         else:
-            out.append(Verdict(entry["slug"], "not moved", found))
+            verdict, why = "not moved", ""
+        out.append(Verdict(slug, verdict, found, why, len(alones), near, model))
     return out

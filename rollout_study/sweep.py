@@ -247,6 +247,17 @@ def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseE
                      else excerpt(f"{type(error).__name__}: {error}"))
 
 
+def other_code(result: Result, code: str | None) -> str | None:
+    """Why a point's result does not count where it names other measuring code than the sweep's: a Ray cluster
+    runs the package its nodes have installed, which need not be the driver's (nor need the files of a long local
+    sweep stay as they were). Results that predate the fingerprint, or a sweep without one, are not judged."""
+    recorded = (result.metadata.get("git") or {}).get("code_sha256")
+    if not (recorded and code) or recorded == code:
+        return None
+    return (f"the point ran other code (fingerprint {recorded[:12]}) than the sweep's ({code[:12]}): install this "
+            "code on every node the sweep runs on")
+
+
 class _Record:
     """sweep.json as the points finish: written after each one, so an interrupted sweep keeps them."""
 
@@ -261,12 +272,14 @@ class _Record:
                 "total_seconds": sum(w.get("seconds") or 0.0 for w in earlier)}
         self.data = {"schema_version": 1, "spec": spec.to_dict(), "executor": executor, "wall": wall, "points": []}
         self.began = time.perf_counter()
+        self.code: str | None = None  # the sweep's code fingerprint, taken by pending()
 
     def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
         """Entries of the points to run; those with a result to keep are recorded at once."""
         from .environment import git_commit
 
         todo, current = [], git_commit()  # once: two git processes and a hash of the package each time
+        self.code = current.get("code_sha256")
         for order, (slug, params) in enumerate(spec.points()):
             digest = point_hash(params)
             file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
@@ -282,6 +295,8 @@ class _Record:
         from .pipeline import say
 
         entry.update(fields)
+        if result is not None and (problem := other_code(result, self.code)):
+            result, error = None, RuntimeError(problem)
         settle(self.folder, entry, result, error)
         self.data["points"].append(entry)
         self.data["wall_s"] = time.perf_counter() - self.began
@@ -311,9 +326,9 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
         try:
             result = launcher(params)
         except Exception as err:  # out of memory, a crash: recorded, and the sweep goes on
-            record.done(entry, error=err, wall_s=time.perf_counter() - start, launcher=kind)
+            record.done(entry, error=err, wall_s=time.perf_counter() - start, launcher=kind, executor="local")
             continue
-        record.done(entry, result, wall_s=time.perf_counter() - start, launcher=kind)
+        record.done(entry, result, wall_s=time.perf_counter() - start, launcher=kind, executor="local")
     return record.data
 
 

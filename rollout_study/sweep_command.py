@@ -62,7 +62,7 @@ def command(args) -> list[str]:
             run_ray(spec, folder, address=args.address, progress=not args.quiet)
         else:
             run_local(spec, folder, progress=not args.quiet)
-        if spec.repeat_alone:
+        if spec.repeat_alone and args.executor != "ray":  # run_ray repeats them as Ray tasks, before Ray stops
             repeats.run(spec, folder, progress=not args.quiet)
     except BaseException:
         say(f"interrupted; finished points are kept in {folder} (resume with --into)")

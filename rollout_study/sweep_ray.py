@@ -1,76 +1,172 @@
 """The Ray executor of a sweep (sweep.py): each point a Ray task with one GPU (`num_gpus=1`; one CPU each on a
 machine without CUDA), on a local Ray instance started for the sweep or on an existing cluster by address.
-Points that share a host are pinned to disjoint cores; each runs in a fresh process of the sweep's launcher.
+
+Points that share a node are pinned to disjoint shares of its cores: a GPU task to its GPU's share (the node's
+cores this worker may use, over the node's GPUs), a CPU task to a free slot's (one slot per CPU Ray gives the
+node, claimed with a lock file, as Ray names no CPU). Each runs in a fresh process of the sweep's launcher,
+which inherits the pinning and Ray's thread settings; each entry records where it ran (`placement`: node,
+GPUs, slot, cores) and each result its cores and threads. The sampled points are then repeated alone
+(repeats.py) as Ray tasks too, one at a time, on the node that ran them: the same executor, threads and
+pinning, nothing of the sweep beside them.
+
+Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
+unseen. A point whose result names other code than the sweep's (a cluster with another copy of the package
+installed) is refused (sweep._Record.done), so every node must run this code.
 """
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
-from .params import StudyParams
+from .params import ParameterError, StudyParams
 from .result import Result
 from .sweep import SweepSpec, _Record
-
 
 _worker_cores: list[int] | None = None  # the cores this worker may use, before any task pinned it
 
 
-def _ray_point(params_dict: dict, cores_per_gpu: int, launcher: str) -> tuple[dict, float]:
-    """One point as a Ray task: pinned to its GPU's share of the host's cores, run in a fresh process."""
+def _free_slot(node: str, slots: int):
+    """(slot, the lock file held while the task runs) of the first free slot of `slots` on this node; (None, None)
+    where every one is held (another sweep's tasks on the same node)."""
+    import fcntl
+
+    folder = Path(tempfile.gettempdir()) / "rollout-study-ray-slots" / node
+    folder.mkdir(parents=True, exist_ok=True)
+    for slot in range(slots):
+        handle = open(folder / f"{slot}.lock", "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return slot, handle
+        except OSError:
+            handle.close()
+    return None, None
+
+
+def _pin(cuda: bool) -> tuple[dict, object]:
+    """Pin this worker (and so the point's process, which inherits it) to its share of the node's cores; returns
+    where it ran, as recorded, and a lock file to hold until the point ends (CPU slots)."""
     import ray
 
-    from .launch import point_launcher
+    from .environment import core_ranges
 
     global _worker_cores
-    gpus = ray.get_gpu_ids()
-    if gpus and cores_per_gpu and hasattr(os, "sched_setaffinity"):
-        # Points that share a host get disjoint cores (of those this worker may use), so their host-bound
-        # work does not contend; where the share is empty or refused, the point runs unpinned. A worker runs
-        # task after task (max_calls=0), each maybe for another GPU: the share is cut from the worker's cores
-        # as they were before its first task pinned it.
-        if _worker_cores is None:
-            _worker_cores = sorted(os.sched_getaffinity(0))
-        share = _worker_cores[int(gpus[0]) * cores_per_gpu:(int(gpus[0]) + 1) * cores_per_gpu]
+    context = ray.get_runtime_context()
+    node = context.get_node_id()
+    if _worker_cores is None:  # a worker runs task after task (max_calls=0): cut shares from its first cores
+        _worker_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    resources = next((n.get("Resources", {}) for n in ray.nodes() if n.get("NodeID") == node), {})
+    gpus = [str(g) for g in ray.get_gpu_ids()]
+    held = None
+    if cuda:
+        slots, slot = int(resources.get("GPU", 0)), (int(gpus[0]) if gpus and gpus[0].isdigit() else None)
+    else:
+        slots = int(resources.get("CPU", 0))
+        slot, held = _free_slot(node, slots)
+    share = len(_worker_cores) // slots if slots else 0
+    cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None and slot < slots else []
+    why = "" if cores else f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}"
+    if cores:
         try:
-            os.sched_setaffinity(0, share or _worker_cores)
-        except OSError:
-            pass
+            os.sched_setaffinity(0, cores)
+        except OSError as err:
+            cores, why = [], f"unpinned: {err}"
+    if not cores and _worker_cores:
+        os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
+    placement = {"node": node, "node_ip": ray.util.get_node_ip_address(), "gpus": gpus, "slot": slot,
+                 "slots": slots, "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
+    return ({**placement, "why": why} if why else placement), held
+
+
+def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | None = None) -> dict:
+    """One point as a Ray task, pinned to its share of the node's cores, run in a fresh process. Its own errors
+    come back as text beside its wall time and placement (a crash of the worker itself reaches the driver)."""
+    from .launch import LaunchError, point_launcher
+    from .record import excerpt
+
+    placement, held = _pin(cuda)
     start = time.perf_counter()
-    result = point_launcher(launcher)(StudyParams.from_dict(params_dict, source="ray task"))
-    return result.to_dict(), time.perf_counter() - start
+    try:
+        run = point_launcher(launcher, **({"timeout_s": timeout_s} if timeout_s else {}))
+        result = run(StudyParams.from_dict(params_dict, source="ray task"))
+        return {"result": result.to_dict(), "error": None, "wall_s": time.perf_counter() - start,
+                "placement": placement}
+    except Exception as err:  # recorded as the point's failure by the driver
+        text = str(err) if isinstance(err, LaunchError) else excerpt(f"{type(err).__name__}: {err}")
+        return {"result": None, "error": text, "wall_s": time.perf_counter() - start, "placement": placement}
+    finally:
+        if held is not None:
+            held.close()
+
+
+def _outcome(data: dict) -> tuple[Result | None, BaseException | None, float, dict]:
+    """(result, error, wall seconds, placement) of a task's reply, as settle and the repeats take them."""
+    from .launch import LaunchError
+
+    error = LaunchError(data["error"]) if data.get("error") else None
+    result = Result.from_dict(data["result"], "ray task") if data.get("result") is not None else None
+    return result, error, data.get("wall_s"), data.get("placement") or {}
 
 
 def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress: bool = True) -> dict:
-    """Every point as a Ray task, one GPU each (`num_gpus=1`; one CPU each without CUDA), on a local
-    Ray instance started for the sweep, or on an existing cluster at `address`."""
+    """Every point as a Ray task, one GPU each (`num_gpus=1`; one CPU each without CUDA), on a local Ray instance
+    started for the sweep (never one RAY_ADDRESS or `ray start` left running: address "local"), or on an
+    existing cluster at `address`; then the sampled points alone (repeats.py), as Ray tasks on their nodes."""
     import ray
     import torch
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": os.cpu_count()}))
+    if ray.is_initialized():
+        raise ParameterError("--executor ray: Ray is already initialized in this process, so the sweep cannot "
+                             "start its own instance or connect to --address; allowed: a process without Ray "
+                             "initialized")
+    ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+             **({} if address else {"num_cpus": os.cpu_count()}))
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cuda = torch.cuda.is_available() or gpus > 0
         workers = gpus if cuda else int(ray.cluster_resources().get("CPU", 1))
         record = _Record(spec, folder, "ray" + (f" at {address}" if address else " (local instance)"), progress,
                          gpus=gpus, workers=workers)
-        cores = (os.cpu_count() or 1) // max(gpus, 1) if cuda else 0
         # max_calls=0: a worker runs task after task. Ray's default for GPU tasks is a new worker each, which
         # would start a new fork server each; the worker itself never touches the GPU (its point's process does).
-        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1, max_calls=0)(_ray_point)
-        running = {task.remote(params.to_dict(), cores, spec.launcher): entry for entry, params in record.pending(spec)}
+        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1, max_calls=0, max_retries=0)(
+            _ray_point)
+        timeout = getattr(spec, "point_timeout_s", None)
+        running = {task.remote(params.to_dict(), spec.launcher, cuda, timeout): entry
+                   for entry, params in record.pending(spec)}
         while running:
             (ready,), _ = ray.wait(list(running), num_returns=1)
             entry = running.pop(ready)
             try:
-                data, wall_s = ray.get(ready)
-                record.done(entry, Result.from_dict(data, "ray task"), wall_s=wall_s, launcher=spec.launcher)
-            except Exception as err:  # the task's own error, unwrapped where Ray wrapped it
-                record.done(entry, error=getattr(err, "cause", None) or err, wall_s=None, launcher=spec.launcher)
+                result, error, wall_s, placement = _outcome(ray.get(ready))
+            except Exception as err:  # the worker died (its point's process with it): Ray's error, unwrapped
+                result, error, wall_s, placement = None, getattr(err, "cause", None) or err, None, {}
+            record.done(entry, result, error, wall_s=wall_s, launcher=spec.launcher, executor="ray",
+                        placement=placement)
+        if spec.repeat_alone:
+            from . import repeats
+
+            repeats.run(spec, folder, progress, runner=_alone_runner(task, spec.launcher, cuda, timeout),
+                        executor="ray")
         return record.data
     finally:
-        if started_here:
-            ray.shutdown()
+        ray.shutdown()
+
+
+def _alone_runner(task, launcher: str, cuda: bool, timeout: float | None):
+    """A repeat's runner: the point's task again, alone, on the node its side-by-side run had (where recorded)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    import ray
+
+    def run(params: StudyParams, side: dict | None):
+        node = ((side or {}).get("placement") or {}).get("node")
+        options = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
+        try:
+            return _outcome(ray.get(task.options(**options).remote(params.to_dict(), launcher, cuda, timeout)))
+        except Exception as err:
+            return None, getattr(err, "cause", None) or err, None, {}
+
+    return run
+

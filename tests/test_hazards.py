@@ -1,9 +1,10 @@
 """The hazard matrix's verdicts from hand-made results, and a whole hazard sweep on the CPU."""
 import json
+import os
 
 import pytest
 
-from rollout_study import hazards, publish, sweep, sweep_ray
+from rollout_study import hazards, publish, repeats, sweep, sweep_ray
 from rollout_study.params import ParameterError
 from rollout_study.present import hazards as report
 from rollout_study.present import index
@@ -276,15 +277,29 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
                                                ("fork-server", "fresh process (fork server)")])
 def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command):
     pytest.importorskip("ray")
+    repeat = 1 if launcher == "fork-server" else 0  # one case pays for the repeats
     spec = sweep.SweepSpec.from_dict({"name": "hz-ray", "sweep": {"update_path": ["copy", "data-copy"]},
-                                      "launcher": launcher, **{**SMALL, "policy": "both"}})
+                                      "launcher": launcher, "repeat_alone": repeat, **{**SMALL, "policy": "both"}})
     record = sweep_ray.run_ray(spec, tmp_path, progress=False)
     assert record["executor"] == "ray (local instance)"
-    assert sorted((p["status"], p["launcher"]) for p in record["points"]) == [("valid", launcher)] * 2
-    _, points = sweep.load(tmp_path)
+    assert sorted((p["status"], p["launcher"], p["executor"]) for p in record["points"]) == [
+        ("valid", launcher, "ray")] * 2
+    record, points = sweep.load(tmp_path)
     assert [e["slug"] for e, _ in points] == ["update_path=copy", "update_path=data-copy"]  # the spec's order
     assert all(r.metadata["command"] == command for _, r in points)
     assert sweep.validity_problems(tmp_path) == []
+    # Each point pinned to its own slot's cores (one CPU each: Ray's CPUs are this host's cores), and its process
+    # ran with them: what placement says is what the result recorded.
+    cores = [e["placement"]["cores"] for e, _ in points]
+    assert all(e["placement"]["pinned"] for e, _ in points) and all(c for c in cores)
+    assert [r.metadata["threads"]["cpu_affinity"] for _, r in points] == cores
+    if os.cpu_count() > 1 and len({e["placement"]["slot"] for e, _ in points}) == 2:  # they overlapped
+        assert cores[0] != cores[1]
+    if repeat:  # repeated alone by Ray too, twice, as its point ran: same threads and as many cores
+        runs = record["repeats"]["points"]
+        assert [(e["run"], e["executor"], e["status"]) for e in runs] == [(1, "ray", "valid"), (2, "ray", "valid")]
+        (verdict,) = repeats.verdicts(points, repeats.load(tmp_path, record))
+        assert verdict.runs == 2 and "other settings" not in verdict.why
 
 
 def test_a_failed_reference_makes_the_cell_failed_not_stale():

@@ -199,14 +199,15 @@ def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_p
     # the points repeated alone, read from the folder (here the published Ray smoke, which has two)
     smoke = REPO / "reports" / "sweep-h200-ray-smoke"
     with_repeats = sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke", folder=smoke)
-    assert "\nRepeated alone: 2 point(s), 2 moved (" in with_repeats and ", 0 not moved." in with_repeats
+    assert "\nRepeated alone: 2 point(s), 2 moved (" in with_repeats and "one run alone per point" in with_repeats
+    assert ", 0 not moved; 0 of 2 ran beside other points in the sweep." in with_repeats
     assert "Repeated alone" not in sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke")
     # a repeat without a verdict is counted, not silently neither moved nor not moved
     record = {"wall": {"executor": "local", "workers": 1}}
     counted = sweep_repeats.answer_line(record, [repeats.Verdict("a", "moved", ()), repeats.Verdict("b", "not compared",
                                                                                                     (), "no result")])
     assert counted.startswith("repeated alone: 2 point(s), 1 moved (a) run to run") and counted.endswith(
-        ", 0 not moved, 1 not compared (a run without a result, or too few samples)")
+        ", 0 not moved, 1 not compared (a run without a result, other threads or cores, or too few samples)")
 
 
 def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):
@@ -352,7 +353,7 @@ def test_a_moved_points_largest_shift_is_a_phase_that_moved():
     verdicts = repeats.verdicts([({"order": 0, "slug": "p0"}, side)], [({"order": 0, "slug": "p0"}, alone)])
     row = sweep_repeats.point_table(verdicts).iloc[0]
     assert row["verdict"] == "moved" and row["largest shift"] == "graph[reuse] c0 steady"
-    assert row["sweep / alone"] == found["graph[reuse]"].ratio.point
+    assert row["sweep / nearest alone"] == found["graph[reuse]"].ratio.point
 
 
 @pytest.mark.parametrize("text, fragment", [
@@ -578,12 +579,13 @@ def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat
     sweep.run_local(spec, lost_alone, progress=False, launcher=lambda p: valid)
     repeats.run(spec, lost_alone, progress=False, launcher=lambda p: invalid)
     block = repeats.run(spec, lost_alone, progress=False, launcher=lambda p: ran.append(p) or valid)
-    assert ran == [] and [e["status"] for e in block["points"]] == ["invalid, kept from an earlier run"]
+    assert ran == [] and [e["status"] for e in block["points"]] == ["invalid, kept from an earlier run"] * 2
     record = json.loads((lost_alone / "sweep.json").read_text(encoding="utf-8"))
     assert repeats.problems(record) == [] and sweep.validity_problems(lost_alone) == []
     # ...while a hazard sweep, whose matrix needs every cell, refuses it
     record["spec"]["report"] = "hazards"
-    assert repeats.problems(record) == [f"repeat of point {slug} alone: invalid, kept from an earlier run"]
+    assert repeats.problems(record) == [f"repeat of point {slug} alone (run {n}): invalid, kept from an earlier run"
+                                        for n in (1, 2)]
 
 
 def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
@@ -919,7 +921,7 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     assert (wall["executor"], wall["gpus"], wall["workers"], wall["points_run"]) == ("local", 0, 1, 2)
     assert wall["seconds"] > 0 and wall["start"] <= wall["end"]
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
-    assert [e["slug"] for e in record["repeats"]["points"]] == [slug for _, slug, _ in repeats.sample(spec, 1)]
+    assert [e["slug"] for e in record["repeats"]["points"]] == [slug for _, slug, _ in repeats.sample(spec, 1)] * 2
     assert sweep.validity_problems(folder) == []
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert "Synthetic model: tiny-llama" in html and "Points repeated alone" in html
@@ -939,7 +941,9 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     assert ((times["rest s"] >= 0) & (times["rest s"] < times["wall s"])).all()
     assert "repeated alone: 1 point(s)" in summary
     assert "Per repeated point: moved run to run: both runs local" in summary
-    assert "### Every steady phase compared" in summary and "| in the sweep ms | alone ms | sweep / alone |" in summary
+    assert "### Every steady phase compared" in summary
+    assert "| in the sweep ms | alone 1 ms | alone 2 ms | sweep / nearest alone | low | high | alone 2 / alone 1 |" \
+        in summary
     assert "## Host of each point" in summary and "- host: " in summary
     assert "eager generate()'s steady calls spread by" in summary  # the real points' calls give the spread
     from rollout_study import publish
@@ -1152,7 +1156,7 @@ def test_a_two_point_cpu_sweep_through_the_fork_server_runs_each_point_in_a_fork
     record = sweep.run_local(spec, tmp_path, progress=False)
     assert [(p["status"], p["launcher"]) for p in record["points"]] == [("valid", "fork-server")] * 2
     block = repeats.run(spec, tmp_path, progress=False)
-    assert [(p["status"], p["launcher"]) for p in block["points"]] == [("valid", "fork-server")]
+    assert [(p["status"], p["launcher"]) for p in block["points"]] == [("valid", "fork-server")] * repeats.ALONE_RUNS
     _, points = sweep.load(tmp_path)
     assert {r.metadata["command"] for _, r in points} == {"fresh process (fork server)"}
     assert sweep.validity_problems(tmp_path) == []

@@ -8,7 +8,7 @@ import pandas as pd
 from .. import repeats, sweep
 
 HEADING = "Points repeated alone"
-PHASES_CAPTION = "Every steady phase compared"
+PHASES_CAPTION = "Every steady phase compared (low and high: the interval at the rule's level, 1 - 0.05/n)"
 
 
 def contrast(record: dict) -> str:
@@ -29,15 +29,26 @@ def contrast(record: dict) -> str:
             "shift is the executor's or the host's between the two runs, not a neighbour's)")
 
 
+def _one_run(verdicts: list[repeats.Verdict]) -> str:
+    """Said where a record predates the second run alone: one run cannot tell a neighbour from drift."""
+    if any(v.runs == 1 for v in verdicts):
+        return (" (one run alone per point, recorded before the second: a shift may be run-to-run drift, which one "
+                "run cannot tell apart)")
+    return ""
+
+
 def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:
     ran = [v for v in verdicts if v.verdict != "not repeated"]
     moved = [v.slug for v in ran if v.verdict == "moved"]
     skipped = len(verdicts) - len(ran)
     uncompared = sum(v.verdict == "not compared" for v in ran)  # why: the point table's column
+    near = [v.beside for v in ran if v.beside is not None]
     return (f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
-            + (f" ({', '.join(moved)})" if moved else "") + f" {contrast(record)}"
+            + (f" ({', '.join(moved)})" if moved else "") + f" {contrast(record)}{_one_run(ran)}"
             + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
-            + (f", {uncompared} not compared (a run without a result, or too few samples)" if uncompared else "")
+            + (f", {uncompared} not compared (a run without a result, other threads or cores, or too few samples)"
+               if uncompared else "")
+            + (f"; {sum(1 for n in near if n)} of {len(near)} ran beside other points in the sweep" if near else "")
             + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
 
 
@@ -50,16 +61,20 @@ def point_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     for v in verdicts:
         # A moved point's row shows a phase that moved: a larger ratio whose interval holds 1 is noise, not a shift
         worst = max(v.moved or v.shifts, key=lambda s: abs(s.ratio.point - 1), default=None)
-        rows.append({"point": v.slug, "verdict": v.verdict,
+        drift = worst and worst.run_to_run
+        rows.append({"point": v.slug, "model": v.model or "-", "verdict": v.verdict,
+                     "runs alone": v.runs or None, "points beside it": v.beside,
                      "phases moved": f"{len(v.moved)}/{len(v.shifts)}" if v.shifts else "-",
                      "largest shift": worst and f"{worst.variant} c{worst.cycle} {worst.phase}",
-                     "sweep / alone": worst and worst.ratio.point, "95% low": worst and worst.ratio.low,
-                     "95% high": worst and worst.ratio.high, "why": v.why})
-    return pd.DataFrame(rows)
+                     "sweep / nearest alone": worst and worst.ratio.point, "low": worst and worst.ratio.low,
+                     "high": worst and worst.ratio.high, "alone 2 / alone 1": drift and drift.point, "why": v.why})
+    return pd.DataFrame(rows).astype({"runs alone": "Int64", "points beside it": "Int64"}) if rows else pd.DataFrame()
 
 
 def phase_table(verdicts: list[repeats.Verdict]) -> pd.DataFrame:
     return pd.DataFrame([{"point": v.slug, "variant": s.variant, "cycle": s.cycle, "phase": s.phase,
-                          "in the sweep ms": s.side.median, "alone ms": s.alone.median, "sweep / alone": s.ratio.point,
-                          "95% low": s.ratio.low, "95% high": s.ratio.high, "verdict": s.verdict}
+                          "in the sweep ms": s.side.median,
+                          **{f"alone {i + 1} ms": a.median for i, a in enumerate(s.alones or (s.alone,))},
+                          "sweep / nearest alone": s.ratio.point, "low": s.ratio.low, "high": s.ratio.high,
+                          "alone 2 / alone 1": s.run_to_run and s.run_to_run.point, "verdict": s.verdict}
                          for v in verdicts for s in v.shifts])

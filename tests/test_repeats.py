@@ -1,0 +1,106 @@
+"""Points repeated alone: the rule against two runs alone, what a run ran with, who ran beside it, what a sweep
+owes, and a result from other code refused."""
+import pytest
+
+from result_fixture import sweep_point as point
+from rollout_study import repeats, sweep
+from rollout_study.environment import core_count, core_ranges
+from rollout_study.stats import ratio_interval
+
+GRAPH = "graph[reuse]"
+
+
+def _run(graph_ms: list[float], threads: dict | None = None, span: tuple[str, str] | None = None):
+    result = point(1, 16, {"eager": (1, 1, 1, 1), GRAPH: (1, 1, 1, 1)},
+                   steady_samples={(GRAPH, "steady"): graph_ms, ("eager", "steady"): [50.0, 50.1, 49.9, 50.0, 50.0]})
+    result.metadata["threads"] = threads or {"torch_threads": 4, "OMP_NUM_THREADS": "4", "cpu_affinity": "0-3"}
+    if span:
+        result.metadata["time_start"], result.metadata["time_end"] = span
+    return result
+
+
+TIGHT = [0.0, 0.01, -0.01, 0.005, -0.005]
+
+
+def _at(ms: float) -> list[float]:
+    return [ms + d for d in TIGHT]
+
+
+def test_a_phase_moved_only_when_the_side_by_side_median_lies_beyond_every_run_alone():
+    side = _run(_at(12.0))
+    between = {s.variant: s for s in repeats.shifts_alone(side, [_run(_at(10.0)), _run(_at(14.0))])
+               if s.phase == "steady"}
+    # Against either run alone it reads moved (tight calls), but the runs alone differ by more: drift, not a neighbour
+    alone = {(s.variant, s.phase): s for s in repeats.shifts(side, _run(_at(10.0)))}
+    assert alone[GRAPH, "steady"].verdict == repeats.MOVED
+    assert between[GRAPH].verdict == repeats.WITHIN
+    assert between[GRAPH].run_to_run.point == pytest.approx(1.4, rel=1e-3)
+    beyond = {s.variant: s for s in repeats.shifts_alone(side, [_run(_at(10.0)), _run(_at(10.2))])
+              if s.phase == "steady"}
+    assert beyond[GRAPH].verdict == repeats.MOVED
+    assert beyond[GRAPH].alone.median == pytest.approx(10.2)  # the nearest run alone is the one shown
+    assert [a.median for a in beyond[GRAPH].alones] == pytest.approx([10.0, 10.2])
+
+
+def test_the_intervals_are_at_the_family_level_over_the_points_phases():
+    side, alones = _run(_at(12.0)), [_run(_at(10.0)), _run(_at(10.2))]
+    found = repeats.shifts_alone(side, alones)
+    level = 1 - repeats.FAMILY / len(found)
+    shift = next(s for s in found if s.variant == GRAPH and s.phase == "steady")
+    assert len(found) > 1 and shift.ratio == ratio_interval(shift.side, shift.alone, level=level)
+
+
+def test_a_run_alone_with_other_threads_or_cores_is_not_compared():
+    side = _run(_at(12.0), span=("2026-12-01T10:00:00+00:00", "2026-12-01T10:05:00+00:00"))
+    ray_like = _run(_at(10.0), {"torch_threads": 1, "OMP_NUM_THREADS": "1", "cpu_affinity": "0-3"})
+    fewer_cores = _run(_at(10.0), {"torch_threads": 4, "OMP_NUM_THREADS": "4", "cpu_affinity": "0-1"})
+    assert repeats.settings_differ(side, _run(_at(10.0))) == ""
+    assert repeats.settings_differ(side, ray_like) == ("torch_threads 4 side by side, 1 alone; OMP_NUM_THREADS 4 "
+                                                       "side by side, 1 alone")
+    assert repeats.settings_differ(side, fewer_cores) == "4 core(s) side by side, 2 alone"
+    entry = {"order": 0, "slug": "p0"}
+    (verdict,) = repeats.verdicts([(entry, side)], [({**entry, "run": 1}, ray_like), ({**entry, "run": 2}, ray_like)])
+    assert verdict.verdict == "not compared" and verdict.why.startswith("ran with other settings: torch_threads 4")
+
+
+def test_how_many_points_ran_beside_a_point_comes_from_their_recorded_times():
+    side = _run(_at(1.0), span=("2026-12-01T10:00:00+00:00", "2026-12-01T10:05:00+00:00"))
+    during = _run(_at(1.0), span=("2026-12-01T10:04:00+00:00", "2026-12-01T10:09:00+00:00"))
+    after = _run(_at(1.0), span=("2026-12-01T10:05:00+00:00", "2026-12-01T10:09:00+00:00"))
+    points = [({"order": 0}, side), ({"order": 1}, during), ({"order": 2}, after), ({"order": 3}, None)]
+    assert repeats.beside(side, points) == 1
+    untimed = _run(_at(1.0))
+    untimed.metadata["time_end"] = None  # a result written before its end was recorded
+    assert repeats.beside(side, [({"order": 0}, side), ({"order": 1}, untimed)]) is None
+
+
+def test_a_sweep_owes_two_runs_alone_per_repeated_point_and_older_records_one():
+    spec = {"report": "sweep", "repeat_alone": 2}
+    one = [{"order": 0, "run": 1, "slug": "a", "status": "valid"}, {"order": 0, "run": 2, "slug": "a", "status": "valid"},
+           {"order": 3, "run": 1, "slug": "b", "status": "valid"}]
+    assert repeats.problems({"spec": spec, "repeats": {"points": one}}) == [
+        "repeat_alone is 2 (2 run(s) alone each) but 1 point(s) lack their runs (resume the sweep with --into)"]
+    legacy = [{k: v for k, v in e.items() if k != "run"} for e in one[1:]]
+    legacy[0]["order"] = 0
+    assert repeats.problems({"spec": spec, "repeats": {"points": legacy}}) == []
+    skipped = [{"order": 5, "run": 1, "slug": "c", "status": repeats.NOT_REPEATED}] + one[:2]
+    assert repeats.problems({"spec": spec, "repeats": {"points": skipped}}) == []
+
+
+def test_a_point_that_ran_other_code_is_recorded_failed_not_kept(tmp_path):
+    spec = sweep.SweepSpec.from_dict({"name": "other", "sweep": {"batch_size": [1]}, "device": "cpu"})
+    result = _run(_at(1.0))
+
+    def launcher(params):
+        result.metadata["git"] = {"commit": "abc", "code_sha256": "f" * 64}  # a cluster's other install
+        return result
+
+    record = sweep.run_local(spec, tmp_path, progress=False, launcher=launcher)
+    (entry,) = record["points"]
+    assert entry["status"] == "failed" and "ran other code (fingerprint ffffffffffff)" in entry["error"]
+    assert not (tmp_path / entry["file"]).exists()
+
+
+def test_a_core_set_is_written_as_taskset_writes_it_and_counted_back():
+    assert core_ranges([0, 1, 2, 3, 8]) == "0-3,8" and core_ranges([5]) == "5" and core_ranges([]) == ""
+    assert [core_count(r) for r in ("0-3,8", "5", "1,3", None)] == [5, 1, 2, None]

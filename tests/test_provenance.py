@@ -13,7 +13,8 @@ REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 def _result(commit: str, fingerprint: str | None = None, dirty=None, gpu: str | None = "NVIDIA H200") -> Result:
     data = make_result_dict(cuda_graph=gpu is not None)
-    data["metadata"]["git"] = {"commit": commit, "dirty": dirty, **({"code_sha256": fingerprint} if fingerprint else {})}
+    data["metadata"]["git"] = {"commit": commit, "dirty": dirty,
+                               **({"code_sha256": fingerprint} if fingerprint else {})}
     data["metadata"]["hardware"] = {"gpu": gpu, "driver": "580.1", "cuda": "13.0", "cpu": "Xeon"}
     data["metadata"]["software"] = {"torch_build": "2.11.0+cu130", "transformers": "5.20.1", "python": "3.12.3"}
     return Result.from_dict(data)

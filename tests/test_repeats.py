@@ -76,7 +76,8 @@ def test_how_many_points_ran_beside_a_point_comes_from_their_recorded_times():
 
 def test_a_sweep_owes_two_runs_alone_per_repeated_point_and_older_records_one():
     spec = {"report": "sweep", "repeat_alone": 2}
-    one = [{"order": 0, "run": 1, "slug": "a", "status": "valid"}, {"order": 0, "run": 2, "slug": "a", "status": "valid"},
+    one = [{"order": 0, "run": 1, "slug": "a", "status": "valid"},
+           {"order": 0, "run": 2, "slug": "a", "status": "valid"},
            {"order": 3, "run": 1, "slug": "b", "status": "valid"}]
     assert repeats.problems({"spec": spec, "repeats": {"points": one}}) == [
         "repeat_alone is 2 (2 run(s) alone each) but 1 point(s) lack their runs (resume the sweep with --into)"]

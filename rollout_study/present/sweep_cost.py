@@ -74,10 +74,12 @@ def time_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
         others = result is not None and (result.profile or result.cold_starts or "instrumented_calls" in result.extra)
         rest = (wall - sum(ms for ms in parts_ms.values() if ms is not None) / 1e3
                 if wall is not None and untimed and startup and not others else None)
-        rows.append({"point": point.get("slug"), "model": point_model(point, result), "wall s": wall, **{k: _seconds(ms) for k, ms in parts_ms.items()},
+        rows.append({"point": point.get("slug"), "model": point_model(point, result), "wall s": wall,
+                     **{k: _seconds(ms) for k, ms in parts_ms.items()},
                      "of which compile s": _seconds(compile_ms), "rest s": rest})
-    frame = pd.DataFrame(rows, columns=["point", "model", "wall s", "start-up s", "measured calls s", "of which compile s",
-                                        "collect s", "parity s", "reference s", "update s", "rest s"])
+    frame = pd.DataFrame(rows, columns=["point", "model", "wall s", "start-up s", "measured calls s",
+                                        "of which compile s", "collect s", "parity s", "reference s", "update s",
+                                        "rest s"])
     if not frame.empty:
         total = frame.drop(columns=["point", "model"]).sum(min_count=1)
         timed = int(frame["wall s"].notna().sum())

@@ -275,13 +275,21 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
 
 @pytest.mark.parametrize("launcher, command", [("fresh", "fresh process (rollout_study.launch)"),
                                                ("fork-server", "fresh process (fork server)")])
-def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command):
-    pytest.importorskip("ray")
+def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command,
+                                                                                     monkeypatch):
+    ray = pytest.importorskip("ray")
     repeat = 1 if launcher == "fork-server" else 0  # one case pays for the repeats
     spec = sweep.SweepSpec.from_dict({"name": "hz-ray", "sweep": {"update_path": ["copy", "data-copy"]},
                                       "launcher": launcher, "repeat_alone": repeat, **{**SMALL, "policy": "both"}})
-    record = sweep_ray.run_ray(spec, tmp_path, progress=False)
-    assert record["executor"] == "ray (local instance)"
+    if repeat:  # by address: the cluster the sweep names (here a stand-in that starts a local one, as none runs)
+        asked, init = [], ray.init
+        monkeypatch.setattr(ray, "init", lambda address, **kw: asked.append(address) or init(address="local", **kw))
+        record = sweep_ray.run_ray(spec, tmp_path, address="10.0.0.1:6379", progress=False)
+        assert asked == ["10.0.0.1:6379"] and record["executor"] == "ray at 10.0.0.1:6379"
+    else:  # its own instance, not the one RAY_ADDRESS names (ray job submit sets it; nothing listens there)
+        monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+        record = sweep_ray.run_ray(spec, tmp_path, progress=False)
+        assert record["executor"] == "ray (local instance)"
     assert sorted((p["status"], p["launcher"], p["executor"]) for p in record["points"]) == [
         ("valid", launcher, "ray")] * 2
     record, points = sweep.load(tmp_path)

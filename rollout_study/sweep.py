@@ -15,7 +15,9 @@ Each point's result is written to `points/<slug>-<hash>.json` as soon as it is d
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose result is already there, valid or invalid for parity
 (the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
-again). A point that fails or runs out of memory is recorded and the sweep goes on.
+again). A point that fails or runs out of memory is recorded and the sweep goes on. One sweep at a time
+per folder: an invocation holds the folder's lock (sweep_lock.py) throughout; a second is refused, naming
+the holder.
 
 Executors: `local` runs the points one after another; `ray` (sweep_ray.py) runs each as a Ray task with
 one GPU (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -299,7 +301,15 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
 
     `launcher(params) -> Result` runs one point; the default is the spec's (a fresh process running the whole
     study: a new interpreter, or a child of the fork server), and each entry names the one that ran it.
+    Holds the folder's lock (sweep_lock.py): SweepLockedError where another process sweeps into it.
     """
+    from .sweep_lock import locked
+
+    with locked(folder):
+        return _run_local(spec, folder, progress, launcher)
+
+
+def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
     import torch
 
     from .launch import sweep_launcher

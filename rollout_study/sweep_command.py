@@ -13,16 +13,15 @@ DESCRIPTION = (
     "the update-path matrix; or sweep, curves over batch size and new tokens per model). Keys of the file: name, "
     "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
     "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
-    "StudyParams field shared by every point. Writes runs/<name>-<time>/ with sweep.json (points, wall time), "
-    "points/, repeats/, summary.md and report.html.")
+    "StudyParams field shared by every point. One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ "
+    "with sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
 
 def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
-    from . import pipeline, publish, repeats
+    from . import publish
     from .files import writable
-    from .pipeline import say
-    from .sweep import SWEEP_FILE, SweepSpec, load, point_problems, run_local, validity_problems
-    from .sweep_ray import run_ray
+    from .sweep import SWEEP_FILE, SweepSpec, load
+    from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
     if args.executor == "ray":
@@ -53,6 +52,17 @@ def command(args) -> list[str]:
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
+    with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
+        return _run(args, spec, folder, lock)
+
+
+def _run(args, spec, folder: Path, lock) -> list[str]:
+    """The sweep in its locked folder: --keep-from, the points, the repeats, the report, the folder's name."""
+    from . import pipeline, publish, repeats
+    from .pipeline import say
+    from .sweep import load, point_problems, run_local, validity_problems
+    from .sweep_ray import run_ray
+
     for source in args.keep_from:
         kept = keep_from(Path(source), folder, spec)
         if not args.quiet:
@@ -71,6 +81,7 @@ def command(args) -> list[str]:
         problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
     if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
         folder = publish.finish_run(folder, spec.name)
+        lock.moved(folder)
     publish.write_index(folder.parent)
     loaded = load(folder)  # once: every point's result file, for the validity and the findings alike
     problems += validity_problems(folder, loaded)

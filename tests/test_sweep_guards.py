@@ -1,0 +1,115 @@
+"""The sweep runner's guards: one sweep at a time per folder (a lock). Fake points and fake processes: fast."""
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from result_fixture import sweep_point
+from rollout_study import cli, launch, pipeline, sweep
+from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
+
+REPO = Path(__file__).resolve().parent.parent
+CPU = REPO / "params" / "sweep-cpu.yaml"
+MEASURED = sweep_point(1, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+
+
+def _spec(**values) -> sweep.SweepSpec:
+    """params/sweep-cpu.yaml's two points, with no repeat, and `values` over its keys."""
+    return sweep.SweepSpec.from_dict({**sweep.SweepSpec.from_yaml(str(CPU)).to_dict(), "repeat_alone": 0, **values})
+
+
+def _failing(params):
+    raise RuntimeError("out of memory (simulated)")
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """Another process holding `folder`'s sweep lock until its standard input closes."""
+    code = ("import sys\nfrom rollout_study.sweep_lock import locked\nwith locked(sys.argv[1]):\n"
+            "    print('held', flush=True)\n    sys.stdin.read()\n")
+    process = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout.readline() == "held\n"
+    return process
+
+
+def _held_elsewhere(folder: Path) -> bool:
+    """Whether the folder's lock is held: tried through an open file of its own, as another process would."""
+    probe = os.open(folder / LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(probe)
+
+
+def test_a_second_sweep_into_a_locked_folder_is_refused_naming_the_holder_and_writes_nothing(
+        tmp_path, capsys, monkeypatch):
+    # Two sweeps into one folder once both ran a point, and one's failure deleted the other's valid result
+    spec, folder = _spec(), tmp_path / "sweep"
+    sweep.run_local(spec, folder, progress=False, launcher=_failing)  # a sweep folder to resume
+    file = tmp_path / "sweep-cpu.yaml"
+    file.write_text(yaml.safe_dump(spec.to_dict()), encoding="utf-8")
+    launched, reported = [], []
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: launched.append(params.name) or MEASURED)
+    monkeypatch.setattr(pipeline, "sweep_report_step",
+                        lambda folder, report, progress: reported.append(_held_elsewhere(folder)) or [])
+    holder = _holder(folder)
+    try:
+        before = _files(folder)
+        assert cli.main(["sweep", str(file), "--into", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+        assert f"sweep folder {folder.resolve()} is in use by another sweep (pid {holder.pid} on host " in \
+            capsys.readouterr().err
+        with pytest.raises(SweepLockedError, match=f"pid {holder.pid} on host .*-c"):
+            sweep.run_local(spec, folder, progress=False, launcher=lambda params: launched.append(params) or MEASURED)
+        assert launched == reported == [] and _files(folder) == before
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert not (folder / LOCK_FILE).exists()  # its holder removed it as it ended
+
+    def point(params, mode):  # held while the points run (and the report), against any other process
+        launched.append(_held_elsewhere(folder.resolve()))
+        return MEASURED
+
+    monkeypatch.setattr(launch, "fresh_process", point)
+    cli.main(["sweep", str(file), "--into", str(folder), "--quiet"])
+    assert launched == [True, True] and reported == [True] and not (folder / LOCK_FILE).exists()
+    runs = tmp_path / "runs"  # a new run's folder is renamed while locked: the lock file goes with it, then away
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: MEASURED)
+    cli.main(["sweep", str(file), "--output-root", str(runs), "--quiet"])
+    (done,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert reported == [True, True] and not done.name.startswith(".") and not (done / LOCK_FILE).exists()
+
+
+def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep_however_it_ends(tmp_path):
+    folder = tmp_path / "sweep"
+    holder = _holder(folder)
+    holder.kill()  # SIGKILL: no clean-up ran; the file stays, naming a process that is gone
+    holder.wait(30)
+    assert f'"pid": {holder.pid}' in (folder / LOCK_FILE).read_text(encoding="utf-8")
+    record = sweep.run_local(_spec(), folder, progress=False, launcher=lambda params: MEASURED)
+    assert len(record["points"]) == 2 and not (folder / LOCK_FILE).exists()
+
+    def interrupted(params):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_local(_spec(), folder, progress=False, launcher=interrupted)
+    assert not (folder / LOCK_FILE).exists()
+    moved = tmp_path / "moved"
+    with locked(folder) as lock:  # the command's lock, and run_local's within it, are one
+        sweep.run_local(_spec(), folder, progress=False, launcher=_failing)
+        assert _held_elsewhere(folder)
+        folder.rename(moved)  # as the command renames a finished run's folder
+        lock.moved(moved)
+    assert not (moved / LOCK_FILE).exists()

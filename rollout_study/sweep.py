@@ -11,13 +11,13 @@ The points are the product of the lists, each validated by `StudyParams` before 
 A list entry may be a mapping of several parameters that go together, for example
 `update: [{update_path: in-place, optimizer: sgd}, {update_path: copy, optimizer: adamw}]`
 (the axis name is then only a label).
-Each point's result is written to `points/<slug>-<hash>.json` as soon as it is done, and
+Each point's result is written to `points/<slug>-<hash>.json` (the slug cut at FILE_SLUG_BYTES) when done, and
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose result is already there, valid or invalid for parity
 (the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
-again). A point that fails or runs out of memory is recorded and the sweep goes on. One sweep at a time
-per folder: an invocation holds the folder's lock (sweep_lock.py) throughout; a second is refused, naming
-the holder.
+again). A point that fails, runs out of memory or whose result cannot be written is recorded and the
+sweep goes on. One sweep at a time per folder: an invocation holds the folder's lock (sweep_lock.py)
+throughout; a second is refused, naming the holder.
 
 Executors: `local` runs the points one after another; `ray` (sweep_ray.py) runs each as a Ray task with
 one GPU (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -30,6 +30,7 @@ runs of one sweep on different machines can be compared (`rollout-study compare 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -142,6 +143,17 @@ def _slug(value) -> str:
     return "".join(ch if ch.isalnum() or ch in "._,-" else "_" for ch in text)
 
 
+# A long slug (a local checkpoint path) once made a name past the file system's 255 bytes, and the sweep stopped.
+# Over 121, the longest published slug: a name at or under the cap is a resume key and must not move.
+FILE_SLUG_BYTES = 200
+
+
+def point_file(folder_name: str, slug: str, digest: str) -> str:
+    """A point's (or a repeat's) result file, relative to the sweep folder: `<folder_name>/<slug>-<digest>.json`."""
+    cut = slug.encode()[:FILE_SLUG_BYTES].decode("utf-8", "ignore")  # bytes, as the file system counts
+    return f"{folder_name}/{cut}-{digest}.json"
+
+
 def point_hash(params: StudyParams) -> str:
     """Of everything that shapes the point's result (the name aside)."""
     values = {k: v for k, v in params.to_dict().items() if k != "name"}
@@ -177,7 +189,7 @@ def kept_status(folder: Path, file: str, params: StudyParams, current: dict | No
 
     try:
         result = Result.read(folder / file)
-    except (FileNotFoundError, ResultError, ValueError):
+    except (OSError, ResultError, ValueError):  # not there, or unreadable (a name too long): it runs
         return None
     current, recorded = current or git_commit(), result.metadata.get("git") or {}
     if recorded.get("code_sha256") and current.get("code_sha256"):
@@ -239,14 +251,20 @@ def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseE
     """A point's (or a repeat's) outcome: its result written and its status, or why it failed."""
     from .launch import LaunchError
 
+    why = None
     if result is not None:
-        result.write(folder / entry["file"])
-        entry["status"] = "valid" if result.is_valid else "invalid"
+        try:
+            result.write(folder / entry["file"])
+            entry["status"] = "valid" if result.is_valid else "invalid"
+        except Exception as err:  # the disk full, say: this point's failure, and the sweep goes on
+            why = excerpt(f"its result could not be written to {entry['file']}: {type(err).__name__}: {err}")
     elif error is not None:
-        (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
         # A LaunchError's message is already the head and tail of the process's output (launch.fresh_process)
-        entry.update(status="failed", error=str(error) if isinstance(error, LaunchError)
-                     else excerpt(f"{type(error).__name__}: {error}"))
+        why = str(error) if isinstance(error, LaunchError) else excerpt(f"{type(error).__name__}: {error}")
+    if why is not None:
+        with contextlib.suppress(OSError):  # where the file name itself failed
+            (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
+        entry.update(status="failed", error=why)
 
 
 class _Record:
@@ -271,7 +289,7 @@ class _Record:
         todo, current = [], git_commit()  # once: two git processes and a hash of the package each time
         for order, (slug, params) in enumerate(spec.points()):
             digest = point_hash(params)
-            file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
+            file = point_file(POINTS_FOLDER, slug, digest)
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
             kept = kept_status(self.folder, file, params, current)
             if kept:

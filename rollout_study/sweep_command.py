@@ -107,10 +107,10 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     a sweep folder other than `folder`, as `command` checks before any work.
     """
     from .files import write_json_atomic
-    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, invocations, load, point_hash
+    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, invocations, load, point_file, point_hash
 
     name = load(source)[0]["spec"].get("name")
-    files = [f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json" for slug, params in spec.points()]
+    files = [point_file(POINTS_FOLDER, slug, point_hash(params)) for slug, params in spec.points()]
     copied = [file for file in files if (source / file).is_file() and not (folder / file).exists()]
     if not copied:
         return []

@@ -1,5 +1,8 @@
-"""The sweep runner's guards: one sweep at a time per folder (a lock). Fake points and fake processes: fast."""
+"""The sweep runner's guards: one sweep at a time per folder (a lock), and a point whose name is too long for a
+file name. Fake points and fake processes: fast."""
+import errno
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +13,7 @@ import yaml
 
 from result_fixture import sweep_point
 from rollout_study import cli, launch, pipeline, sweep
+from rollout_study.result import Result
 from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
 
 REPO = Path(__file__).resolve().parent.parent
@@ -113,3 +117,55 @@ def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep
         folder.rename(moved)  # as the command renames a finished run's folder
         lock.moved(moved)
     assert not (moved / LOCK_FILE).exists()
+
+
+def test_a_point_whose_name_is_too_long_for_a_file_name_is_recorded_under_a_cut_one(tmp_path):
+    # A local checkpoint path of 4 x 60 characters once made a 283-character name, and the sweep stopped
+    checkpoint = tmp_path.joinpath(*(c * 60 for c in "abcd"))
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    spec = _spec(sweep={"model": [str(checkpoint), "synthetic"]})
+    record = sweep.run_local(spec, tmp_path / "sweep", progress=False, launcher=lambda params: MEASURED)
+    long, short = sorted(record["points"], key=lambda entry: entry["order"])
+    name = Path(long["file"]).name
+    assert long["status"] == short["status"] == "valid" and len(long["slug"]) > 240
+    assert len(name.encode()) == sweep.FILE_SLUG_BYTES + len("-123456789012.json")
+    assert name.endswith(f"-{long['hash']}.json") and long["slug"].startswith(name[:sweep.FILE_SLUG_BYTES])
+    assert short["file"] == f"points/{short['slug']}-{short['hash']}.json"
+    assert [result is not None for _, result in sweep.load(tmp_path / "sweep")[1]] == [True, True]
+
+
+def test_no_point_of_a_parameter_file_or_a_published_sweep_moves_its_file():
+    # A result's file name is its key on resume, in --keep-from and in the published sweeps
+    for path in sorted((REPO / "params").glob("*.yaml")):
+        if "sweep" not in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}):
+            continue
+        for slug, params in sweep.SweepSpec.from_yaml(str(path)).points():
+            digest = sweep.point_hash(params)
+            assert sweep.point_file(sweep.POINTS_FOLDER, slug, digest) == f"points/{slug}-{digest}.json", path
+    published = sorted(REPO.glob("reports/*/sweep.json"))
+    assert published
+    for path in published:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for entry in [*record["points"], *(record.get("repeats") or {}).get("points", [])]:
+            assert sweep.point_file(entry["file"].split("/")[0], entry["slug"], entry["hash"]) == entry["file"]
+
+
+def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    write = Result.write
+
+    def full_disk(result, path):
+        if "batch_size=1" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(result, path)
+
+    monkeypatch.setattr(Result, "write", full_disk)
+    record = sweep.run_local(_spec(), tmp_path, progress=False, launcher=lambda params: MEASURED)
+    failed, done = sorted(record["points"], key=lambda entry: entry["order"])
+    assert failed["status"] == "failed" and done["status"] == "valid"
+    assert failed["error"] == (f"its result could not be written to {failed['file']}: OSError: [Errno 28] No space "
+                               "left on device")
+    # A file name the file system refuses (a repeat's, named by repeats.py) is no result to keep: it runs
+    params = _spec().points()[0][1]
+    assert sweep.kept_status(tmp_path, "repeats/" + "x" * 300 + ".json", params) is None

@@ -5,6 +5,7 @@
     sweep:
       update_path: [in-place, copy, assign]
     repeat_alone: 0            # points run again one at a time afterwards, to tell contention (repeats.py)
+    point_timeout_s: 3600      # optional: a point's process (and what it started) is killed after this long
     engines: [eager, graph]    # every other key: a StudyParams field shared by all points
 
 The points are the product of the lists, each validated by `StudyParams` before any point runs.
@@ -15,9 +16,9 @@ Each point's result is written to `points/<slug>-<hash>.json` (the slug cut at F
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose result is already there, valid or invalid for parity
 (the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
-again). A point that fails, runs out of memory or whose result cannot be written is recorded and the
-sweep goes on. One sweep at a time per folder: an invocation holds the folder's lock (sweep_lock.py)
-throughout; a second is refused, naming the holder.
+again). A point that fails, runs out of memory, outlives `point_timeout_s` or whose result cannot be
+written is recorded and the sweep goes on. One sweep at a time per folder: an invocation holds the
+folder's lock (sweep_lock.py) throughout; a second is refused, naming the holder.
 
 Executors: `local` runs the points one after another; `ray` (sweep_ray.py) runs each as a Ray task with
 one GPU (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -34,6 +35,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -62,6 +64,7 @@ class SweepSpec:
     repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
     launcher: str = "fresh"  # how each point's fresh process starts, under either executor (launch.LAUNCHERS)
     subset_of: str | None = None  # the full sweep file whose points these are (sweep_subset.py): a label
+    point_timeout_s: float | None = None  # a point's process is killed after this long (launch.point_launcher)
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "sweep") -> "SweepSpec":
@@ -70,7 +73,11 @@ class SweepSpec:
         values = dict(values)
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
         repeat, subset_of = values.pop("repeat_alone", 0), values.pop("subset_of", None)
-        launcher = values.pop("launcher", "fresh")
+        launcher, timeout = values.pop("launcher", "fresh"), values.pop("point_timeout_s", None)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < math.inf):
+            raise ParameterError(f"{source}: point_timeout_s must be a number of seconds > 0 (each point's process "
+                                 f"is killed after it; left out, no limit), got {timeout!r}")
         if launcher not in LAUNCHERS:
             raise ParameterError(f"{source}: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if subset_of is not None and not isinstance(subset_of, str):
@@ -85,7 +92,8 @@ class SweepSpec:
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of)
+        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of,
+                   timeout)
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
@@ -132,8 +140,9 @@ class SweepSpec:
         repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
         subset = {"subset_of": self.subset_of} if self.subset_of else {}
         launcher = {"launcher": self.launcher} if self.launcher != "fresh" else {}
-        return {"name": self.name, "report": self.report, **subset, **repeat, **launcher, "sweep": self.axes,
-                **self.base}
+        timeout = {"point_timeout_s": self.point_timeout_s} if self.point_timeout_s is not None else {}
+        return {"name": self.name, "report": self.report, **subset, **repeat, **launcher, **timeout,
+                "sweep": self.axes, **self.base}
 
 
 def _slug(value) -> str:
@@ -318,7 +327,8 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
     """Every point one after another, each in a fresh process; returns the sweep record (also on disk).
 
     `launcher(params) -> Result` runs one point; the default is the spec's (a fresh process running the whole
-    study: a new interpreter, or a child of the fork server), and each entry names the one that ran it.
+    study: a new interpreter, or a child of the fork server, killed with what it started after the spec's
+    point_timeout_s: recorded failed, and the sweep goes on), and each entry names the one that ran it.
     Holds the folder's lock (sweep_lock.py): SweepLockedError where another process sweeps into it.
     """
     from .sweep_lock import locked
@@ -332,7 +342,7 @@ def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
 
     from .launch import sweep_launcher
 
-    kind, launcher = sweep_launcher(spec.launcher, launcher)
+    kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     for entry, params in record.pending(spec):
         start = time.perf_counter()

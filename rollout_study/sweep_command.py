@@ -13,8 +13,9 @@ DESCRIPTION = (
     "the update-path matrix; or sweep, curves over batch size and new tokens per model). Keys of the file: name, "
     "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
     "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
-    "StudyParams field shared by every point. One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ "
-    "with sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
+    "StudyParams field shared by every point; point_timeout_s (seconds: a point's process is killed after it and "
+    "the point recorded failed). One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ with "
+    "sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
 
 def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""

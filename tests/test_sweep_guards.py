@@ -1,11 +1,12 @@
-"""The sweep runner's guards: one sweep at a time per folder (a lock), and a point whose name is too long for a
-file name. Fake points and fake processes: fast."""
+"""The sweep runner's guards: one sweep at a time per folder (a lock), a point whose name is too long for a file
+name, and a point past its time. Fake points and fake processes: fast."""
 import errno
 import fcntl
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import yaml
 
 from result_fixture import sweep_point
 from rollout_study import cli, launch, pipeline, sweep
+from rollout_study.launch import LaunchError
+from rollout_study.params import ParameterError, StudyParams
 from rollout_study.result import Result
 from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
 
@@ -169,3 +172,83 @@ def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goe
     # A file name the file system refuses (a repeat's, named by repeats.py) is no result to keep: it runs
     params = _spec().points()[0][1]
     assert sweep.kept_status(tmp_path, "repeats/" + "x" * 300 + ".json", params) is None
+
+
+@pytest.mark.parametrize("value", [0, -5, "1h", True, float("inf"), float("nan"), [60]])
+def test_point_timeout_s_must_be_a_positive_number_of_seconds(value):
+    with pytest.raises(ParameterError, match=r"sweep: point_timeout_s must be a number of seconds > 0 \(.*\), got"):
+        _spec(point_timeout_s=value)
+
+
+def test_a_bad_point_timeout_s_is_refused_before_any_work_and_one_left_out_is_not_recorded(tmp_path, capsys):
+    bad, runs = tmp_path / "bad.yaml", tmp_path / "runs"
+    bad.write_text(CPU.read_text(encoding="utf-8") + "point_timeout_s: 0\n", encoding="utf-8")
+    assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert "point_timeout_s must be a number of seconds > 0" in capsys.readouterr().err and not runs.exists()
+    assert "point_timeout_s" not in _spec().to_dict()  # so every sweep.json written so far reads back the same
+    timed = _spec(point_timeout_s=90)
+    assert timed.to_dict()["point_timeout_s"] == 90 and sweep.SweepSpec.from_dict(timed.to_dict()) == timed
+    for path in sorted(REPO.glob("reports/*/sweep.json")):
+        recorded = json.loads(path.read_text(encoding="utf-8"))["spec"]
+        assert sweep.SweepSpec.from_dict(recorded, source=str(path)).to_dict() == recorded
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process `pid` ended (a zombie no reaper collected counts) within `wait_s`; killed if not."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    return False
+
+
+# Stands for `python -m rollout_study.launch`: the first point hangs in a process it started, the second fails
+FAKE_INTERPRETER = """#!/bin/sh
+request=$(cat)
+case "$request" in
+  *batch_size=1-requests=1*) sleep 60 & echo $! > "$GRANDCHILD.tmp"; mv "$GRANDCHILD.tmp" "$GRANDCHILD"; wait ;;
+  *) echo "no study here" >&2; exit 3 ;;
+esac
+"""
+
+
+def test_a_point_past_its_time_is_killed_with_what_it_started_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_INTERPRETER, encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    monkeypatch.setenv("GRANDCHILD", str(tmp_path / "grandchild.pid"))
+    began = time.monotonic()
+    record = sweep.run_local(_spec(point_timeout_s=1), tmp_path / "sweep", progress=False)
+    hung, failed = sorted(record["points"], key=lambda entry: entry["order"])
+    assert (hung["status"], hung["launcher"]) == ("failed", "fresh")
+    assert hung["error"].startswith("fresh process timed out after 1 s and was killed with the processes it started")
+    assert failed["error"].startswith("fresh process exited 3: no study here")  # the sweep went on
+    assert _gone(int((tmp_path / "grandchild.pid").read_text())) and time.monotonic() - began < 20
+
+
+def test_a_fork_server_point_past_its_time_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    # The study's first act is asking nvidia-smi for the clocks: this one hangs, a process of the point's own
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text('#!/bin/sh\necho $$ > "$GRANDCHILD.tmp"\nmv "$GRANDCHILD.tmp" "$GRANDCHILD"\n'
+                                      'exec sleep 60\n', encoding="utf-8")
+    (tools / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    started = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("GRANDCHILD", str(started))
+    params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 2, "requests": 1, "batch_size": 1,
+                                    "iterations": 1, "cycles": 1, "control_cycles": 0, "cold_starts": 0,
+                                    "profile": False, "instrument": False, "engines": ["eager"]})
+    for timeout_s in (2, 4, 8):  # 2 s is ample to reach nvidia-smi, on a host not loaded (it imports the caller's main)
+        with pytest.raises(LaunchError, match=rf"^fork-server child timed out after {timeout_s} s and was killed "):
+            launch.point_launcher("fork-server", timeout_s=timeout_s)(params)
+        if started.exists():
+            break
+    assert _gone(int(started.read_text()))

@@ -61,7 +61,7 @@ def _run(args, spec, folder: Path, lock) -> list[str]:
     """The sweep in its locked folder: --keep-from, the points, the repeats, the report, the folder's name."""
     from . import pipeline, publish, repeats
     from .pipeline import say
-    from .sweep import load, point_problems, run_local, validity_problems
+    from .sweep import SWEEP_FILE, load, point_problems, run_local, validity_problems
     from .sweep_ray import run_ray
 
     for source in args.keep_from:
@@ -76,7 +76,11 @@ def _run(args, spec, folder: Path, lock) -> list[str]:
         if spec.repeat_alone:
             repeats.run(spec, folder, progress=not args.quiet)
     except BaseException:
-        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        if (folder / SWEEP_FILE).is_file():
+            say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        elif not args.into:  # nothing recorded (Ray unreachable, say): --into would refuse the empty folder
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"the sweep stopped before any point was recorded; nothing to resume ({folder} removed)")
         raise
     with pipeline.kernel_environment():
         problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)

@@ -1,7 +1,8 @@
 """The sweep runner's guards: one sweep at a time per folder (a lock), a point whose name is too long for a file
-name, and a point past its time. Fake points and fake processes: fast."""
+name, a point past its time, and a sweep stopped before any point. Fake points and fake processes: fast."""
 import errno
 import fcntl
+import importlib.util
 import json
 import os
 import subprocess
@@ -252,3 +253,33 @@ def test_a_fork_server_point_past_its_time_is_killed_with_what_it_started(tmp_pa
         if started.exists():
             break
     assert _gone(int(started.read_text()))
+
+
+def test_a_sweep_that_stops_before_any_point_removes_its_empty_folder_and_offers_no_resume(
+        tmp_path, capsys, monkeypatch):
+    from rollout_study import sweep_ray
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("the command refuses --executor ray without the ray package")
+
+    def unreachable(spec, folder, address=None, progress=True):
+        raise ConnectionError("could not connect to the Ray cluster (simulated)")
+
+    monkeypatch.setattr(sweep_ray, "run_ray", unreachable)
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(CPU), "--executor", "ray", "--output-root", str(runs), "--quiet"]) == \
+        cli.EXIT_BAD_INPUT  # an OSError, as ray.init's is
+    err = capsys.readouterr().err
+    assert "the sweep stopped before any point was recorded; nothing to resume" in err and "--into" not in err
+    assert list(runs.iterdir()) == []
+
+    def after_a_point(spec, folder, address=None, progress=True):
+        (folder / sweep.SWEEP_FILE).write_text("{}", encoding="utf-8")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_ray, "run_ray", after_a_point)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["sweep", str(CPU), "--executor", "ray", "--output-root", str(runs), "--quiet"])
+    (kept,) = runs.iterdir()
+    assert f"interrupted; finished points are kept in {kept} (resume with --into)" in capsys.readouterr().err
+    assert sorted(p.name for p in kept.iterdir()) == [sweep.SWEEP_FILE]  # and its lock gone

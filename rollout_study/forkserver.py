@@ -30,7 +30,7 @@ import tempfile
 import threading
 from multiprocessing import forkserver
 
-from .launch import LaunchError, die_with_parent, run_request
+from .launch import LaunchError, die_with_parent, kill_group, run_request
 from .params import StudyParams
 from .record import excerpt
 from .result import Result
@@ -60,7 +60,8 @@ def _server():
 
 def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> Result:
     """Run the protocol in a child of the fork server; its result comes back typed, its errors as LaunchError
-    (the child killed where it outlives `timeout` seconds, or where this call ends any other way)."""
+    (the child killed where it outlives `timeout` seconds, or where this call ends any other way). With a
+    timeout the child leads a process group of its own, killed whole: what it started too (launch.fresh_process)."""
     import torch
 
     context = _server()
@@ -70,13 +71,14 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
     lifeline, holder = context.Pipe(duplex=False)
     with tempfile.NamedTemporaryFile("w+", prefix="rollout-study-point-", suffix=".log", delete=False) as log:
         path = log.name
-    child, payload = None, None
+    child, payload, own_group, timed_out = None, None, timeout is not None, False
     try:
         # What a new interpreter would inherit: the caller's environment and cores (the server's are those of
         # its own start; a Ray task's CUDA_VISIBLE_DEVICES and share of the cores are set per task), and
         # whether CUDA is there, which the child checks (a driver set up in the server would hide it).
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        caller = {"environ": dict(os.environ), "cores": cores, "cuda": torch.cuda.is_available()}
+        caller = {"environ": dict(os.environ), "cores": cores, "cuda": torch.cuda.is_available(),
+                  "own_group": own_group}
         child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, lifeline,
                                                      path, caller))
         child.start()
@@ -88,9 +90,13 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
             except EOFError:
                 pass
             child.join(60)
+        else:
+            timed_out = True
     finally:
         holder.close()  # a child still running (or forked after an interrupted start) ends itself on this
         if child is not None and child.is_alive():
+            if own_group:  # before its leader goes; a child killed before it made the group has started nothing
+                kill_group(child.pid)
             child.kill()
             child.join()
         for end in (send, receive, lifeline):
@@ -98,6 +104,9 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
         with open(path, encoding="utf-8", errors="replace") as handle:
             output = handle.read()
         os.unlink(path)
+    if timed_out:
+        raise LaunchError(f"fork-server child timed out after {timeout:.10g} s and was killed with the processes "
+                          f"it started: {excerpt(output)}")
     if child.exitcode != 0 or payload is None:
         raise LaunchError(f"fork-server child exited {child.exitcode}: {excerpt(output)}")
     return Result.from_dict(json.loads(payload), "fork-server child")
@@ -125,6 +134,8 @@ def _child(request: dict, send, lifeline, log_path: str, caller: dict) -> None:
     """The child's side: its output to the log, the study, the result JSON through the pipe, then out."""
     code = 1
     try:
+        if caller.get("own_group"):  # first: whatever it starts is in the group its caller's timeout kills
+            os.setpgid(0, 0)
         with open(log_path, "w", encoding="utf-8") as log:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -31,31 +32,64 @@ class LaunchError(RuntimeError):
 
 
 def fresh_process(params: StudyParams, mode: str = "measure", timeout: float | None = None) -> Result:
-    """Run the protocol in a new interpreter; its result comes back typed, its errors as LaunchError."""
+    """Run the protocol in a new interpreter; its result comes back typed, its errors as LaunchError.
+
+    Past `timeout` seconds it is killed with every process it started (cold starts, profiling, compile workers):
+    with a timeout it leads a process group of its own. Without one it stays in its caller's group, so a point's
+    timeout reaches the cold-start processes its study starts this way."""
     request = json.dumps({"params": params.to_dict(), "mode": mode})
     env = {**os.environ, "TEARDOWN_CUPTI": "1"}
-    done = subprocess.run([sys.executable, "-m", "rollout_study.launch"], input=request, capture_output=True,
-                          text=True, timeout=timeout, env=env, preexec_fn=die_with_parent)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise LaunchError(f"fresh process exited {done.returncode}: {excerpt(done.stderr or done.stdout)}")
-    return Result.from_dict(json.loads(done.stdout), "fresh process")
+    own_group = timeout is not None
+    with subprocess.Popen([sys.executable, "-m", "rollout_study.launch"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          preexec_fn=die_with_parent, process_group=0 if own_group else None) as child:
+        try:
+            stdout, stderr = child.communicate(request, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            kill_group(child.pid)
+            child.wait()
+            raise LaunchError(f"fresh process timed out after {timeout:.10g} s and was killed with the processes "
+                              f"it started: {excerpt(_text(err.stderr) or _text(err.output))}") from None
+        except BaseException:  # interrupted: nothing it started may run on beside the next point
+            if own_group:
+                kill_group(child.pid)
+            child.kill()
+            raise
+    if child.returncode != 0 or not stdout.strip():
+        raise LaunchError(f"fresh process exited {child.returncode}: {excerpt(stderr or stdout)}")
+    return Result.from_dict(json.loads(stdout), "fresh process")
 
 
-def point_launcher(kind: str = "fresh"):
-    """`launcher(params) -> Result`: one sweep point's whole study in a fresh process of the kind asked."""
+def _text(output: bytes | str | None) -> str:
+    """A timed-out process's output so far: bytes, whatever the process's text mode (subprocess)."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads (its members share the id after the leader is gone)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # all gone already (or the group never formed)
+        pass
+
+
+def point_launcher(kind: str = "fresh", timeout_s: float | None = None):
+    """`launcher(params) -> Result`: one sweep point's whole study in a fresh process of the kind asked, killed
+    with what it started after `timeout_s` seconds (a sweep file's point_timeout_s; None: no limit)."""
     if kind not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
+    limit = {} if timeout_s is None else {"timeout": timeout_s}  # so a stand-in fresh_process(params, mode) fits
     if kind == "fork-server":
         from .forkserver import run_forked
 
-        return lambda params: run_forked(params, STUDY_MODE)
-    return lambda params: fresh_process(params, mode=STUDY_MODE)
+        return lambda params: run_forked(params, STUDY_MODE, **limit)
+    return lambda params: fresh_process(params, mode=STUDY_MODE, **limit)
 
 
-def sweep_launcher(kind: str, given=None):
-    """(name, launcher) a sweep's points run by: `given` (a test's function, named "given"), else the sweep
-    file's `kind`; the name goes into each point's entry in sweep.json."""
-    return ("given", given) if given is not None else (kind, point_launcher(kind))
+def sweep_launcher(kind: str, given=None, timeout_s: float | None = None):
+    """(name, launcher) a sweep's points run by: `given` (a test's function, named "given", run as it is), else
+    the sweep file's `kind` with its `timeout_s`; the name goes into each point's entry in sweep.json."""
+    return ("given", given) if given is not None else (kind, point_launcher(kind, timeout_s))
 
 
 def die_with_parent() -> None:
@@ -63,7 +97,6 @@ def die_with_parent() -> None:
     is orphaned."""
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

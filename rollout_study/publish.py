@@ -22,6 +22,7 @@ from .pipeline import REPO_ROOT, write_text
 from .present.index import report_folders
 from .record import ResultError
 from .result import Result
+from .sweep_lock import LOCK_FILE
 
 RUNS_ROOT = REPO_ROOT / "runs"
 REPORTS_ROOT = REPO_ROOT / "reports"
@@ -101,7 +102,8 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
         refuse_linked(target)
         incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
         try:
-            shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
+            # A sweep's lock file is no result: left by a crash, or there while a sweep runs (sweep_lock.py)
+            shutil.copytree(run_folder, incoming, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE))
             link_copies(incoming, reports_root, name)
             swap_in(incoming, target)
         finally:

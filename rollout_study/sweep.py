@@ -5,17 +5,20 @@
     sweep:
       update_path: [in-place, copy, assign]
     repeat_alone: 0            # points run again one at a time afterwards, to tell contention (repeats.py)
+    point_timeout_s: 3600      # optional: a point's process (and what it started) is killed after this long
     engines: [eager, graph]    # every other key: a StudyParams field shared by all points
 
 The points are the product of the lists, each validated by `StudyParams` before any point runs.
 A list entry may be a mapping of several parameters that go together, for example
 `update: [{update_path: in-place, optimizer: sgd}, {update_path: copy, optimizer: adamw}]`
 (the axis name is then only a label).
-Each point's result is written to `points/<slug>-<hash>.json` as soon as it is done, and
+Each point's result is written to `points/<slug>-<hash>.json` (the slug cut at FILE_SLUG_BYTES) when done, and
 `sweep.json` lists every point with its status, so an interrupted sweep keeps what it finished and,
 run again into the same folder, skips points whose result is already there, valid or invalid for parity
 (the hash is of the point's parameters; a failed point, or one whose result records a failure, runs
-again). A point that fails or runs out of memory is recorded and the sweep goes on.
+again). A point that fails, runs out of memory, outlives `point_timeout_s` or whose result cannot be
+written is recorded and the sweep goes on. One sweep at a time per folder: an invocation holds the
+folder's lock (sweep_lock.py) throughout; a second is refused, naming the holder.
 
 Executors: `local` runs the points one after another; `ray` (sweep_ray.py) runs each as a Ray task with
 one GPU (`num_gpus=1`; one CPU each on a machine without CUDA), on a local Ray instance started for the
@@ -28,11 +31,12 @@ runs of one sweep on different machines can be compared (`rollout-study compare 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +48,8 @@ from .record import ResultError, excerpt
 from .result import Result
 # Whether a sweep folder may be published: in sweep_validity.py, read from here by its callers
 from .sweep_validity import missing_points, point_problems, validity_problems  # noqa: F401
+# Which results a run into a sweep folder keeps: in sweep_resume.py, read from here by its callers
+from .sweep_resume import KEPT, kept_on_resume, kept_status, was_kept  # noqa: F401
 
 REPORTS = ("hazards", "sweep")
 SWEEP_FILE = "sweep.json"
@@ -59,6 +65,7 @@ class SweepSpec:
     repeat_alone: int = 0  # points run again alone after the sweep (repeats.py)
     launcher: str = "fresh"  # how each point's fresh process starts, under either executor (launch.LAUNCHERS)
     subset_of: str | None = None  # the full sweep file whose points these are (sweep_subset.py): a label
+    point_timeout_s: float | None = None  # a point's process is killed after this long (launch.point_launcher)
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "sweep") -> "SweepSpec":
@@ -67,7 +74,11 @@ class SweepSpec:
         values = dict(values)
         axes, report = values.pop("sweep"), values.pop("report", "hazards")
         repeat, subset_of = values.pop("repeat_alone", 0), values.pop("subset_of", None)
-        launcher = values.pop("launcher", "fresh")
+        launcher, timeout = values.pop("launcher", "fresh"), values.pop("point_timeout_s", None)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout < math.inf):
+            raise ParameterError(f"{source}: point_timeout_s must be a number of seconds > 0 (each point's process "
+                                 f"is killed after it; left out, no limit), got {timeout!r}")
         if launcher not in LAUNCHERS:
             raise ParameterError(f"{source}: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if subset_of is not None and not isinstance(subset_of, str):
@@ -82,7 +93,8 @@ class SweepSpec:
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of)
+        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of,
+                   timeout)
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
@@ -129,8 +141,9 @@ class SweepSpec:
         repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
         subset = {"subset_of": self.subset_of} if self.subset_of else {}
         launcher = {"launcher": self.launcher} if self.launcher != "fresh" else {}
-        return {"name": self.name, "report": self.report, **subset, **repeat, **launcher, "sweep": self.axes,
-                **self.base}
+        timeout = {"point_timeout_s": self.point_timeout_s} if self.point_timeout_s is not None else {}
+        return {"name": self.name, "report": self.report, **subset, **repeat, **launcher, **timeout,
+                "sweep": self.axes, **self.base}
 
 
 def _slug(value) -> str:
@@ -140,75 +153,21 @@ def _slug(value) -> str:
     return "".join(ch if ch.isalnum() or ch in "._,-" else "_" for ch in text)
 
 
+# A long slug (a local checkpoint path) once made a name past the file system's 255 bytes, and the sweep stopped.
+# Over 121, the longest published slug: a name at or under the cap is a resume key and must not move.
+FILE_SLUG_BYTES = 200
+
+
+def point_file(folder_name: str, slug: str, digest: str) -> str:
+    """A point's (or a repeat's) result file, relative to the sweep folder: `<folder_name>/<slug>-<digest>.json`."""
+    cut = slug.encode()[:FILE_SLUG_BYTES].decode("utf-8", "ignore")  # bytes, as the file system counts
+    return f"{folder_name}/{cut}-{digest}.json"
+
+
 def point_hash(params: StudyParams) -> str:
     """Of everything that shapes the point's result (the name aside)."""
     values = {k: v for k, v in params.to_dict().items() if k != "name"}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
-
-
-KEPT = "kept from an earlier run"
-
-
-def was_kept(entry: dict) -> bool:
-    """Whether a point's entry in sweep.json was kept from an earlier run (valid or not: kept_status) rather than
-    run by this invocation."""
-    return str(entry.get("status", "")).endswith(KEPT)
-
-
-def kept_status(folder: Path, file: str, params: StudyParams, current: dict | None = None) -> str | None:
-    """The status of a point (or repeat) kept on resume, saying whether its result is valid; None where it runs.
-
-    A result of this point from the same code on the same kind of device is kept, valid or not.
-
-    An invalid one too where parity alone failed: the same code measuring again gives a lost parity (a
-    near-tie, say) another draw, and running a point until it passes would pick the results. A point that
-    failed (no result), or whose result records a failure (out of memory in a phase), runs again.
-
-    On a GPU, the same model of GPU where nvidia-smi names this host's (else the device type alone; MIG
-    slices of one card model are not told apart; under Ray, the head's GPUs are the host's).
-    The same code: the same fingerprint of the code that measures (environment.code_fingerprint: the
-    package and the study notebook, less what only presents), so edits elsewhere between the sessions
-    of a long sweep keep it; for a result that predates the fingerprint, the same commit, clean then
-    and now. And the same torch and Transformers.
-    `current`: this process's `git_commit()`, when the caller took it once for many points."""
-    from .environment import git_commit, gpu_names, package_version
-
-    try:
-        result = Result.read(folder / file)
-    except (FileNotFoundError, ResultError, ValueError):
-        return None
-    current, recorded = current or git_commit(), result.metadata.get("git") or {}
-    if recorded.get("code_sha256") and current.get("code_sha256"):
-        same_code = recorded["code_sha256"] == current["code_sha256"]
-    else:
-        same_code = recorded.get("commit") == current.get("commit") and recorded.get("dirty") is False \
-            and current.get("dirty") is False
-    versions = result.metadata.get("software") or {}
-    same_code = same_code and all(versions.get(name) == package_version(name) for name in ("torch", "transformers"))
-    try:
-        device = params.resolved_device()
-    except ParameterError:  # asks for CUDA where this process has none (a CPU-only Ray head): run it again
-        return None
-    if not (kept_on_resume(result) and same_code and result.metadata.get("device") == device):
-        return None
-    recorded_gpu = (result.metadata.get("hardware") or {}).get("gpu")
-    here = gpu_names() if device == "cuda" else None
-    if recorded_gpu and here and _card(recorded_gpu) not in {_card(name) for name in here}:
-        print(f"{file}: measured on {recorded_gpu}, this host has {', '.join(here)}: runs again", file=sys.stderr)
-        return None
-    return KEPT if result.is_valid else f"invalid, {KEPT}"
-
-
-def kept_on_resume(result: Result) -> bool:
-    """Whether a resume keeps this result, by what it records (its code, torch and Transformers, device and GPU
-    checked apart): valid, or invalid for parity alone. A failure the study caught (out of memory in a phase, say)
-    may pass on another try, as a failed process's may: run again."""
-    return result.is_valid or (not result.failures and all(run.valid for run in result.cold_starts))
-
-
-def _card(name: str) -> str:
-    """A GPU's model: CUDA names a MIG slice after its card ("... MIG 1g.18gb"), nvidia-smi the card."""
-    return name.split(" MIG ", 1)[0].strip()
 
 
 def _now() -> str:
@@ -237,14 +196,20 @@ def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseE
     """A point's (or a repeat's) outcome: its result written and its status, or why it failed."""
     from .launch import LaunchError
 
+    why = None
     if result is not None:
-        result.write(folder / entry["file"])
-        entry["status"] = "valid" if result.is_valid else "invalid"
+        try:
+            result.write(folder / entry["file"])
+            entry["status"] = "valid" if result.is_valid else "invalid"
+        except Exception as err:  # the disk full, say: this point's failure, and the sweep goes on
+            why = excerpt(f"its result could not be written to {entry['file']}: {type(err).__name__}: {err}")
     elif error is not None:
-        (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
         # A LaunchError's message is already the head and tail of the process's output (launch.fresh_process)
-        entry.update(status="failed", error=str(error) if isinstance(error, LaunchError)
-                     else excerpt(f"{type(error).__name__}: {error}"))
+        why = str(error) if isinstance(error, LaunchError) else excerpt(f"{type(error).__name__}: {error}")
+    if why is not None:
+        with contextlib.suppress(OSError):  # where the file name itself failed
+            (folder / entry["file"]).unlink(missing_ok=True)  # an older result must not stand in for it
+        entry.update(status="failed", error=why)
 
 
 def other_code(result: Result, code: str | None) -> str | None:
@@ -282,7 +247,7 @@ class _Record:
         self.code = current.get("code_sha256")
         for order, (slug, params) in enumerate(spec.points()):
             digest = point_hash(params)
-            file = f"{POINTS_FOLDER}/{slug}-{digest}.json"
+            file = point_file(POINTS_FOLDER, slug, digest)
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
             kept = kept_status(self.folder, file, params, current)
             if kept:
@@ -313,13 +278,22 @@ def run_local(spec: SweepSpec, folder: Path, progress: bool = True, launcher=Non
     """Every point one after another, each in a fresh process; returns the sweep record (also on disk).
 
     `launcher(params) -> Result` runs one point; the default is the spec's (a fresh process running the whole
-    study: a new interpreter, or a child of the fork server), and each entry names the one that ran it.
+    study: a new interpreter, or a child of the fork server, killed with what it started after the spec's
+    point_timeout_s: recorded failed, and the sweep goes on), and each entry names the one that ran it.
+    Holds the folder's lock (sweep_lock.py): SweepLockedError where another process sweeps into it.
     """
+    from .sweep_lock import locked
+
+    with locked(folder):
+        return _run_local(spec, folder, progress, launcher)
+
+
+def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
     import torch
 
     from .launch import sweep_launcher
 
-    kind, launcher = sweep_launcher(spec.launcher, launcher)
+    kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     for entry, params in record.pending(spec):
         start = time.perf_counter()

@@ -13,16 +13,16 @@ DESCRIPTION = (
     "the update-path matrix; or sweep, curves over batch size and new tokens per model). Keys of the file: name, "
     "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
     "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
-    "StudyParams field shared by every point. Writes runs/<name>-<time>/ with sweep.json (points, wall time), "
-    "points/, repeats/, summary.md and report.html.")
+    "StudyParams field shared by every point; point_timeout_s (seconds: a point's process is killed after it and "
+    "the point recorded failed). One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ with "
+    "sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
 
 def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
-    from . import pipeline, publish, repeats
+    from . import publish
     from .files import writable
-    from .pipeline import say
-    from .sweep import SWEEP_FILE, SweepSpec, load, point_problems, run_local, validity_problems
-    from .sweep_ray import run_ray
+    from .sweep import SWEEP_FILE, SweepSpec, load
+    from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
     if args.executor == "ray":
@@ -53,6 +53,17 @@ def command(args) -> list[str]:
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
+    with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
+        return _run(args, spec, folder, lock)
+
+
+def _run(args, spec, folder: Path, lock) -> list[str]:
+    """The sweep in its locked folder: --keep-from, the points, the repeats, the report, the folder's name."""
+    from . import pipeline, publish, repeats
+    from .pipeline import say
+    from .sweep import SWEEP_FILE, load, point_problems, run_local, validity_problems
+    from .sweep_ray import run_ray
+
     for source in args.keep_from:
         kept = keep_from(Path(source), folder, spec)
         if not args.quiet:
@@ -65,12 +76,17 @@ def command(args) -> list[str]:
         if spec.repeat_alone and args.executor != "ray":  # run_ray repeats them as Ray tasks, before Ray stops
             repeats.run(spec, folder, progress=not args.quiet)
     except BaseException:
-        say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        if (folder / SWEEP_FILE).is_file():
+            say(f"interrupted; finished points are kept in {folder} (resume with --into)")
+        elif not args.into:  # nothing recorded (Ray unreachable, say): --into would refuse the empty folder
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"the sweep stopped before any point was recorded; nothing to resume ({folder} removed)")
         raise
     with pipeline.kernel_environment():
         problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
     if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
         folder = publish.finish_run(folder, spec.name)
+        lock.moved(folder)
     publish.write_index(folder.parent)
     loaded = load(folder)  # once: every point's result file, for the validity and the findings alike
     problems += validity_problems(folder, loaded)
@@ -96,10 +112,10 @@ def keep_from(source: Path, folder: Path, spec) -> list[str]:
     a sweep folder other than `folder`, as `command` checks before any work.
     """
     from .files import write_json_atomic
-    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, invocations, load, point_hash
+    from .sweep import POINTS_FOLDER, SWEEP_FILE, earlier_walls, invocations, load, point_file, point_hash
 
     name = load(source)[0]["spec"].get("name")
-    files = [f"{POINTS_FOLDER}/{slug}-{point_hash(params)}.json" for slug, params in spec.points()]
+    files = [point_file(POINTS_FOLDER, slug, point_hash(params)) for slug, params in spec.points()]
     copied = [file for file in files if (source / file).is_file() and not (folder / file).exists()]
     if not copied:
         return []

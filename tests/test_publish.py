@@ -37,6 +37,15 @@ def test_publish_copies_the_run_and_rebuilds_the_index(tmp_path):
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".lock", "fixture", "index.html"]  # no debris
 
 
+def test_a_sweeps_lock_file_is_never_published(tmp_path):
+    from rollout_study.sweep_lock import LOCK_FILE
+
+    run = _run_folder(tmp_path / "runs", "fixture-20260101", make_result(cuda_graph=True))
+    (run / LOCK_FILE).write_text('{"pid": 1}', encoding="utf-8")  # left by a crash (sweep_lock.py)
+    target = publish.publish(run, tmp_path / "reports")
+    assert sorted(p.name for p in target.iterdir()) == ["report.html", "result.json"]
+
+
 def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
     gpu = _run_folder(tmp_path / "runs", "gpu", make_result(cuda_graph=True))
     publish.publish(gpu, tmp_path / "reports")

@@ -739,10 +739,14 @@ def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_pat
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     stderr = "terminate called: CUDA error: invalid argument\n" + "".join(
         f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(400))
-    monkeypatch.setattr(launch.subprocess, "run",
-                        lambda *a, **k: subprocess.CompletedProcess(a[0], -6, stdout="", stderr=stderr))
-    sweep.run_local(spec, tmp_path, progress=False, launcher=launch.fresh_process)
-    errors = [p["error"] for p in json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8"))["points"]]
+    (tmp_path / "stderr.txt").write_text(stderr, encoding="utf-8")
+    interpreter = tmp_path / "python"  # stands for the new interpreter: writes that, then aborts (SIGABRT: -6)
+    interpreter.write_text(f'#!/bin/sh\ncat > /dev/null\ncat "{tmp_path / "stderr.txt"}" >&2\nkill -ABRT $$\n',
+                           encoding="utf-8")
+    interpreter.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(interpreter))
+    sweep.run_local(spec, tmp_path / "sweep", progress=False, launcher=launch.fresh_process)
+    errors = [p["error"] for p in json.loads((tmp_path / "sweep" / "sweep.json").read_text(encoding="utf-8"))["points"]]
     assert len(errors) == 2
     for error in errors:
         assert error.startswith("fresh process exited -6: terminate called: CUDA error: invalid argument")
@@ -1181,7 +1185,7 @@ def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_change
 
     params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 64, "requests": 2, "batch_size": 1,
                                     "iterations": 100, "cold_starts": 0, "profile": False, "instrument": False})
-    with pytest.raises(LaunchError, match=r"fork-server child exited -9"):  # SIGKILL, and its output quoted
+    with pytest.raises(LaunchError, match=r"fork-server child timed out after 0.5 s and was killed"):  # output quoted
         forkserver.run_forked(params, "measure", timeout=0.5)  # its study would take a minute
     monkeypatch.setenv("TORCHINDUCTOR_ROLLOUT_STUDY_TEST", "1")  # a TORCH* variable the server did not start with
     with pytest.raises(LaunchError, match=r"(?s)TORCHINDUCTOR_ROLLOUT_STUDY_TEST differ from the fork server's"):

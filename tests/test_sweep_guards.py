@@ -1,0 +1,285 @@
+"""The sweep runner's guards: one sweep at a time per folder (a lock), a point whose name is too long for a file
+name, a point past its time, and a sweep stopped before any point. Fake points and fake processes: fast."""
+import errno
+import fcntl
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from result_fixture import sweep_point
+from rollout_study import cli, launch, pipeline, sweep
+from rollout_study.launch import LaunchError
+from rollout_study.params import ParameterError, StudyParams
+from rollout_study.result import Result
+from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
+
+REPO = Path(__file__).resolve().parent.parent
+CPU = REPO / "params" / "sweep-cpu.yaml"
+MEASURED = sweep_point(1, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+
+
+def _spec(**values) -> sweep.SweepSpec:
+    """params/sweep-cpu.yaml's two points, with no repeat, and `values` over its keys."""
+    return sweep.SweepSpec.from_dict({**sweep.SweepSpec.from_yaml(str(CPU)).to_dict(), "repeat_alone": 0, **values})
+
+
+def _failing(params):
+    raise RuntimeError("out of memory (simulated)")
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _holder(folder: Path) -> subprocess.Popen:
+    """Another process holding `folder`'s sweep lock until its standard input closes."""
+    code = ("import sys\nfrom rollout_study.sweep_lock import locked\nwith locked(sys.argv[1]):\n"
+            "    print('held', flush=True)\n    sys.stdin.read()\n")
+    process = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert process.stdout.readline() == "held\n"
+    return process
+
+
+def _held_elsewhere(folder: Path) -> bool:
+    """Whether the folder's lock is held: tried through an open file of its own, as another process would."""
+    probe = os.open(folder / LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(probe)
+
+
+def test_a_second_sweep_into_a_locked_folder_is_refused_naming_the_holder_and_writes_nothing(
+        tmp_path, capsys, monkeypatch):
+    # Two sweeps into one folder once both ran a point, and one's failure deleted the other's valid result
+    spec, folder = _spec(), tmp_path / "sweep"
+    sweep.run_local(spec, folder, progress=False, launcher=_failing)  # a sweep folder to resume
+    file = tmp_path / "sweep-cpu.yaml"
+    file.write_text(yaml.safe_dump(spec.to_dict()), encoding="utf-8")
+    launched, reported = [], []
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: launched.append(params.name) or MEASURED)
+    monkeypatch.setattr(pipeline, "sweep_report_step",
+                        lambda folder, report, progress: reported.append(_held_elsewhere(folder)) or [])
+    holder = _holder(folder)
+    try:
+        before = _files(folder)
+        assert cli.main(["sweep", str(file), "--into", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+        assert f"sweep folder {folder.resolve()} is in use by another sweep (pid {holder.pid} on host " in \
+            capsys.readouterr().err
+        with pytest.raises(SweepLockedError, match=f"pid {holder.pid} on host .*-c"):
+            sweep.run_local(spec, folder, progress=False, launcher=lambda params: launched.append(params) or MEASURED)
+        assert launched == reported == [] and _files(folder) == before
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert not (folder / LOCK_FILE).exists()  # its holder removed it as it ended
+
+    def point(params, mode):  # held while the points run (and the report), against any other process
+        launched.append(_held_elsewhere(folder.resolve()))
+        return MEASURED
+
+    monkeypatch.setattr(launch, "fresh_process", point)
+    cli.main(["sweep", str(file), "--into", str(folder), "--quiet"])
+    assert launched == [True, True] and reported == [True] and not (folder / LOCK_FILE).exists()
+    runs = tmp_path / "runs"  # a new run's folder is renamed while locked: the lock file goes with it, then away
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: MEASURED)
+    cli.main(["sweep", str(file), "--output-root", str(runs), "--quiet"])
+    (done,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert reported == [True, True] and not done.name.startswith(".") and not (done / LOCK_FILE).exists()
+
+
+def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep_however_it_ends(tmp_path):
+    folder = tmp_path / "sweep"
+    holder = _holder(folder)
+    holder.kill()  # SIGKILL: no clean-up ran; the file stays, naming a process that is gone
+    holder.wait(30)
+    assert f'"pid": {holder.pid}' in (folder / LOCK_FILE).read_text(encoding="utf-8")
+    record = sweep.run_local(_spec(), folder, progress=False, launcher=lambda params: MEASURED)
+    assert len(record["points"]) == 2 and not (folder / LOCK_FILE).exists()
+
+    def interrupted(params):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_local(_spec(), folder, progress=False, launcher=interrupted)
+    assert not (folder / LOCK_FILE).exists()
+    moved = tmp_path / "moved"
+    with locked(folder) as lock:  # the command's lock, and run_local's within it, are one
+        sweep.run_local(_spec(), folder, progress=False, launcher=_failing)
+        assert _held_elsewhere(folder)
+        folder.rename(moved)  # as the command renames a finished run's folder
+        lock.moved(moved)
+    assert not (moved / LOCK_FILE).exists()
+
+
+def test_a_point_whose_name_is_too_long_for_a_file_name_is_recorded_under_a_cut_one(tmp_path):
+    # A local checkpoint path of 4 x 60 characters once made a 283-character name, and the sweep stopped
+    checkpoint = tmp_path.joinpath(*(c * 60 for c in "abcd"))
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    spec = _spec(sweep={"model": [str(checkpoint), "synthetic"]})
+    record = sweep.run_local(spec, tmp_path / "sweep", progress=False, launcher=lambda params: MEASURED)
+    long, short = sorted(record["points"], key=lambda entry: entry["order"])
+    name = Path(long["file"]).name
+    assert long["status"] == short["status"] == "valid" and len(long["slug"]) > 240
+    assert len(name.encode()) == sweep.FILE_SLUG_BYTES + len("-123456789012.json")
+    assert name.endswith(f"-{long['hash']}.json") and long["slug"].startswith(name[:sweep.FILE_SLUG_BYTES])
+    assert short["file"] == f"points/{short['slug']}-{short['hash']}.json"
+    assert [result is not None for _, result in sweep.load(tmp_path / "sweep")[1]] == [True, True]
+
+
+def test_no_point_of_a_parameter_file_or_a_published_sweep_moves_its_file():
+    # A result's file name is its key on resume, in --keep-from and in the published sweeps
+    for path in sorted((REPO / "params").glob("*.yaml")):
+        if "sweep" not in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}):
+            continue
+        for slug, params in sweep.SweepSpec.from_yaml(str(path)).points():
+            digest = sweep.point_hash(params)
+            assert sweep.point_file(sweep.POINTS_FOLDER, slug, digest) == f"points/{slug}-{digest}.json", path
+    published = sorted(REPO.glob("reports/*/sweep.json"))
+    assert published
+    for path in published:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        for entry in [*record["points"], *(record.get("repeats") or {}).get("points", [])]:
+            assert sweep.point_file(entry["file"].split("/")[0], entry["slug"], entry["hash"]) == entry["file"]
+
+
+def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    write = Result.write
+
+    def full_disk(result, path):
+        if "batch_size=1" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(result, path)
+
+    monkeypatch.setattr(Result, "write", full_disk)
+    record = sweep.run_local(_spec(), tmp_path, progress=False, launcher=lambda params: MEASURED)
+    failed, done = sorted(record["points"], key=lambda entry: entry["order"])
+    assert failed["status"] == "failed" and done["status"] == "valid"
+    assert failed["error"] == (f"its result could not be written to {failed['file']}: OSError: [Errno 28] No space "
+                               "left on device")
+    # A file name the file system refuses (a repeat's, named by repeats.py) is no result to keep: it runs
+    params = _spec().points()[0][1]
+    assert sweep.kept_status(tmp_path, "repeats/" + "x" * 300 + ".json", params) is None
+
+
+@pytest.mark.parametrize("value", [0, -5, "1h", True, float("inf"), float("nan"), [60]])
+def test_point_timeout_s_must_be_a_positive_number_of_seconds(value):
+    with pytest.raises(ParameterError, match=r"sweep: point_timeout_s must be a number of seconds > 0 \(.*\), got"):
+        _spec(point_timeout_s=value)
+
+
+def test_a_bad_point_timeout_s_is_refused_before_any_work_and_one_left_out_is_not_recorded(tmp_path, capsys):
+    bad, runs = tmp_path / "bad.yaml", tmp_path / "runs"
+    bad.write_text(CPU.read_text(encoding="utf-8") + "point_timeout_s: 0\n", encoding="utf-8")
+    assert cli.main(["sweep", str(bad), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert "point_timeout_s must be a number of seconds > 0" in capsys.readouterr().err and not runs.exists()
+    assert "point_timeout_s" not in _spec().to_dict()  # so every sweep.json written so far reads back the same
+    timed = _spec(point_timeout_s=90)
+    assert timed.to_dict()["point_timeout_s"] == 90 and sweep.SweepSpec.from_dict(timed.to_dict()) == timed
+    for path in sorted(REPO.glob("reports/*/sweep.json")):
+        recorded = json.loads(path.read_text(encoding="utf-8"))["spec"]
+        assert sweep.SweepSpec.from_dict(recorded, source=str(path)).to_dict() == recorded
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process `pid` ended (a zombie no reaper collected counts) within `wait_s`; killed if not."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    return False
+
+
+# Stands for `python -m rollout_study.launch`: the first point hangs in a process it started, the second fails
+FAKE_INTERPRETER = """#!/bin/sh
+request=$(cat)
+case "$request" in
+  *batch_size=1-requests=1*) sleep 60 & echo $! > "$GRANDCHILD.tmp"; mv "$GRANDCHILD.tmp" "$GRANDCHILD"; wait ;;
+  *) echo "no study here" >&2; exit 3 ;;
+esac
+"""
+
+
+def test_a_point_past_its_time_is_killed_with_what_it_started_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_INTERPRETER, encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    monkeypatch.setenv("GRANDCHILD", str(tmp_path / "grandchild.pid"))
+    began = time.monotonic()
+    record = sweep.run_local(_spec(point_timeout_s=1), tmp_path / "sweep", progress=False)
+    hung, failed = sorted(record["points"], key=lambda entry: entry["order"])
+    assert (hung["status"], hung["launcher"]) == ("failed", "fresh")
+    assert hung["error"].startswith("fresh process timed out after 1 s and was killed with the processes it started")
+    assert failed["error"].startswith("fresh process exited 3: no study here")  # the sweep went on
+    assert _gone(int((tmp_path / "grandchild.pid").read_text())) and time.monotonic() - began < 20
+
+
+def test_a_fork_server_point_past_its_time_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    # The study's first act is asking nvidia-smi for the clocks: this one hangs, a process of the point's own
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text('#!/bin/sh\necho $$ > "$GRANDCHILD.tmp"\nmv "$GRANDCHILD.tmp" "$GRANDCHILD"\n'
+                                      'exec sleep 60\n', encoding="utf-8")
+    (tools / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    started = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("GRANDCHILD", str(started))
+    params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 2, "requests": 1, "batch_size": 1,
+                                    "iterations": 1, "cycles": 1, "control_cycles": 0, "cold_starts": 0,
+                                    "profile": False, "instrument": False, "engines": ["eager"]})
+    for timeout_s in (2, 4, 8):  # 2 s is ample to reach nvidia-smi, on a host not loaded (it imports the caller's main)
+        with pytest.raises(LaunchError, match=rf"^fork-server child timed out after {timeout_s} s and was killed "):
+            launch.point_launcher("fork-server", timeout_s=timeout_s)(params)
+        if started.exists():
+            break
+    assert _gone(int(started.read_text()))
+
+
+def test_a_sweep_that_stops_before_any_point_removes_its_empty_folder_and_offers_no_resume(
+        tmp_path, capsys, monkeypatch):
+    from rollout_study import sweep_ray
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("the command refuses --executor ray without the ray package")
+
+    def unreachable(spec, folder, address=None, progress=True):
+        raise ConnectionError("could not connect to the Ray cluster (simulated)")
+
+    monkeypatch.setattr(sweep_ray, "run_ray", unreachable)
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(CPU), "--executor", "ray", "--output-root", str(runs), "--quiet"]) == \
+        cli.EXIT_BAD_INPUT  # an OSError, as ray.init's is
+    err = capsys.readouterr().err
+    assert "the sweep stopped before any point was recorded; nothing to resume" in err and "--into" not in err
+    assert list(runs.iterdir()) == []
+
+    def after_a_point(spec, folder, address=None, progress=True):
+        (folder / sweep.SWEEP_FILE).write_text("{}", encoding="utf-8")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_ray, "run_ray", after_a_point)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["sweep", str(CPU), "--executor", "ray", "--output-root", str(runs), "--quiet"])
+    (kept,) = runs.iterdir()
+    assert f"interrupted; finished points are kept in {kept} (resume with --into)" in capsys.readouterr().err
+    assert sorted(p.name for p in kept.iterdir()) == [sweep.SWEEP_FILE]  # and its lock gone

@@ -59,7 +59,9 @@ def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
 
 def alone_file(slug: str, digest: str, run: int) -> str:
     """A repeat's result file; the first run's name is the one records before the second run used."""
-    return f"{REPEATS_FOLDER}/{slug}-{digest}{'' if run == 1 else f'-alone{run}'}.json"
+    from .sweep import point_file
+
+    return point_file(REPEATS_FOLDER, slug, digest + ("" if run == 1 else f"-alone{run}"))
 
 
 def local_runner(launcher):
@@ -85,7 +87,7 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     from .pipeline import say
     from .sweep import SWEEP_FILE, kept_status, point_hash, settle
 
-    kind, launcher = sweep_launcher(spec.launcher, launcher)
+    kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     runner = runner or local_runner(launcher)
     folder = Path(folder)
     (folder / REPEATS_FOLDER).mkdir(parents=True, exist_ok=True)

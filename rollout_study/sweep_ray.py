@@ -88,7 +88,7 @@ def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | 
     placement, held = _pin(cuda)
     start = time.perf_counter()
     try:
-        run = point_launcher(launcher, **({"timeout_s": timeout_s} if timeout_s else {}))
+        run = point_launcher(launcher, timeout_s=timeout_s)
         result = run(StudyParams.from_dict(params_dict, source="ray task"))
         return {"result": result.to_dict(), "error": None, "wall_s": time.perf_counter() - start,
                 "placement": placement}
@@ -113,6 +113,13 @@ def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress:
     """Every point as a Ray task, one GPU each (`num_gpus=1`; one CPU each without CUDA), on a local Ray instance
     started for the sweep (never one RAY_ADDRESS or `ray start` left running: address "local"), or on an
     existing cluster at `address`; then the sampled points alone (repeats.py), as Ray tasks on their nodes."""
+    from .sweep_lock import locked
+
+    with locked(folder):  # one sweep per folder (the command holds it already: the same process's lock)
+        return _run_ray(spec, folder, address, progress)
+
+
+def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool) -> dict:
     import ray
     import torch
 
@@ -132,7 +139,7 @@ def run_ray(spec: SweepSpec, folder: Path, address: str | None = None, progress:
         # would start a new fork server each; the worker itself never touches the GPU (its point's process does).
         task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=0 if cuda else 1, max_calls=0, max_retries=0)(
             _ray_point)
-        timeout = getattr(spec, "point_timeout_s", None)
+        timeout = spec.point_timeout_s
         running = {task.remote(params.to_dict(), spec.launcher, cuda, timeout): entry
                    for entry, params in record.pending(spec)}
         while running:

@@ -31,8 +31,13 @@ def command(args) -> list[str]:
         if importlib.util.find_spec("ray") is None:
             raise ParameterError("--executor ray needs the ray package (pip install ray==2.60.0); allowed "
                                  "without it: --executor local")
+        if args.address:
+            reachable(args.address)
     elif args.address:
         raise ParameterError("--address needs --executor ray")
+    else:  # every point runs on this host: one asking for a device it lacks is refused now, not point by point
+        for slug, params in spec.points():
+            params.resolved_device()
     publish.check_name(spec.name, "name")
     for source in args.keep_from:
         if not (Path(source) / SWEEP_FILE).is_file():
@@ -55,6 +60,23 @@ def command(args) -> list[str]:
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
     with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
         return _run(args, spec, folder, lock)
+
+
+def reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Refuse a cluster address nothing answers at: ray.init retries one for minutes before it gives up, and the
+    sweep would have made its folder by then. 'auto' and ray:// client addresses are left to Ray."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if address == "auto" or "://" in address:
+        return
+    if not host or not port.isdigit():
+        raise ParameterError(f"--address {address!r}: expected HOST:PORT of a Ray cluster's head (or 'auto')")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ParameterError(f"--address {address!r}: nothing answers there ({err}); allowed: the HOST:PORT of a "
+                             "running Ray cluster's head (ray start --head prints it)") from None
 
 
 def _run(args, spec, folder: Path, lock) -> list[str]:

@@ -283,3 +283,30 @@ def test_a_sweep_that_stops_before_any_point_removes_its_empty_folder_and_offers
     (kept,) = runs.iterdir()
     assert f"interrupted; finished points are kept in {kept} (resume with --into)" in capsys.readouterr().err
     assert sorted(p.name for p in kept.iterdir()) == [sweep.SWEEP_FILE]  # and its lock gone
+
+
+def test_a_local_sweep_asking_for_a_device_this_host_lacks_is_refused_before_any_folder(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has the device the file asks for")
+    cuda = tmp_path / "cuda.yaml"
+    cuda.write_text("name: cuda-sweep\nreport: sweep\nsweep:\n  batch_size: [1, 2]\ndevice: cuda\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(cuda), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert "cuda" in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_cluster_address_nothing_answers_at_is_refused_before_any_folder(tmp_path, capsys):
+    import socket
+
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("the command refuses --executor ray without the ray package")
+    with socket.socket() as probe:  # a port nothing listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    runs = tmp_path / "runs"
+    for address, said in ((f"127.0.0.1:{port}", "nothing answers there"), ("no-port", "expected HOST:PORT")):
+        assert cli.main(["sweep", str(CPU), "--executor", "ray", "--address", address, "--output-root", str(runs),
+                         "--quiet"]) == cli.EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err and not runs.exists()

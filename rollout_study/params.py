@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,12 @@ SYNTHETIC_SHAPES = {
 SHAPE_FIELDS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "max_positions")
 RANDOM_PROMPT_LEN = 32  # the reference workload's prompt length
 PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
+
+
+# The study notebook's variables beside the parameters: where result.json goes, the command that started the run
+NOTEBOOK_NAMES = ("output_dir", "command")
+# What IPython itself sets as cells run (_, __, _i3, _3, _ih...), never a parameter
+_KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
 
 
 class ParameterError(ValueError):
@@ -218,10 +226,24 @@ class StudyParams:
         return params
 
     @classmethod
-    def from_namespace(cls, namespace: dict, source: str = "notebook parameters") -> "StudyParams":
-        """The parameters from a notebook's variables (its parameters cell holds one per field)."""
-        return cls.from_dict({f.name: namespace[f.name] for f in dataclasses.fields(cls) if f.name in namespace},
-                             source=source)
+    def from_namespace(cls, namespace: dict, source: str = "notebook parameters",
+                       before: set | None = None) -> "StudyParams":
+        """The parameters from a notebook's variables (its parameters cell holds one per field).
+
+        before: the names the namespace held before the parameters cell. papermill injects its cell right after
+        that one, and only warns about a name the cell does not hold (`-p requets 4`, a key of `-f FILE`), so any
+        name set since that is neither a field nor the notebook's own is refused here, where the run would
+        otherwise go on with the default."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        if before is not None:
+            # The validation cell's own imports are modules, classes and functions; an injected value is data
+            unknown = sorted(name for name in set(namespace) - set(before)
+                             if name not in known and name not in NOTEBOOK_NAMES and not _KERNEL_NAME.fullmatch(name)
+                             and not isinstance(namespace[name], types.ModuleType) and not callable(namespace[name]))
+            if unknown:
+                raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: "
+                                     f"{', '.join(sorted(known | set(NOTEBOOK_NAMES)))}")
+        return cls.from_dict({name: namespace[name] for name in known if name in namespace}, source=source)
 
     @classmethod
     def from_yaml(cls, path: str) -> "StudyParams":

@@ -107,6 +107,17 @@ def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tm
     assert "papermill" in result.metadata["command"] and "requests" in result.metadata["command"]
 
 
+def test_papermill_refuses_a_misspelt_parameter_before_any_work(tmp_path):
+    """papermill only warns about a name the parameters cell does not hold; the notebook stops on it."""
+    (tmp_path / "typo.yaml").write_text("name: typo\ndevice: cpu\nbatchsize: 2\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    done = _run(sys.executable, "-m", "papermill", str(REPO / "notebooks/study.ipynb"), str(tmp_path / "run.ipynb"),
+                "-f", str(tmp_path / "typo.yaml"), "-p", "requets", "4", cwd=tmp_path, ROLLOUT_STUDY_RUNS=str(runs))
+    assert done.returncode != 0
+    assert "unknown parameter(s) batchsize, requets; known: attn, batch_size" in done.stderr
+    assert not runs.exists()  # refused before the run folder is made
+
+
 def test_nbconvert_execute_runs_the_defaults_anywhere(tmp_path):
     runs = tmp_path / "runs"
     done = _run(sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--to", "notebook",
@@ -208,4 +219,11 @@ def test_study_parameters_cell_holds_every_parameter():
     namespace: dict = {}
     exec(cell.source, namespace)
     assert StudyParams.from_namespace(namespace) == StudyParams()
+    # Run as the notebook runs it: only the parameters cell's own names since the names cell, none refused
+    names = [c for c in notebook.cells if "_before_parameters =" in c.source]
+    assert len(names) == 1 and notebook.cells.index(names[0]) < notebook.cells.index(cell)
+    fresh: dict = {"__name__": "__main__", "_i1": "", "_1": None}
+    exec(names[0].source, fresh)
+    exec(cell.source, fresh)
+    assert StudyParams.from_namespace(fresh, before=fresh["_before_parameters"]) == StudyParams()
     assert {f.name for f in dataclasses.fields(StudyParams)} <= set(namespace)

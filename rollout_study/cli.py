@@ -35,14 +35,27 @@ CPU_DEFAULT_PARAMS = PARAMS_DIR / "cpu-smoke.yaml"
 
 
 # -- parameters -------------------------------------------------------------------------------
+PAPERMILL_WORDS = {"True": True, "False": False, "None": None}
+
+
 def parse_value(key: str, raw: str) -> Any:
-    """A command-line value read as YAML, so numbers, booleans and lists keep their types."""
+    """A command-line value as papermill's -p reads one (True, False, None, an integer, then a number: 1e-4 is
+    0.0001, where YAML would read text), else as YAML, so lists and lowercase booleans keep their types."""
     import yaml
 
     if key == "engines" and raw and not raw.lstrip().startswith("["):
         return [part.strip() for part in raw.split(",") if part.strip()]
+    text = raw.strip()
+    if text in PAPERMILL_WORDS:
+        return PAPERMILL_WORDS[text]
+    if any(ch.isdigit() for ch in text):  # not papermill's float('nan') or float('inf'): no parameter's value
+        for number in (int, float):
+            try:
+                return number(text)
+            except ValueError:
+                continue
     try:
-        return yaml.safe_load(raw) if raw.strip() else ""
+        return yaml.safe_load(raw) if text else ""
     except yaml.YAMLError as err:
         raise ParameterError(f"{key}: value {raw!r} is not valid YAML: {err}") from None
 

@@ -57,11 +57,12 @@ class ParameterError(ValueError):
 
 
 def _int_at_least(low: int, high: int | None = None):
+    allowed = f">= {low}" if high is None else f"between {low} and {high}"
+
     def check(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ParameterError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+            raise ParameterError(f"{name} must be an integer {allowed}, got {value!r} ({type(value).__name__})")
         if value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"between {low} and {high}"
             raise ParameterError(f"{name} must be an integer {allowed}, got {value}")
     return check
 
@@ -78,9 +79,24 @@ def _prompt_len(name: str, value: Any) -> None:
         _int_at_least(1, 32768)(name, value)
 
 
+def _number_hint(value: Any) -> str:
+    """Why a number arrived as text. YAML 1.1 (parameter and sweep files, papermill's -f) reads an exponent
+    without a dot as text; the command line reads it as a number, as papermill's -p does."""
+    if not isinstance(value, str) or not any(ch.isdigit() for ch in value):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    dotted = re.sub(r"^([+-]?\d+)([eE])", r"\1.0\2", value.strip())
+    if dotted == value.strip():
+        return " (a number in quotes is text)"
+    return f" (YAML reads {value} as text: write {dotted})"
+
+
 def _positive_float(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
+        hint = _number_hint(value)
         raise ParameterError(f"{name} must be a number in (0, 10], got {value!r} ({type(value).__name__}){hint}")
     if not (0.0 < float(value) <= 10.0):
         raise ParameterError(f"{name} must be a number in (0, 10], got {value}")

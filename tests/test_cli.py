@@ -98,6 +98,18 @@ def test_every_way_of_giving_a_parameter_agrees(tmp_path):
         cli.parse_override("iterations")
 
 
+def test_numbers_are_read_as_papermill_reads_them():
+    """1e-4 is a number on the command line (papermill's -p), though YAML 1.1 reads it as text."""
+    for flags in (["-p", "lr", "1e-4"], ["--set", "lr=1e-4"], ["--lr", "1e-4"]):
+        assert cli.params_from(cli.parser().parse_args(["run", *flags])).lr == 1e-4, flags
+    assert [cli.parse_value("x", raw) for raw in ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")] \
+        == [4, -3, 2.5, 5000.0, True, None, True, [1, 2], "abc"]
+    assert cli.parse_value("name", "nan") == "nan"  # words papermill's float() takes stay text: no parameter's value
+    args = cli.parser().parse_args(["run", "-p", "prompt_len", "None", "--requests", "abc"])
+    with pytest.raises(ParameterError, match="requests must be an integer between 1 and 4096, got 'abc'"):
+        cli.params_from(args)
+
+
 def test_parity_failure_writes_an_invalid_result_and_exits_1(tmp_path, monkeypatch, capsys):
     real_call = GraphEngine.__call__
 

@@ -536,6 +536,13 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
 
     with pytest.raises(ParameterError, match="have the same parameters or name"):  # 1e-4 twice: one point, twice
         sweep.SweepSpec.from_dict({**spec.to_dict(), "sweep": {"lr": [0.0001, 1e-4]}})
+    # In a file YAML reads a bare 1e-4 as text: refused as such, with the spelling that is a number
+    (tmp_path / "lr.yaml").write_text("name: lr\nreport: sweep\nsweep:\n  lr: [1e-4, 0.0001]\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"lr must be a number .* \(YAML reads 1e-4 as text: write 1.0e-4\)"):
+        sweep.SweepSpec.from_yaml(str(tmp_path / "lr.yaml"))
+    (tmp_path / "lr.yaml").write_text("name: lr\nreport: sweep\nsweep:\n  lr: [1.0e-4, 0.0001]\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="have the same parameters or name"):
+        sweep.SweepSpec.from_yaml(str(tmp_path / "lr.yaml"))
 
     none_valid = tmp_path.parent / "none-valid"
     sweep.run_local(spec, none_valid, progress=False, launcher=everything_fails)

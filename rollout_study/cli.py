@@ -94,7 +94,35 @@ def overrides_of(args) -> dict:
     return values
 
 
-def _parameter_arguments(parser: argparse.ArgumentParser) -> None:
+def _file_defaults(path: Path) -> dict:
+    """A default parameter file's values over StudyParams's, read raw: help must not import torch to validate."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        values = {}
+    return {**StudyParams().to_dict(), "name": path.stem, **(values if isinstance(values, dict) else {})}
+
+
+def _default_help(name: str, defaults: dict, with_file: bool) -> str:
+    """What a parameter is when no flag sets it: `run` without a file takes a default file per device, `bench`
+    StudyParams's defaults; either way a file given wins."""
+    def shown(values: dict):
+        return "auto" if values[name] is None else values[name]  # prompt_len
+
+    if not with_file:
+        return f"default: the parameter file's; without one, {shown(defaults['none'])}"
+    cpu, gpu = shown(defaults["cpu"]), shown(defaults["gpu"])
+    if cpu == gpu:
+        return (f"default: the parameter file's; without one, {cpu} (in {CPU_DEFAULT_PARAMS.name} and "
+                f"{GPU_DEFAULT_PARAMS.name})")
+    return (f"default: the parameter file's; without one, {cpu} on CPU ({CPU_DEFAULT_PARAMS.name}), {gpu} with CUDA "
+            f"({GPU_DEFAULT_PARAMS.name})")
+
+
+def _parameter_arguments(parser: argparse.ArgumentParser, default_file: bool = False) -> None:
+    """default_file: the command runs a default parameter file where none is given (`run`)."""
     group = parser.add_argument_group("parameters (each validated by StudyParams; later ones win)")
     group.add_argument("--params", dest="params_option", default=None, metavar="FILE",
                        help="YAML parameter file (same as the positional argument)")
@@ -102,10 +130,11 @@ def _parameter_arguments(parser: argparse.ArgumentParser) -> None:
                        help="set one parameter; repeatable")
     group.add_argument("-p", "--parameters", dest="papermill_style", nargs=2, action="append", default=[],
                        metavar=("KEY", "VALUE"), help="set one parameter, as papermill's -p does; repeatable")
-    defaults = StudyParams()
+    defaults = {"none": StudyParams().to_dict(), "cpu": _file_defaults(CPU_DEFAULT_PARAMS),
+                "gpu": _file_defaults(GPU_DEFAULT_PARAMS)}
     for field in dataclasses.fields(StudyParams):
         group.add_argument("--" + field.name.replace("_", "-"), dest=f"flag_{field.name}", default=None,
-                           metavar="V", help=f"default: {getattr(defaults, field.name)}")
+                           metavar="V", help=_default_help(field.name, defaults, default_file))
 
 
 def params_from(args) -> StudyParams:
@@ -288,7 +317,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")),
                      help="folder of run folders (default: runs/ in the repository, git-ignored)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    _parameter_arguments(run)
+    _parameter_arguments(run, default_file=True)
     bench = commands.add_parser("bench", help="the study alone, into one result JSON")
     bench.add_argument("params_file", nargs="?", default=None, help="YAML parameter file (default: the defaults)")
     bench.add_argument("--output", default="rollout-first-call.json", help="result JSON path")

@@ -151,6 +151,21 @@ def test_local_checkpoint_loads_and_is_labelled_pretrained(tmp_path, tiny):
     assert not (tmp_path / "c.json").exists()
 
 
+def test_help_names_the_defaults_each_command_runs_with():
+    """`run` without a file runs cpu-smoke.yaml on a CPU and reference-tiny.yaml with CUDA, not StudyParams's."""
+    def help_of(command: str, flag: str) -> str:
+        [action] = [a for a in cli.parser()._subparsers._group_actions[0].choices[command]._actions
+                    if flag in a.option_strings]
+        return action.help
+
+    assert help_of("run", "--requests") == ("default: the parameter file's; without one, 6 on CPU (cpu-smoke.yaml), "
+                                            "8 with CUDA (reference-tiny.yaml)")
+    assert help_of("run", "--prompt-len").endswith("16 on CPU (cpu-smoke.yaml), 32 with CUDA (reference-tiny.yaml)")
+    assert help_of("run", "--batch-size").endswith("4 (in cpu-smoke.yaml and reference-tiny.yaml)")
+    assert help_of("bench", "--requests") == "default: the parameter file's; without one, 8"
+    assert help_of("bench", "--prompt-len").endswith("without one, auto")
+
+
 def test_help_lists_every_subcommand():
     done = run_cli("--help", timeout=120)
     assert done.returncode == 0

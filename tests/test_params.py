@@ -72,6 +72,8 @@ def test_yaml_errors_name_file_and_key(tmp_path):
         StudyParams.from_yaml(str(path))
     path.write_text("requests: 3\n")
     assert StudyParams.from_yaml(str(path)).name == "p"
+    with pytest.raises(ParameterError, match=f"parameter file {str(tmp_path)!r} is a folder; allowed: a YAML file"):
+        StudyParams.from_yaml(str(tmp_path))
 
 
 def test_policy_both_expands():

@@ -418,6 +418,23 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     assert "sweep.max_new_tokens" in capsys.readouterr().err and not runs.exists()
 
 
+@pytest.mark.parametrize("content, fragment", [
+    (b"name: x\nsweep:\n  batch_size: [1,\n", "x.yaml: not valid YAML"),
+    (b"name: x\n\xff\xfe\n", "x.yaml: not UTF-8 text"),
+    (None, "sweep file {path!r} is a folder; allowed: a YAML file"),
+    (b"subset_of: full.yaml\nsweep:\n  batch_size: [1]\n", "full.yaml: not valid YAML")])
+def test_a_sweep_file_that_does_not_read_is_bad_input_naming_it(tmp_path, capsys, content, fragment):
+    path = tmp_path / "x.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    (tmp_path / "full.yaml").write_bytes(b"sweep: {batch_size: [1, 2]\n")  # what a subset names, broken
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(path), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert fragment.format(path=str(path)) in capsys.readouterr().err and not runs.exists()
+
+
 def test_sweep_help_names_the_report_and_repeat_alone(capsys):
     with pytest.raises(SystemExit):
         cli.main(["sweep", "--help"])

@@ -202,13 +202,15 @@ def cmd_run(args, argv: list[str]) -> int:
         raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
     partial = publish.start_run(runs_root, params.name)
     problems: list[str] = []
+    shown = "the run folder (renamed when the run ends: 'run folder:' below)"  # a failure is said before that
     try:
         with pipeline.kernel_environment():
             say(f"[1/2] study notebook -> {partial / 'study.ipynb'}")
-            problems += pipeline.study_step(partial, params.to_dict(), _command(argv), progress=not args.quiet)
+            problems += pipeline.study_step(partial, params.to_dict(), _command(argv), progress=not args.quiet,
+                                            folder_shown=shown)
             if (partial / "result.json").exists():
                 say(f"[2/2] report notebook -> {partial / 'report.ipynb'}")
-                problems += pipeline.report_step(partial, progress=not args.quiet)
+                problems += pipeline.report_step(partial, progress=not args.quiet, folder_shown=shown)
             else:
                 say("no result.json: the report is skipped")
     except BaseException:
@@ -255,6 +257,7 @@ def cmd_report(args, argv: list[str]) -> int:
     import tempfile
 
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
+    problems: list[str] = []
     try:
         # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
         shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
@@ -265,7 +268,10 @@ def cmd_report(args, argv: list[str]) -> int:
             with publish.locked(folder.parent):
                 publish.swap_in(work, folder)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if problems and work.is_dir():  # its failure named the executed notebook in it: kept where named
+            say(f"the failed rebuild is kept for inspection in {work} ({folder} is unchanged); remove it when done")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     index = publish.write_index(folder.parent)
     say(f"report folder: {folder}\nindex: {index}")
     return EXIT_FAILED if problems else EXIT_OK

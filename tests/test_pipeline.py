@@ -180,6 +180,48 @@ def test_invalid_result_fails_the_study_but_is_still_reported(tmp_path, capsys):
     assert "INVALID" in (folder / "report.html").read_text(encoding="utf-8")
 
 
+def _failing_papermill(monkeypatch):
+    """papermill as it fails at a cell: the executed notebook written (here the source, as is), then the error."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    def execute(source, executed, **kwargs):
+        shutil.copy(source, executed)
+        raise PapermillExecutionError(3, 1, "raise ValueError('broken')", "ValueError", "broken", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+
+
+def _kept(err: str) -> str:
+    [line] = [line for line in err.splitlines() if line.startswith("executed notebook kept for inspection: ")]
+    return line.split(": ", 1)[1]
+
+
+def test_a_failed_run_names_its_notebook_where_it_is_once_the_run_ends(tmp_path, capsys, monkeypatch):
+    """The run's partial folder is renamed when it ends: the failure names the folder that follows."""
+    from rollout_study import cli
+
+    _failing_papermill(monkeypatch)
+    assert cli.main(["run", "params/cpu-smoke.yaml", "--output-root", str(tmp_path), "--quiet"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert _kept(err) == "study.ipynb in the run folder (renamed when the run ends: 'run folder:' below)"
+    [folder] = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("run folder: ")]
+    assert (Path(folder) / "study.ipynb").is_file() and ".partial-" not in err.split("error:", 1)[1]
+
+
+def test_a_failed_rebuild_keeps_the_notebook_its_failure_names(tmp_path, capsys, monkeypatch):
+    from rollout_study import cli
+
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
+    _failing_papermill(monkeypatch)
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_FAILED
+    kept = Path(_kept(capsys.readouterr().err))
+    assert kept.is_file() and kept.name == "report.ipynb" and kept.parent.parent == tmp_path
+    assert sorted(p.name for p in folder.iterdir()) == ["result.json"]  # the folder itself unchanged
+
+
 # -- kernel -----------------------------------------------------------------------------------
 def test_kernel_command_lines_that_run_this_interpreter():
     assert pipeline.runs_this_interpreter(["python", "-m", "ipykernel_launcher"])

@@ -160,26 +160,6 @@ def _checkpoint(name: str, folder: str, config_file: str) -> None:
                              f"(no file ending in {', '.join(WEIGHT_FILES)})")
 
 
-def read_yaml(path: str, what: str) -> Any:
-    """A parameter or sweep file's YAML; a missing file, a folder, bytes that are not UTF-8 or text that is not
-    YAML is a ParameterError naming the file (bad input, exit 2), never a traceback."""
-    import yaml
-
-    if os.path.isdir(path):
-        raise ParameterError(f"{what} {path!r} is a folder; allowed: a YAML file")
-    if not os.path.isfile(path):
-        raise ParameterError(f"{what} {path!r} does not exist")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    except UnicodeDecodeError as err:
-        raise ParameterError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    except yaml.YAMLError as err:
-        raise ParameterError(f"{path}: not valid YAML: {err}") from None
-    except OSError as err:
-        raise ParameterError(f"{what} {path!r} cannot be read: {err.strerror or err}") from None
-
-
 def engine_names() -> tuple[str, ...]:
     """The registered engines (imported late: the registry imports torch, parameters do not need it)."""
     from .engines import REGISTRY
@@ -283,6 +263,8 @@ class StudyParams:
 
     @classmethod
     def from_yaml(cls, path: str) -> "StudyParams":
+        from .files import read_yaml
+
         values = read_yaml(path, "parameter file")
         if values is None:
             raise ParameterError(f"{path}: the parameter file is empty; write at least one parameter "

@@ -98,7 +98,7 @@ class SweepSpec:
 
     @classmethod
     def from_yaml(cls, path: str) -> "SweepSpec":
-        from .params import read_yaml
+        from .files import read_yaml
 
         values = read_yaml(path, "sweep file")  # bad YAML or bytes: a clear error, exit 2
         if isinstance(values, dict) and "subset_of" in values:  # some of another file's points (sweep_subset.py)

@@ -25,7 +25,7 @@ ALLOWED = ("name", "subset_of", "repeat_alone", "launcher", "sweep")  # launcher
 
 def resolve(values: dict, path: str) -> dict:
     """The sweep file's values as a full sweep file's: the full file's keys with the subset's axes cut."""
-    from .params import read_yaml
+    from .files import read_yaml
     from .sweep import SweepSpec  # the full file is validated as any sweep file
 
     extra = sorted(set(values) - set(ALLOWED))

@@ -243,38 +243,9 @@ def cmd_sweep(args, argv: list[str]) -> int:
 
 
 def cmd_report(args, argv: list[str]) -> int:
-    from . import pipeline, publish
+    from .report_command import command
 
-    from .sweep import SWEEP_FILE, load
-
-    folder = Path(args.folder).resolve()
-    swept = (folder / SWEEP_FILE).is_file()
-    if not swept and not (folder / "result.json").is_file():
-        say(f"error: {folder} holds neither result.json nor {SWEEP_FILE}")
-        return EXIT_BAD_INPUT
-    # Built in a copy and swapped in, so an interrupted or failing rebuild leaves the report whole.
-    import shutil
-    import tempfile
-
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
-    problems: list[str] = []
-    try:
-        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
-        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
-        with pipeline.kernel_environment():
-            problems = (pipeline.sweep_report_step(work, load(work)[0]["spec"]["report"], progress=not args.quiet)
-                        if swept else pipeline.report_step(work, progress=not args.quiet))
-        if not problems:
-            with publish.locked(folder.parent):
-                publish.swap_in(work, folder)
-    finally:
-        if problems and work.is_dir():  # its failure named the executed notebook in it: kept where named
-            say(f"the failed rebuild is kept for inspection in {work} ({folder} is unchanged); remove it when done")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    index = publish.write_index(folder.parent)
-    say(f"report folder: {folder}\nindex: {index}")
-    return EXIT_FAILED if problems else EXIT_OK
+    return command(args)
 
 
 def cmd_summary(args, argv: list[str]) -> int:

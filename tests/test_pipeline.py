@@ -82,6 +82,7 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     folder = tmp_path / "copied"
     folder.mkdir()
     shutil.copy(smoke[2][0] / "result.json", folder / "result.json")
+    (tmp_path / "index.html").write_text("", encoding="utf-8")  # a root of report folders: its index is rebuilt
     first = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")
     assert first.returncode == 0, first.stderr[-3000:]
     snapshot = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
@@ -92,6 +93,42 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     assert "copied/report.html" in (tmp_path / "index.html").read_text(encoding="utf-8")
     missing = _run(sys.executable, "-m", "rollout_study", "report", str(tmp_path / "nothing"), "--quiet")
     assert missing.returncode == 2 and "holds neither result.json nor sweep.json" in missing.stderr
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("sweep.json", "{not json", "sweep.json: not valid JSON"),
+    ("sweep.json", '{"points": []}', "sweep.json: not a sweep record: it needs a 'spec' mapping"),
+    ("sweep.json", '{"spec": {"report": "sweep"}, "points": [{"file": "points/p.json"}]}',
+     "a point's result does not read"),
+    ("result.json", '{"x": 1}', "result.json: not a result this version reads: missing field(s) calls"),
+    ("result.json", "\udcff", "result.json: not a result this version reads: 'utf-8' codec")])
+def test_report_reads_its_records_first_and_writes_nothing_on_bad_input(tmp_path, capsys, name, content, fragment):
+    from rollout_study import cli
+
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / name).write_text(content, encoding="utf-8", errors="surrogateescape")
+    (folder / "points").mkdir()
+    (folder / "points" / "p.json").write_text("[]", encoding="utf-8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert fragment in capsys.readouterr().err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no kernel, no index, no lock
+
+
+def test_report_rebuilds_an_index_only_where_the_parent_is_a_root_of_reports(tmp_path, capsys, monkeypatch):
+    """`report ~/x` must not write ~/index.html (nor a .lock): only runs/, reports/ or a folder with an index."""
+    from rollout_study import cli
+
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
+    monkeypatch.setattr(pipeline, "report_step", lambda work, progress: [])
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_OK
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+    (tmp_path / "index.html").write_text("", encoding="utf-8")
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_OK
+    assert "x/result.json" in (tmp_path / "index.html").read_text(encoding="utf-8")
 
 
 def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tmp_path):

@@ -77,7 +77,7 @@ class SweepComparison:
     walls: tuple[dict, dict]  # each sweep.json's `wall` block (older files: executor and seconds only)
     same_points: bool  # the same point parameters (hashes), whatever the sweeps are called
     points: tuple[int, int]
-    launchers: tuple[str, str] = ("-", "-")  # how each started the points it ran (sweep.json entries' launcher)
+    launchers: tuple[str, str] = ("-", "-")  # how each started its points (entries' launcher, else the spec's)
     common: "CommonPoints | None" = None  # the points both finished: tokens and steady medians
 
     @property
@@ -229,7 +229,7 @@ def compare_sweeps(a, b) -> SweepComparison:
     both finished: the same tokens? the same steady medians?"""
     from pathlib import Path
 
-    from .sweep import load, was_kept
+    from .sweep import load
 
     (record_a, points_a), (record_b, points_b) = load(a), load(b)  # each sweep.json and point file read once
     records = [record_a, record_b]
@@ -238,9 +238,10 @@ def compare_sweeps(a, b) -> SweepComparison:
         return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
 
     def launchers(record):
-        # A point kept from an earlier folder ran under that folder's launcher: not counted. Before entries named
-        # theirs, every point ran in a new interpreter.
-        used = sorted({p.get("launcher", "fresh") for p in record.get("points", []) if not was_kept(p)})
+        # A kept point's entry names no launcher (the record keeps none): the sweep file's, which sets it for every
+        # invocation. Before entries and files named theirs, every point ran in a new interpreter: fresh.
+        spec = (record.get("spec") or {}).get("launcher") or "fresh"
+        used = sorted({p.get("launcher") or spec for p in record.get("points", [])})
         return ", ".join(used) if used else "-"
 
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]

@@ -218,6 +218,9 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
     # an invalid point kept is kept too (the published 1B sweep said 79 of its 83)
     assert line.endswith("fork-server 1; 2 kept from earlier invocations (the record keeps no launcher or wall "
                          "time of a kept point; each invocation's wall time is in the wall-time table)")
+    record["points"] = record["points"][1:]  # a resume that kept every point still says how they are launched
+    (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("points run here")]
+    assert line.startswith("points run here: none; all 2 kept from earlier invocations") and "launcher: fresh" in line
 
 
 def test_a_report_of_a_sweep_with_points_not_run_says_it_is_unfinished(tmp_path):

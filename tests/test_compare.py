@@ -70,3 +70,28 @@ def test_a_resumed_sweep_that_kept_every_point_ran_the_sweep_files_launcher(tmp_
     assert comparison.launchers == ("fresh", "fresh") and "launchers differ" not in comparison.text()
     forked = _sweep(tmp_path / "forked", [{"status": "kept from an earlier run"}] * 2, {"launcher": "fork-server"})
     assert compare_sweeps(forked, ray).launchers == ("fork-server", "fresh")
+
+
+def _threads(torch_threads: int, omp: str | None, affinity: str | None = None) -> dict:
+    data = _with_hashes(make_result_dict())
+    data["metadata"]["threads"] = {"torch_threads": torch_threads, "torch_interop_threads": 1,
+                                   "OMP_NUM_THREADS": omp, "MKL_NUM_THREADS": None,
+                                   **({"cpu_affinity": affinity} if affinity else {})}
+    return data
+
+
+def test_points_run_with_other_thread_settings_are_flagged(tmp_path):
+    """2 torch threads locally against 1 under Ray moved every median; compare said nothing."""
+    local = _sweep(tmp_path / "local", [{"launcher": "fresh"}] * 2, results=[_threads(2, None)] * 2)
+    ray = _sweep(tmp_path / "ray", [{"launcher": "fresh"}] * 2, results=[_threads(1, "1", "0-7")] * 2)
+    text = compare_sweeps(local, ray).text()
+    assert ("thread settings differ (A: torch 2, OMP -, MKL -; B: torch 1, OMP 1, MKL -, cores 0-7): eager "
+            "generate()") in text
+    assert " torch 2, OMP -, MKL - " in text.splitlines()[2]  # the table's threads column, under its rule
+    assert "thread settings differ" not in compare_sweeps(local, local).text()
+    assert "thread settings differ (A: torch 2, OMP -, MKL -; B: torch 1, OMP 1, MKL -, cores 0-7)" in compare(
+        Result.from_dict(_threads(2, None)), Result.from_dict(_threads(1, "1", "0-7"))).text()
+    older = _with_hashes(make_result_dict())
+    older["metadata"].pop("threads", None)  # written before threads were recorded: nothing to tell
+    assert "thread settings" not in compare(Result.from_dict(older), Result.from_dict(_threads(1, "1"))).text()
+

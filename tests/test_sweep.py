@@ -627,6 +627,11 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
     frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
     assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
                                    "sweep points, all invocations"]
+    from rollout_study.present.markdown import table
+
+    cells = [row.strip("| ").split(" | ") for row in table(list(frame.columns), frame.values.tolist())[2:]]
+    counts = [[row[i] for i in (2, 3, 7, 8)] for row in cells]  # GPUs, workers, points run, points kept
+    assert counts == [["0", "1", "2", "0"], ["0", "1", "2", "0"], ["-", "-", "-", "-"]]  # integers, blanks "-"
 
 
 def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys, monkeypatch):

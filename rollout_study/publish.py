@@ -44,10 +44,20 @@ def _stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
+FOLDER_MODE = 0o755
+
+
+def readable(folder: Path) -> Path:
+    """A folder made by mkdtemp (owner-only, 0700) opened as a plain mkdir would make it: its files are written
+    for everyone to read (files.py), and a run or report folder that only its owner can enter hides them."""
+    os.chmod(folder, FOLDER_MODE)
+    return folder
+
+
 def start_run(runs_root: Path, name: str) -> Path:
     """A new hidden partial folder for one run (unique even for two runs started in the same second)."""
     runs_root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=runs_root))
+    return readable(Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=runs_root)))
 
 
 def finish_run(partial: Path, name: str) -> Path:
@@ -69,8 +79,7 @@ def standalone_run_folder(name: str, runs_root: Path | None = None) -> Path:
     """
     runs_root = Path(runs_root or os.environ.get("ROLLOUT_STUDY_RUNS") or RUNS_ROOT)
     stamp = _stamp()
-    folder = Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root)))
-    return folder
+    return readable(Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root))))
 
 
 def _made(folder: Path) -> Path:
@@ -102,6 +111,7 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
         incoming = Path(tempfile.mkdtemp(prefix=f".{name}.incoming-", dir=reports_root))
         try:
             shutil.copytree(run_folder, incoming, dirs_exist_ok=True)
+            readable(incoming)  # copytree gave it the run folder's mode: 0700 where a run's mkdtemp made it
             link_copies(incoming, reports_root, name)
             swap_in(incoming, target)
         finally:

@@ -79,6 +79,7 @@ def command(args) -> int:
     try:
         # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
         shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
+        publish.readable(work)  # the folder's mode came with the copy: a run made before runs were opened was 0700
         with pipeline.kernel_environment():
             problems = (pipeline.sweep_report_step(work, kind, progress=not args.quiet)
                         if swept else pipeline.report_step(work, progress=not args.quiet))

@@ -28,6 +28,27 @@ def test_runs_get_unique_folders_and_never_a_published_name(tmp_path):
     assert a.name != "reference-tiny" and not any(p.name.startswith(".") for p in tmp_path.iterdir())
 
 
+def test_run_and_report_folders_are_for_everyone_to_read(tmp_path, monkeypatch):
+    """mkdtemp makes folders 0700, and copytree passes the mode on: the files in them (0644) were unreadable."""
+    import os
+    import stat
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    run = publish.finish_run(publish.start_run(tmp_path / "runs", "fixture"), "fixture")
+    assert mode(run) == 0o755
+    assert mode(publish.standalone_run_folder("fixture", tmp_path / "by-hand")) == 0o755
+    old = _run_folder(tmp_path / "runs", "old-20260101", make_result(cuda_graph=True))
+    old.chmod(0o700)  # a run made before
+    assert mode(publish.publish(old, tmp_path / "reports")) == 0o755
+    from rollout_study import cli, pipeline
+
+    old.chmod(0o700)
+    monkeypatch.setattr(pipeline, "report_step", lambda work, progress: [])
+    assert cli.main(["report", str(old), "--quiet"]) == cli.EXIT_OK and mode(old) == 0o755
+
+
 def test_publish_copies_the_run_and_rebuilds_the_index(tmp_path):
     run = _run_folder(tmp_path / "runs", "fixture-20260101", make_result(cuda_graph=True))
     target = publish.publish(run, tmp_path / "reports")

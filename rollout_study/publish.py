@@ -102,6 +102,10 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
     wrong_code = code_problems(results)
     if wrong_code:
         raise PublishError(f"{run_folder}: {'; '.join(wrong_code)}; a published figure names the code that measured it")
+    gaps = report_gaps(run_folder)
+    if gaps:
+        raise PublishError(f"{run_folder}: its report is incomplete ({'; '.join(gaps)}): the run's report step "
+                           f"failed; rebuild it (python -m rollout_study report {run_folder}), then publish")
     name = check_name(name or default_name)
     target = reports_root / name
     reports_root.mkdir(parents=True, exist_ok=True)
@@ -139,6 +143,37 @@ def _readable(folder: Path) -> tuple[Result, list[str], str, list[Result]]:
     except (ResultError, ValueError, KeyError) as err:
         raise PublishError(f"{folder}: unreadable result: {err}") from None
     return result, result.validity_problems(), result.run_name, [result]
+
+
+def report_gaps(folder: Path) -> list[str]:
+    """What a finished folder's report lacks: a run whose report step failed has a valid result and no report.html,
+    summary.md or figures, or a report notebook stopped at a cell (papermill records the exception) and rendered
+    as far as it ran. A run needs its study.html too; a sweep's notebook is its report's (hazards, sweep)."""
+    import json
+
+    from .sweep import SWEEP_FILE
+
+    if (folder / SWEEP_FILE).is_file():
+        notebook = f"{json.loads((folder / SWEEP_FILE).read_text(encoding='utf-8'))['spec']['report']}.ipynb"
+        needed = ("report.html", "summary.md", notebook)
+    else:
+        notebook, needed = "report.ipynb", ("study.html", "report.html", "summary.md", "report.ipynb")
+    gaps = [f"no {name}" for name in needed if not (folder / name).is_file()]
+    if (folder / notebook).is_file():
+        try:
+            stopped = (json.loads((folder / notebook).read_text(encoding="utf-8"))["metadata"].get("papermill")
+                       or {}).get("exception")
+        except (ValueError, KeyError, TypeError):
+            stopped = "unreadable"
+        if stopped:
+            gaps.append(f"{notebook} stopped at a failing cell" if stopped is True else f"{notebook} does not read")
+    if (folder / "report.html").is_file():
+        page = (folder / "report.html").read_text(encoding="utf-8", errors="replace")
+        absent = [src for src in re.findall(r'<img[^>]*\bsrc="([^"]+)"', page)
+                  if not src.startswith("data:") and not (folder / src).is_file()]
+        if absent:
+            gaps.append(f"no {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} (report.html shows them)")
+    return gaps
 
 
 def code_problems(results: list[Result], shown: int = 3) -> list[str]:

@@ -183,7 +183,8 @@ def test_swap_keeps_a_complete_folder_when_the_copy_fails(tmp_path, monkeypatch)
 
 
 def test_what_the_readme_commands_write_is_ignored_by_git():
-    paths = ["runs/cpu-smoke-20260101-000000/result.json", "runs/index.html", "rollout-first-call.json"]
+    paths = ["runs/cpu-smoke-20260101-000000/result.json", "runs/index.html", "rollout-first-call.json",
+             "notebooks/study.nbconvert.ipynb", "out.ipynb"]  # the README's nbconvert --execute and papermill
     done = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.split() == paths
     assert publish.RUNS_ROOT == REPO / "runs"

@@ -269,6 +269,13 @@ def cmd_compare(args, argv: list[str]) -> int:
         comparison = compare_sweeps(args.a, args.b)
         print(comparison.text())
         return EXIT_OK if comparison.agrees else EXIT_FAILED
+    for path in map(Path, (args.a, args.b)):  # else a bare "[Errno 21] Is a directory"
+        if path.is_dir():
+            inside = " (it holds one: name it)" if (path / "result.json").is_file() else ""
+            raise ParameterError(f"compare: {str(path)!r} is a folder without sweep.json; allowed: a result file, "
+                                 f"such as {str(path / 'result.json')!r}{inside}, or two sweep folders")
+        if not path.is_file():
+            raise ParameterError(f"compare: {str(path)!r} does not exist; allowed: a result file or a sweep folder")
     comparison = compare(Result.read(args.a), Result.read(args.b))
     print(comparison.text())
     return EXIT_OK if comparison.same_workload and comparison.tokens_match else EXIT_FAILED
@@ -277,6 +284,9 @@ def cmd_compare(args, argv: list[str]) -> int:
 def cmd_publish(args, argv: list[str]) -> int:
     from . import publish
 
+    problem = writable(Path(args.reports_root) / "index.html")  # before any work, naming the option
+    if problem:
+        raise ParameterError(f"--reports-root {args.reports_root!r}: {problem}")
     target = publish.publish(args.run_folder, args.reports_root, args.name)
     say(f"published: {target}\nindex: {Path(args.reports_root) / 'index.html'}")
     return EXIT_OK

@@ -166,6 +166,19 @@ def test_help_names_the_defaults_each_command_runs_with():
     assert help_of("bench", "--prompt-len").endswith("without one, auto")
 
 
+def test_compare_and_publish_name_what_they_expect_instead_of_a_bare_errno(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text("{}", encoding="utf-8")
+    assert cli.main(["compare", str(run), str(run)]) == cli.EXIT_BAD_INPUT
+    assert f"{str(run)!r} is a folder without sweep.json; allowed: a result file, such as " \
+           f"{str(run / 'result.json')!r} (it holds one: name it)" in capsys.readouterr().err
+    assert cli.main(["compare", str(tmp_path / "none.json"), str(run / "result.json")]) == cli.EXIT_BAD_INPUT
+    assert "none.json' does not exist; allowed: a result file or a sweep folder" in capsys.readouterr().err
+    assert cli.main(["publish", str(run), "--reports-root", "/proc/x"]) == cli.EXIT_BAD_INPUT
+    assert "--reports-root '/proc/x': the folder /proc is not writable" in capsys.readouterr().err
+
+
 def test_help_lists_every_subcommand():
     done = run_cli("--help", timeout=120)
     assert done.returncode == 0

@@ -109,6 +109,14 @@ def align(header: list[str], rows: list[list[str]], left: int = 3) -> list[str]:
     return [head, "-" * len(head), *map(line, rows)]
 
 
+def goal_measured(goal: analysis.Goal):
+    """A goal's measured value as its threshold reads it: a ratio with its x (12.342x against >= 12.0x)."""
+    value = goal.measured
+    if goal.threshold.endswith("x") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{number(value)}x"
+    return value
+
+
 def goal_detail(goal: analysis.Goal) -> str:
     """What a goal's measurement came from, or why it was not measured."""
     interval = []

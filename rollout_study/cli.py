@@ -35,14 +35,27 @@ CPU_DEFAULT_PARAMS = PARAMS_DIR / "cpu-smoke.yaml"
 
 
 # -- parameters -------------------------------------------------------------------------------
+PAPERMILL_WORDS = {"True": True, "False": False, "None": None}
+
+
 def parse_value(key: str, raw: str) -> Any:
-    """A command-line value read as YAML, so numbers, booleans and lists keep their types."""
+    """A command-line value as papermill's -p reads one (True, False, None, an integer, then a number: 1e-4 is
+    0.0001, where YAML would read text), else as YAML, so lists and lowercase booleans keep their types."""
     import yaml
 
     if key == "engines" and raw and not raw.lstrip().startswith("["):
         return [part.strip() for part in raw.split(",") if part.strip()]
+    text = raw.strip()
+    if text in PAPERMILL_WORDS:
+        return PAPERMILL_WORDS[text]
+    if any(ch.isdigit() for ch in text):  # not papermill's float('nan') or float('inf'): no parameter's value
+        for number in (int, float):
+            try:
+                return number(text)
+            except ValueError:
+                continue
     try:
-        return yaml.safe_load(raw) if raw.strip() else ""
+        return yaml.safe_load(raw) if text else ""
     except yaml.YAMLError as err:
         raise ParameterError(f"{key}: value {raw!r} is not valid YAML: {err}") from None
 
@@ -81,7 +94,35 @@ def overrides_of(args) -> dict:
     return values
 
 
-def _parameter_arguments(parser: argparse.ArgumentParser) -> None:
+def _file_defaults(path: Path) -> dict:
+    """A default parameter file's values over StudyParams's, read raw: help must not import torch to validate."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        values = {}
+    return {**StudyParams().to_dict(), "name": path.stem, **(values if isinstance(values, dict) else {})}
+
+
+def _default_help(name: str, defaults: dict, with_file: bool) -> str:
+    """What a parameter is when no flag sets it: `run` without a file takes a default file per device, `bench`
+    StudyParams's defaults; either way a file given wins."""
+    def shown(values: dict):
+        return "auto" if values[name] is None else values[name]  # prompt_len
+
+    if not with_file:
+        return f"default: the parameter file's; without one, {shown(defaults['none'])}"
+    cpu, gpu = shown(defaults["cpu"]), shown(defaults["gpu"])
+    if cpu == gpu:
+        return (f"default: the parameter file's; without one, {cpu} (in {CPU_DEFAULT_PARAMS.name} and "
+                f"{GPU_DEFAULT_PARAMS.name})")
+    return (f"default: the parameter file's; without one, {cpu} on CPU ({CPU_DEFAULT_PARAMS.name}), {gpu} with CUDA "
+            f"({GPU_DEFAULT_PARAMS.name})")
+
+
+def _parameter_arguments(parser: argparse.ArgumentParser, default_file: bool = False) -> None:
+    """default_file: the command runs a default parameter file where none is given (`run`)."""
     group = parser.add_argument_group("parameters (each validated by StudyParams; later ones win)")
     group.add_argument("--params", dest="params_option", default=None, metavar="FILE",
                        help="YAML parameter file (same as the positional argument)")
@@ -89,10 +130,11 @@ def _parameter_arguments(parser: argparse.ArgumentParser) -> None:
                        help="set one parameter; repeatable")
     group.add_argument("-p", "--parameters", dest="papermill_style", nargs=2, action="append", default=[],
                        metavar=("KEY", "VALUE"), help="set one parameter, as papermill's -p does; repeatable")
-    defaults = StudyParams()
+    defaults = {"none": StudyParams().to_dict(), "cpu": _file_defaults(CPU_DEFAULT_PARAMS),
+                "gpu": _file_defaults(GPU_DEFAULT_PARAMS)}
     for field in dataclasses.fields(StudyParams):
         group.add_argument("--" + field.name.replace("_", "-"), dest=f"flag_{field.name}", default=None,
-                           metavar="V", help=f"default: {getattr(defaults, field.name)}")
+                           metavar="V", help=_default_help(field.name, defaults, default_file))
 
 
 def params_from(args) -> StudyParams:
@@ -160,13 +202,15 @@ def cmd_run(args, argv: list[str]) -> int:
         raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
     partial = publish.start_run(runs_root, params.name)
     problems: list[str] = []
+    shown = "the run folder (renamed when the run ends: 'run folder:' below)"  # a failure is said before that
     try:
         with pipeline.kernel_environment():
             say(f"[1/2] study notebook -> {partial / 'study.ipynb'}")
-            problems += pipeline.study_step(partial, params.to_dict(), _command(argv), progress=not args.quiet)
+            problems += pipeline.study_step(partial, params.to_dict(), _command(argv), progress=not args.quiet,
+                                            folder_shown=shown)
             if (partial / "result.json").exists():
                 say(f"[2/2] report notebook -> {partial / 'report.ipynb'}")
-                problems += pipeline.report_step(partial, progress=not args.quiet)
+                problems += pipeline.report_step(partial, progress=not args.quiet, folder_shown=shown)
             else:
                 say("no result.json: the report is skipped")
     except BaseException:
@@ -199,34 +243,9 @@ def cmd_sweep(args, argv: list[str]) -> int:
 
 
 def cmd_report(args, argv: list[str]) -> int:
-    from . import pipeline, publish
+    from .report_command import command
 
-    from .sweep import SWEEP_FILE, load
-
-    folder = Path(args.folder).resolve()
-    swept = (folder / SWEEP_FILE).is_file()
-    if not swept and not (folder / "result.json").is_file():
-        say(f"error: {folder} holds neither result.json nor {SWEEP_FILE}")
-        return EXIT_BAD_INPUT
-    # Built in a copy and swapped in, so an interrupted or failing rebuild leaves the report whole.
-    import shutil
-    import tempfile
-
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
-    try:
-        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
-        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
-        with pipeline.kernel_environment():
-            problems = (pipeline.sweep_report_step(work, load(work)[0]["spec"]["report"], progress=not args.quiet)
-                        if swept else pipeline.report_step(work, progress=not args.quiet))
-        if not problems:
-            with publish.locked(folder.parent):
-                publish.swap_in(work, folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    index = publish.write_index(folder.parent)
-    say(f"report folder: {folder}\nindex: {index}")
-    return EXIT_FAILED if problems else EXIT_OK
+    return command(args)
 
 
 def cmd_summary(args, argv: list[str]) -> int:
@@ -250,6 +269,13 @@ def cmd_compare(args, argv: list[str]) -> int:
         comparison = compare_sweeps(args.a, args.b)
         print(comparison.text())
         return EXIT_OK if comparison.agrees else EXIT_FAILED
+    for path in map(Path, (args.a, args.b)):  # else a bare "[Errno 21] Is a directory"
+        if path.is_dir():
+            inside = " (it holds one: name it)" if (path / "result.json").is_file() else ""
+            raise ParameterError(f"compare: {str(path)!r} is a folder without sweep.json; allowed: a result file, "
+                                 f"such as {str(path / 'result.json')!r}{inside}, or two sweep folders")
+        if not path.is_file():
+            raise ParameterError(f"compare: {str(path)!r} does not exist; allowed: a result file or a sweep folder")
     comparison = compare(Result.read(args.a), Result.read(args.b))
     print(comparison.text())
     return EXIT_OK if comparison.same_workload and comparison.tokens_match else EXIT_FAILED
@@ -258,6 +284,9 @@ def cmd_compare(args, argv: list[str]) -> int:
 def cmd_publish(args, argv: list[str]) -> int:
     from . import publish
 
+    problem = writable(Path(args.reports_root) / "index.html")  # before any work, naming the option
+    if problem:
+        raise ParameterError(f"--reports-root {args.reports_root!r}: {problem}")
     target = publish.publish(args.run_folder, args.reports_root, args.name)
     say(f"published: {target}\nindex: {Path(args.reports_root) / 'index.html'}")
     return EXIT_OK
@@ -275,7 +304,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")),
                      help="folder of run folders (default: runs/ in the repository, git-ignored)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    _parameter_arguments(run)
+    _parameter_arguments(run, default_file=True)
     bench = commands.add_parser("bench", help="the study alone, into one result JSON")
     bench.add_argument("params_file", nargs="?", default=None, help="YAML parameter file (default: the defaults)")
     bench.add_argument("--output", default="rollout-first-call.json", help="result JSON path")

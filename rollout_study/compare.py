@@ -26,6 +26,7 @@ class Comparison:
     compared: int = 0  # calls present in both, with token hashes
     matching: int = 0
     first_difference: str | None = None
+    threads: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each file's thread settings (thread_settings)
 
     @property
     def tokens_match(self) -> bool:
@@ -39,6 +40,10 @@ class Comparison:
         else:
             lines.append(f"tokens: {self.matching}/{self.compared} common calls match"
                          + ("" if self.tokens_match else f"; first difference: {self.first_difference}"))
+        if all(self.threads) and self.threads[0] != self.threads[1]:
+            lines.append(f"thread settings differ (A: {self.threads[0][0]}; B: {self.threads[1][0]}): eager "
+                         "generate() and the host's work run at their threads' pace, so the timings differ by that "
+                         "too")
         return "\n".join(lines)
 
 
@@ -54,7 +59,7 @@ def compare(a: Result, b: Result) -> Comparison:
     wa, wb = _workload(a), _workload(b)
     differences = {k: (wa.get(k), wb.get(k)) for k in sorted(set(wa) | set(wb)) if wa.get(k) != wb.get(k)}
     hashes_b = {(c.variant, c.cycle, c.phase, c.index): c.extra.get("tokens_sha256") for c in b.calls}
-    comparison = Comparison(not differences, differences)
+    comparison = Comparison(not differences, differences, threads=(thread_settings([a]), thread_settings([b])))
     for call in a.calls:
         key = (call.variant, call.cycle, call.phase, call.index)
         mine, theirs = call.extra.get("tokens_sha256"), hashes_b.get(key)
@@ -77,8 +82,9 @@ class SweepComparison:
     walls: tuple[dict, dict]  # each sweep.json's `wall` block (older files: executor and seconds only)
     same_points: bool  # the same point parameters (hashes), whatever the sweeps are called
     points: tuple[int, int]
-    launchers: tuple[str, str] = ("-", "-")  # how each started the points it ran (sweep.json entries' launcher)
+    launchers: tuple[str, str] = ("-", "-")  # how each started its points (entries' launcher, else the spec's)
     common: "CommonPoints | None" = None  # the points both finished: tokens and steady medians
+    threads: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each side's thread settings (thread_settings)
 
     @property
     def ratio(self) -> float | None:
@@ -97,14 +103,15 @@ class SweepComparison:
     def rows(self) -> list[dict]:
         keys = ("executor", "gpus", "workers", "start", "end")
         return [{"sweep": name, **{key: wall.get(key) for key in keys}, "launcher": launcher,
-                 "invocations": 1 + len(wall.get("earlier", [])),
+                 "threads": "; ".join(threads) or None, "invocations": 1 + len(wall.get("earlier", [])),
                  "seconds": wall.get("total_seconds", wall.get("seconds"))}
-                for name, wall, launcher in zip(self.names, self.walls, self.launchers)]
+                for name, wall, launcher, threads in zip(self.names, self.walls, self.launchers, self.threads)]
 
     def text(self) -> str:
         from .present.text import align, number
 
-        header = ["sweep", "executor", "launcher", "gpus", "workers", "invocations", "seconds", "start", "end"]
+        header = ["sweep", "executor", "launcher", "threads", "gpus", "workers", "invocations", "seconds", "start",
+                  "end"]
         lines = align(header, [[number(row[k]) if k == "seconds" else str(row[k] if row[k] is not None else "-")
                                 for k in header] for row in self.rows()], left=2)
         lines.append("wall time A / B: " + ("-" if self.ratio is None else f"{self.ratio:.2f}x")
@@ -114,6 +121,10 @@ class SweepComparison:
         if self.launchers[0] != self.launchers[1]:
             lines.append("launchers differ: each point's start-up depends on its launcher, so the ratio is not the "
                          "executors' alone")
+        if all(self.threads) and set(self.threads[0]) != set(self.threads[1]):
+            lines.append(f"thread settings differ (A: {'; '.join(self.threads[0])}; B: {'; '.join(self.threads[1])}):"
+                         " eager generate() and the host's work run at their threads' pace, so the wall times and "
+                         "steady medians B / A carry that too")
         if any(wall.get("earlier") for wall in self.walls):
             lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
         if self.common is not None:
@@ -229,7 +240,7 @@ def compare_sweeps(a, b) -> SweepComparison:
     both finished: the same tokens? the same steady medians?"""
     from pathlib import Path
 
-    from .sweep import load, was_kept
+    from .sweep import load
 
     (record_a, points_a), (record_b, points_b) = load(a), load(b)  # each sweep.json and point file read once
     records = [record_a, record_b]
@@ -238,12 +249,32 @@ def compare_sweeps(a, b) -> SweepComparison:
         return record.get("wall") or {"executor": record.get("executor"), "seconds": record.get("wall_s")}
 
     def launchers(record):
-        # A point kept from an earlier folder ran under that folder's launcher: not counted. Before entries named
-        # theirs, every point ran in a new interpreter.
-        used = sorted({p.get("launcher", "fresh") for p in record.get("points", []) if not was_kept(p)})
+        # A kept point's entry names no launcher (the record keeps none): the sweep file's, which sets it for every
+        # invocation. Before entries and files named theirs, every point ran in a new interpreter: fresh.
+        spec = (record.get("spec") or {}).get("launcher") or "fresh"
+        used = sorted({p.get("launcher") or spec for p in record.get("points", [])})
         return ", ".join(used) if used else "-"
 
     hashes = [sorted(p.get("hash") for p in r.get("points", [])) for r in records]
     return SweepComparison(tuple(Path(f).name for f in (a, b)), tuple(wall(r) for r in records),
                            hashes[0] == hashes[1], tuple(len(h) for h in hashes), tuple(launchers(r) for r in records),
-                           common_points(points_a, points_b))
+                           common_points(points_a, points_b),
+                           tuple(thread_settings([r for _, r in points if r is not None])
+                                 for points in (points_a, points_b)))
+
+
+def thread_settings(results: list[Result]) -> tuple[str, ...]:
+    """The distinct thread settings the results ran with (metadata.threads: torch's threads, OMP_NUM_THREADS,
+    MKL_NUM_THREADS, and the process's cores where recorded), in order; none for results that predate them.
+    Two sweeps' points on 2 torch threads and on 1 once gave steady medians B / A of 0.04 to 0.07 with no word."""
+    seen = []
+    for result in results:
+        threads = result.metadata.get("threads")
+        if not isinstance(threads, dict):
+            continue
+        text = (f"torch {threads.get('torch_threads', '-')}, OMP {threads.get('OMP_NUM_THREADS') or '-'}, "
+                f"MKL {threads.get('MKL_NUM_THREADS') or '-'}"
+                + (f", cores {threads['cpu_affinity']}" if threads.get("cpu_affinity") else ""))
+        if text not in seen:
+            seen.append(text)
+    return tuple(seen)

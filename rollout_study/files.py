@@ -1,5 +1,6 @@
-"""Atomic writes (a reader never sees half a file, two writers never share a temporary name), and the
-checks around a result file: writable before a run, a named fallback when the final write fails."""
+"""Atomic writes (a reader never sees half a file, two writers never share a temporary name), the
+checks around a result file (writable before a run, a named fallback when the final write fails), and
+reading a parameter or sweep file's YAML with errors that name it."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def write_json_atomic(data: dict, path: str | os.PathLike) -> str:
@@ -86,3 +88,25 @@ def writable(path: Path) -> str | None:
     except OSError as err:
         return f"the folder {existing} is not writable ({err.strerror or err})"
     return None
+
+
+def read_yaml(path: str, what: str) -> Any:
+    """A parameter or sweep file's YAML; a missing file, a folder, bytes that are not UTF-8 or text that is not
+    YAML is a ParameterError naming the file (bad input, exit 2), never a traceback."""
+    import yaml
+
+    from .params import ParameterError
+
+    if os.path.isdir(path):
+        raise ParameterError(f"{what} {path!r} is a folder; allowed: a YAML file")
+    if not os.path.isfile(path):
+        raise ParameterError(f"{what} {path!r} does not exist")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except UnicodeDecodeError as err:
+        raise ParameterError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise ParameterError(f"{path}: not valid YAML: {err}") from None
+    except OSError as err:
+        raise ParameterError(f"{what} {path!r} cannot be read: {err.strerror or err}") from None

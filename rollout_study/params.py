@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,16 +46,23 @@ RANDOM_PROMPT_LEN = 32  # the reference workload's prompt length
 PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
 
 
+# The study notebook's variables beside the parameters: where result.json goes, the command that started the run
+NOTEBOOK_NAMES = ("output_dir", "command")
+# What IPython itself sets as cells run (_, __, _i3, _3, _ih...), never a parameter
+_KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
+
+
 class ParameterError(ValueError):
     """A parameter is missing, unknown, of the wrong type or out of its range."""
 
 
 def _int_at_least(low: int, high: int | None = None):
+    allowed = f">= {low}" if high is None else f"between {low} and {high}"
+
     def check(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ParameterError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+            raise ParameterError(f"{name} must be an integer {allowed}, got {value!r} ({type(value).__name__})")
         if value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"between {low} and {high}"
             raise ParameterError(f"{name} must be an integer {allowed}, got {value}")
     return check
 
@@ -70,9 +79,24 @@ def _prompt_len(name: str, value: Any) -> None:
         _int_at_least(1, 32768)(name, value)
 
 
+def _number_hint(value: Any) -> str:
+    """Why a number arrived as text. YAML 1.1 (parameter and sweep files, papermill's -f) reads an exponent
+    without a dot as text; the command line reads it as a number, as papermill's -p does."""
+    if not isinstance(value, str) or not any(ch.isdigit() for ch in value):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    dotted = re.sub(r"^([+-]?\d+)([eE])", r"\1.0\2", value.strip())
+    if dotted == value.strip():
+        return " (a number in quotes is text)"
+    return f" (YAML reads {value} as text: write {dotted})"
+
+
 def _positive_float(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
+        hint = _number_hint(value)
         raise ParameterError(f"{name} must be a number in (0, 10], got {value!r} ({type(value).__name__}){hint}")
     if not (0.0 < float(value) <= 10.0):
         raise ParameterError(f"{name} must be a number in (0, 10], got {value}")
@@ -218,24 +242,30 @@ class StudyParams:
         return params
 
     @classmethod
-    def from_namespace(cls, namespace: dict, source: str = "notebook parameters") -> "StudyParams":
-        """The parameters from a notebook's variables (its parameters cell holds one per field)."""
-        return cls.from_dict({f.name: namespace[f.name] for f in dataclasses.fields(cls) if f.name in namespace},
-                             source=source)
+    def from_namespace(cls, namespace: dict, source: str = "notebook parameters",
+                       before: set | None = None) -> "StudyParams":
+        """The parameters from a notebook's variables (its parameters cell holds one per field).
+
+        before: the names the namespace held before the parameters cell. papermill injects its cell right after
+        that one, and only warns about a name the cell does not hold (`-p requets 4`, a key of `-f FILE`), so any
+        name set since that is neither a field nor the notebook's own is refused here, where the run would
+        otherwise go on with the default."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        if before is not None:
+            # The validation cell's own imports are modules, classes and functions; an injected value is data
+            unknown = sorted(name for name in set(namespace) - set(before)
+                             if name not in known and name not in NOTEBOOK_NAMES and not _KERNEL_NAME.fullmatch(name)
+                             and not isinstance(namespace[name], types.ModuleType) and not callable(namespace[name]))
+            if unknown:
+                raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: "
+                                     f"{', '.join(sorted(known | set(NOTEBOOK_NAMES)))}")
+        return cls.from_dict({name: namespace[name] for name in known if name in namespace}, source=source)
 
     @classmethod
     def from_yaml(cls, path: str) -> "StudyParams":
-        import yaml
+        from .files import read_yaml
 
-        if not os.path.isfile(path):
-            raise ParameterError(f"parameter file {path!r} does not exist")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                values = yaml.safe_load(handle)
-        except UnicodeDecodeError as err:
-            raise ParameterError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-        except yaml.YAMLError as err:
-            raise ParameterError(f"{path}: not valid YAML: {err}") from None
+        values = read_yaml(path, "parameter file")
         if values is None:
             raise ParameterError(f"{path}: the parameter file is empty; write at least one parameter "
                                  "(the defaults need no file)")

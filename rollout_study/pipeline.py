@@ -125,17 +125,25 @@ def source_cell_number(notebook: Path, cell_source: str) -> int | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def describe_cell_failure(notebook: Path, executed: Path, error) -> str:
+def describe_cell_failure(notebook: Path, executed: Path, error, kept_as: str | None = None) -> str:
+    """kept_as: where the executed notebook is found once the command ends, where that is not `executed` (a
+    partial folder is renamed when it is done)."""
     number = source_cell_number(notebook, error.source)
     where = f"cell {number}" if number else f"cell {error.cell_index + 1} of the executed notebook"
     return (f"{relative(notebook)} failed at {where} (In [{error.exec_count}]): {first_line(error.source)}\n"
             f"{error.ename}: {error.evalue}\n"
-            f"executed notebook kept for inspection: {executed}")
+            f"executed notebook kept for inspection: {kept_as or executed}")
+
+
+def kept_as(executed: Path, folder_shown: str | None) -> str | None:
+    """How a failure names an executed notebook: by its path, or as a file of the folder it will be in."""
+    return f"{executed.name} in {folder_shown}" if folder_shown else None
 
 
 def execute_notebook(notebook: Path, executed: Path, parameters: dict, progress: bool = True,
-                     cwd: Path = REPO_ROOT) -> None:
-    """papermill with kernel python3; raises NotebookFailure naming the cell."""
+                     cwd: Path = REPO_ROOT, kept: str | None = None) -> None:
+    """papermill with kernel python3; raises NotebookFailure naming the cell (and `kept`: see
+    describe_cell_failure)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
@@ -143,10 +151,10 @@ def execute_notebook(notebook: Path, executed: Path, parameters: dict, progress:
         papermill.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name=KERNEL_NAME,
                                    progress_bar=progress, cwd=str(cwd), start_timeout=KERNEL_START_TIMEOUT_S)
     except PapermillExecutionError as error:
-        raise NotebookFailure(describe_cell_failure(notebook, executed, error)) from None
+        raise NotebookFailure(describe_cell_failure(notebook, executed, error, kept)) from None
     except Exception as error:  # no cell to blame: the kernel did not start or died
         raise NotebookFailure(f"{relative(notebook)} could not run: {type(error).__name__}: {error}\n"
-                              f"executed notebook (if any): {executed}") from None
+                              f"executed notebook (if any): {kept or executed}") from None
     finally:
         if executed.exists():
             scrub(executed)
@@ -207,18 +215,21 @@ def _guarded(what: str, action) -> list[str]:
     return []
 
 
-def study_step(folder: Path, params: dict, command: str, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
+def study_step(folder: Path, params: dict, command: str, progress: bool, notebooks: Path = NOTEBOOKS,
+               folder_shown: str | None = None) -> list[str]:
     """The study notebook into folder (study.ipynb, result.json, study.html); inside kernel_environment.
 
     The kernel works in the folder itself and writes to ".", so no path of this machine (nor the
-    temporary name of a run in progress) is recorded in the executed notebook.
+    temporary name of a run in progress) is recorded in the executed notebook. folder_shown: how a failure
+    names the folder where it is renamed before the command ends ("the run folder named below"); None: its path.
     """
     model = params.get("model")
     if isinstance(model, str) and os.path.isdir(model):
         params = {**params, "model": os.path.abspath(model)}  # a checkpoint folder, seen from the new cwd
     parameters = {**params, "output_dir": ".", "command": command}
-    problems = _step(lambda: execute_notebook(notebooks / "study.ipynb", folder / "study.ipynb", parameters,
-                                              progress, cwd=folder))
+    executed = folder / "study.ipynb"
+    problems = _step(lambda: execute_notebook(notebooks / "study.ipynb", executed, parameters, progress, cwd=folder,
+                                              kept=kept_as(executed, folder_shown)))
     if (folder / "study.ipynb").exists():
         problems += _guarded("rendering study.html",
                              lambda: render_html(folder / "study.ipynb", folder / "study.html", with_code=True))
@@ -235,8 +246,10 @@ def remove_outputs(folder: Path, names) -> None:
             path.unlink(missing_ok=True)
 
 
-def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
-    """summary.md, the report notebook, figures and report.html from folder/result.json alone."""
+def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS,
+                folder_shown: str | None = None) -> list[str]:
+    """summary.md, the report notebook, figures and report.html from folder/result.json alone (folder_shown: as
+    study_step's)."""
     from .present import markdown
     from .result import Result
 
@@ -246,15 +259,18 @@ def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS) -> li
                         lambda: write_text(folder / "summary.md", markdown.summary(Result.read(result_file))))
     # Relative names with the folder as working directory: nothing absolute lands in the notebook.
     problems += _step(lambda: execute_notebook(notebooks / "report.ipynb", folder / "report.ipynb", {
-        "result_files": ["result.json"], "figures_dir": FIGURES_FOLDER}, progress, cwd=folder))
+        "result_files": ["result.json"], "figures_dir": FIGURES_FOLDER}, progress, cwd=folder,
+        kept=kept_as(folder / "report.ipynb", folder_shown)))
     if (folder / "report.ipynb").exists():
         problems += _guarded("rendering report.html",
                              lambda: render_html(folder / "report.ipynb", folder / "report.html", with_code=False))
     return problems
 
 
-def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path = NOTEBOOKS) -> list[str]:
-    """summary.md, the sweep's report notebook (notebooks/<report>.ipynb) and report.html from the sweep folder."""
+def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path = NOTEBOOKS,
+                      folder_shown: str | None = None) -> list[str]:
+    """summary.md, the sweep's report notebook (notebooks/<report>.ipynb) and report.html from the sweep folder
+    (folder_shown: as study_step's)."""
     from . import sweep
     from .present import hazards
     from .present import sweep as sweep_report
@@ -271,7 +287,7 @@ def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path
     problems = _guarded("writing summary.md", summary)
     executed = folder / f"{report}.ipynb"
     problems += _step(lambda: execute_notebook(notebooks / f"{report}.ipynb", executed, {"sweep_dir": "."},
-                                              progress, cwd=folder))
+                                              progress, cwd=folder, kept=kept_as(executed, folder_shown)))
     if executed.exists():
         problems += _guarded("rendering report.html",
                              lambda: render_html(executed, folder / "report.html", with_code=False))

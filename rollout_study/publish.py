@@ -45,10 +45,20 @@ def _stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
+FOLDER_MODE = 0o755
+
+
+def readable(folder: Path) -> Path:
+    """A folder made by mkdtemp (owner-only, 0700) opened as a plain mkdir would make it: its files are written
+    for everyone to read (files.py), and a run or report folder that only its owner can enter hides them."""
+    os.chmod(folder, FOLDER_MODE)
+    return folder
+
+
 def start_run(runs_root: Path, name: str) -> Path:
     """A new hidden partial folder for one run (unique even for two runs started in the same second)."""
     runs_root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=runs_root))
+    return readable(Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=runs_root)))
 
 
 def finish_run(partial: Path, name: str) -> Path:
@@ -70,8 +80,7 @@ def standalone_run_folder(name: str, runs_root: Path | None = None) -> Path:
     """
     runs_root = Path(runs_root or os.environ.get("ROLLOUT_STUDY_RUNS") or RUNS_ROOT)
     stamp = _stamp()
-    folder = Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root)))
-    return folder
+    return readable(Path(tempfile.mkdtemp(prefix=f"{check_name(name)}-{stamp}-", dir=_made(runs_root))))
 
 
 def _made(folder: Path) -> Path:
@@ -94,6 +103,10 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
     wrong_code = code_problems(results)
     if wrong_code:
         raise PublishError(f"{run_folder}: {'; '.join(wrong_code)}; a published figure names the code that measured it")
+    gaps = report_gaps(run_folder)
+    if gaps:
+        raise PublishError(f"{run_folder}: its report is incomplete ({'; '.join(gaps)}): the run's report step "
+                           f"failed; rebuild it (python -m rollout_study report {run_folder}), then publish")
     name = check_name(name or default_name)
     target = reports_root / name
     reports_root.mkdir(parents=True, exist_ok=True)
@@ -104,6 +117,7 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
         try:
             # A sweep's lock file is no result: left by a crash, or there while a sweep runs (sweep_lock.py)
             shutil.copytree(run_folder, incoming, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE))
+            readable(incoming)  # copytree gave it the run folder's mode: 0700 where a run's mkdtemp made it
             link_copies(incoming, reports_root, name)
             swap_in(incoming, target)
         finally:
@@ -131,6 +145,37 @@ def _readable(folder: Path) -> tuple[Result, list[str], str, list[Result]]:
     except (ResultError, ValueError, KeyError) as err:
         raise PublishError(f"{folder}: unreadable result: {err}") from None
     return result, result.validity_problems(), result.run_name, [result]
+
+
+def report_gaps(folder: Path) -> list[str]:
+    """What a finished folder's report lacks: a run whose report step failed has a valid result and no report.html,
+    summary.md or figures, or a report notebook stopped at a cell (papermill records the exception) and rendered
+    as far as it ran. A run needs its study.html too; a sweep's notebook is its report's (hazards, sweep)."""
+    import json
+
+    from .sweep import SWEEP_FILE
+
+    if (folder / SWEEP_FILE).is_file():
+        notebook = f"{json.loads((folder / SWEEP_FILE).read_text(encoding='utf-8'))['spec']['report']}.ipynb"
+        needed = ("report.html", "summary.md", notebook)
+    else:
+        notebook, needed = "report.ipynb", ("study.html", "report.html", "summary.md", "report.ipynb")
+    gaps = [f"no {name}" for name in needed if not (folder / name).is_file()]
+    if (folder / notebook).is_file():
+        try:
+            stopped = (json.loads((folder / notebook).read_text(encoding="utf-8"))["metadata"].get("papermill")
+                       or {}).get("exception")
+        except (ValueError, KeyError, TypeError):
+            stopped = "unreadable"
+        if stopped:
+            gaps.append(f"{notebook} stopped at a failing cell" if stopped is True else f"{notebook} does not read")
+    if (folder / "report.html").is_file():
+        page = (folder / "report.html").read_text(encoding="utf-8", errors="replace")
+        absent = [src for src in re.findall(r'<img[^>]*\bsrc="([^"]+)"', page)
+                  if not src.startswith("data:") and not (folder / src).is_file()]
+        if absent:
+            gaps.append(f"no {', '.join(absent[:3])}{' ...' if len(absent) > 3 else ''} (report.html shows them)")
+    return gaps
 
 
 def code_problems(results: list[Result], shown: int = 3) -> list[str]:

@@ -110,12 +110,9 @@ class SweepSpec:
 
     @classmethod
     def from_yaml(cls, path: str) -> "SweepSpec":
-        import yaml
+        from .files import read_yaml
 
-        if not os.path.isfile(path):
-            raise ParameterError(f"sweep file {path!r} does not exist")
-        with open(path, encoding="utf-8") as handle:
-            values = yaml.safe_load(handle)
+        values = read_yaml(path, "sweep file")  # bad YAML or bytes: a clear error, exit 2
         if isinstance(values, dict) and "subset_of" in values:  # some of another file's points (sweep_subset.py)
             from .sweep_subset import resolve
 

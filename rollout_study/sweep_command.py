@@ -104,9 +104,12 @@ def _run(args, spec, folder: Path, lock) -> list[str]:
             shutil.rmtree(folder, ignore_errors=True)
             say(f"the sweep stopped before any point was recorded; nothing to resume ({folder} removed)")
         raise
+    renamed = not args.into or folder.name.startswith(f".{spec.name}.partial-")  # a resumed hidden partial one too
     with pipeline.kernel_environment():
-        problems = pipeline.sweep_report_step(folder, spec.report, progress=not args.quiet)
-    if not args.into or folder.name.startswith(f".{spec.name}.partial-"):  # a resumed hidden partial folder too
+        problems = pipeline.sweep_report_step(
+            folder, spec.report, progress=not args.quiet,
+            folder_shown="the sweep folder (renamed when the sweep ends: 'sweep folder:' below)" if renamed else None)
+    if renamed:
         folder = publish.finish_run(folder, spec.name)
         lock.moved(folder)
     publish.write_index(folder.parent)

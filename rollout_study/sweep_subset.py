@@ -25,8 +25,7 @@ ALLOWED = ("name", "subset_of", "repeat_alone", "launcher", "sweep")  # launcher
 
 def resolve(values: dict, path: str) -> dict:
     """The sweep file's values as a full sweep file's: the full file's keys with the subset's axes cut."""
-    import yaml
-
+    from .files import read_yaml
     from .sweep import SweepSpec  # the full file is validated as any sweep file
 
     extra = sorted(set(values) - set(ALLOWED))
@@ -38,8 +37,7 @@ def resolve(values: dict, path: str) -> dict:
     full_path = os.path.join(os.path.dirname(path), named) if isinstance(named, str) else None
     if full_path is None or os.path.basename(named) != named or not os.path.isfile(full_path):
         raise ParameterError(f"{path}: subset_of must name a sweep file in the same folder, got {named!r}")
-    with open(full_path, encoding="utf-8") as handle:
-        full = yaml.safe_load(handle)
+    full = read_yaml(full_path, f"{path}: subset_of's sweep file")
     if not isinstance(full, dict) or not isinstance(full.get("sweep"), dict) or "subset_of" in full:
         raise ParameterError(f"{path}: subset_of {named!r} is not a full sweep file (a 'sweep:' mapping, no "
                              "subset_of of its own)")

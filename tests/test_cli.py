@@ -98,6 +98,18 @@ def test_every_way_of_giving_a_parameter_agrees(tmp_path):
         cli.parse_override("iterations")
 
 
+def test_numbers_are_read_as_papermill_reads_them():
+    """1e-4 is a number on the command line (papermill's -p), though YAML 1.1 reads it as text."""
+    for flags in (["-p", "lr", "1e-4"], ["--set", "lr=1e-4"], ["--lr", "1e-4"]):
+        assert cli.params_from(cli.parser().parse_args(["run", *flags])).lr == 1e-4, flags
+    assert [cli.parse_value("x", raw) for raw in ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")] \
+        == [4, -3, 2.5, 5000.0, True, None, True, [1, 2], "abc"]
+    assert cli.parse_value("name", "nan") == "nan"  # words papermill's float() takes stay text: no parameter's value
+    args = cli.parser().parse_args(["run", "-p", "prompt_len", "None", "--requests", "abc"])
+    with pytest.raises(ParameterError, match="requests must be an integer between 1 and 4096, got 'abc'"):
+        cli.params_from(args)
+
+
 def test_parity_failure_writes_an_invalid_result_and_exits_1(tmp_path, monkeypatch, capsys):
     real_call = GraphEngine.__call__
 
@@ -137,6 +149,34 @@ def test_local_checkpoint_loads_and_is_labelled_pretrained(tmp_path, tiny):
                    "--output", str(tmp_path / "c.json"))
     assert chat.returncode == 2 and "prompts: 'chat' needs a model with a tokenizer" in chat.stderr
     assert not (tmp_path / "c.json").exists()
+
+
+def test_help_names_the_defaults_each_command_runs_with():
+    """`run` without a file runs cpu-smoke.yaml on a CPU and reference-tiny.yaml with CUDA, not StudyParams's."""
+    def help_of(command: str, flag: str) -> str:
+        [action] = [a for a in cli.parser()._subparsers._group_actions[0].choices[command]._actions
+                    if flag in a.option_strings]
+        return action.help
+
+    assert help_of("run", "--requests") == ("default: the parameter file's; without one, 6 on CPU (cpu-smoke.yaml), "
+                                            "8 with CUDA (reference-tiny.yaml)")
+    assert help_of("run", "--prompt-len").endswith("16 on CPU (cpu-smoke.yaml), 32 with CUDA (reference-tiny.yaml)")
+    assert help_of("run", "--batch-size").endswith("4 (in cpu-smoke.yaml and reference-tiny.yaml)")
+    assert help_of("bench", "--requests") == "default: the parameter file's; without one, 8"
+    assert help_of("bench", "--prompt-len").endswith("without one, auto")
+
+
+def test_compare_and_publish_name_what_they_expect_instead_of_a_bare_errno(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "result.json").write_text("{}", encoding="utf-8")
+    assert cli.main(["compare", str(run), str(run)]) == cli.EXIT_BAD_INPUT
+    assert f"{str(run)!r} is a folder without sweep.json; allowed: a result file, such as " \
+           f"{str(run / 'result.json')!r} (it holds one: name it)" in capsys.readouterr().err
+    assert cli.main(["compare", str(tmp_path / "none.json"), str(run / "result.json")]) == cli.EXIT_BAD_INPUT
+    assert "none.json' does not exist; allowed: a result file or a sweep folder" in capsys.readouterr().err
+    assert cli.main(["publish", str(run), "--reports-root", "/proc/x"]) == cli.EXIT_BAD_INPUT
+    assert "--reports-root '/proc/x': the folder /proc is not writable" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand():

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import copy
+import json
 
 from result_fixture import make_result_dict
-from rollout_study.compare import compare
+from rollout_study.compare import compare, compare_sweeps
 from rollout_study.result import Result
 
 
@@ -46,3 +47,51 @@ def test_a_control_cycle_makes_a_different_workload():
 def test_files_without_hashes_compare_nothing():
     comparison = compare(Result.from_dict(make_result_dict()), Result.from_dict(make_result_dict()))
     assert comparison.compared == 0 and not comparison.tokens_match and "no calls to compare" in comparison.text()
+
+
+def _sweep(folder, entries: list[dict], spec: dict | None = None, results: list[dict] | None = None):
+    """A sweep folder by hand: sweep.json and, where given, each entry's result."""
+    (folder / "points").mkdir(parents=True)
+    points = [{"order": i, "slug": f"p{i}", "hash": f"h{i}", "file": f"points/p{i}.json", "status": "valid", **entry}
+              for i, entry in enumerate(entries)]
+    for point, data in zip(points, results or []):
+        (folder / point["file"]).write_text(json.dumps(data), encoding="utf-8")
+    record = {"spec": {"name": "sw", "report": "sweep", **(spec or {})}, "wall": {"executor": "local", "seconds": 2.0},
+              "points": points}
+    (folder / "sweep.json").write_text(json.dumps(record), encoding="utf-8")
+    return folder
+
+
+def test_a_resumed_sweep_that_kept_every_point_ran_the_sweep_files_launcher(tmp_path):
+    """A kept entry names no launcher: the spec's is the one, so a fresh sweep reads fresh, not '-'."""
+    kept = _sweep(tmp_path / "kept", [{"status": "kept from an earlier run"}] * 2)
+    ray = _sweep(tmp_path / "ray", [{"launcher": "fresh"}] * 2)
+    comparison = compare_sweeps(kept, ray)
+    assert comparison.launchers == ("fresh", "fresh") and "launchers differ" not in comparison.text()
+    forked = _sweep(tmp_path / "forked", [{"status": "kept from an earlier run"}] * 2, {"launcher": "fork-server"})
+    assert compare_sweeps(forked, ray).launchers == ("fork-server", "fresh")
+
+
+def _threads(torch_threads: int, omp: str | None, affinity: str | None = None) -> dict:
+    data = _with_hashes(make_result_dict())
+    data["metadata"]["threads"] = {"torch_threads": torch_threads, "torch_interop_threads": 1,
+                                   "OMP_NUM_THREADS": omp, "MKL_NUM_THREADS": None,
+                                   **({"cpu_affinity": affinity} if affinity else {})}
+    return data
+
+
+def test_points_run_with_other_thread_settings_are_flagged(tmp_path):
+    """2 torch threads locally against 1 under Ray moved every median; compare said nothing."""
+    local = _sweep(tmp_path / "local", [{"launcher": "fresh"}] * 2, results=[_threads(2, None)] * 2)
+    ray = _sweep(tmp_path / "ray", [{"launcher": "fresh"}] * 2, results=[_threads(1, "1", "0-7")] * 2)
+    text = compare_sweeps(local, ray).text()
+    assert ("thread settings differ (A: torch 2, OMP -, MKL -; B: torch 1, OMP 1, MKL -, cores 0-7): eager "
+            "generate()") in text
+    assert " torch 2, OMP -, MKL - " in text.splitlines()[2]  # the table's threads column, under its rule
+    assert "thread settings differ" not in compare_sweeps(local, local).text()
+    assert "thread settings differ (A: torch 2, OMP -, MKL -; B: torch 1, OMP 1, MKL -, cores 0-7)" in compare(
+        Result.from_dict(_threads(2, None)), Result.from_dict(_threads(1, "1", "0-7"))).text()
+    older = _with_hashes(make_result_dict())
+    older["metadata"].pop("threads", None)  # written before threads were recorded: nothing to tell
+    assert "thread settings" not in compare(Result.from_dict(older), Result.from_dict(_threads(1, "1"))).text()
+

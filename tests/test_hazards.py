@@ -218,6 +218,32 @@ def test_a_sweep_with_a_failed_point_is_not_published_and_the_index_says_why(cpu
     assert row["validity"].startswith("INVALID") and "sweep of 3 points" in row["answer"]
 
 
+def test_a_hazard_sweep_without_a_single_result_is_reported_as_such(tmp_path, capsys):
+    """Every point failed: the summary, the notebook, the index and the README block say so, and list why."""
+    from rollout_study import cli
+    from rollout_study.present import notebook
+
+    spec = sweep.SweepSpec.from_dict({"name": "none", "sweep": {"update_path": ["copy", "assign"]}, **SMALL})
+    folder = tmp_path / "none"
+
+    def launcher(params):
+        raise RuntimeError("out of memory (simulated)")
+
+    record = sweep.run_local(spec, folder, progress=False, launcher=launcher)
+    text = report.summary(record, [])
+    assert "No point has a result" in text and report.NO_RESULT in text
+    assert "- update_path=assign: RuntimeError: out of memory (simulated)" in text
+    kinds = [b.kind for b in report.blocks(record, [])]
+    assert kinds == ["heading", "answer", "warning"]
+    notebook.show(report.blocks(record, []))
+    assert report.NO_RESULT in report.readme_block(record, [])
+    (row,) = index.entries(tmp_path)
+    assert report.NO_RESULT in row["answer"] and row["validity"].startswith("INVALID")
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_OK, capsys.readouterr().err[-2000:]
+    assert "No point has a result" in (folder / "summary.md").read_text(encoding="utf-8")
+    assert report.NO_RESULT in (folder / "report.html").read_text(encoding="utf-8")
+
+
 def test_the_sweep_command_runs_fresh_processes_then_the_report_and_publishes(tmp_path, monkeypatch):
     import subprocess
     import sys

@@ -72,6 +72,8 @@ def test_yaml_errors_name_file_and_key(tmp_path):
         StudyParams.from_yaml(str(path))
     path.write_text("requests: 3\n")
     assert StudyParams.from_yaml(str(path)).name == "p"
+    with pytest.raises(ParameterError, match=f"parameter file {str(tmp_path)!r} is a folder; allowed: a YAML file"):
+        StudyParams.from_yaml(str(tmp_path))
 
 
 def test_policy_both_expands():
@@ -160,3 +162,17 @@ def test_a_named_synthetic_shape_loads_labelled_with_its_shape():
     assert info["label"] == "synthetic" and info["name"] == "SmolLM2-135M shape (random weights)"
     assert (info["layers"], info["hidden_size"], info["kv_heads"], info["tied_embeddings"]) == (30, 576, 3, True)
     assert loaded.tokenizer is None and (info["init_seed"], info["init_device"]) == (0, "cpu")
+
+
+def test_a_name_set_after_the_parameters_cell_that_is_no_parameter_is_refused():
+    import json
+
+    before = {"__name__", "_ih", "get_ipython"}
+    namespace = {name: None for name in before}
+    namespace.update(requests=4, output_dir=".", command=None, _i3="text", _3=1, json=json, loads=json.loads)
+    assert StudyParams.from_namespace(namespace, before=before).requests == 4  # imports and IPython's own pass
+    namespace["requets"] = 4
+    with pytest.raises(ParameterError, match=r"unknown parameter\(s\) requets; known: attn, batch_size"):
+        StudyParams.from_namespace(namespace, before=before)
+    assert StudyParams.from_namespace(namespace).requests == 4  # without `before`, as before: not checked
+

@@ -82,6 +82,7 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     folder = tmp_path / "copied"
     folder.mkdir()
     shutil.copy(smoke[2][0] / "result.json", folder / "result.json")
+    (tmp_path / "index.html").write_text("", encoding="utf-8")  # a root of report folders: its index is rebuilt
     first = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")
     assert first.returncode == 0, first.stderr[-3000:]
     snapshot = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
@@ -92,6 +93,42 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     assert "copied/report.html" in (tmp_path / "index.html").read_text(encoding="utf-8")
     missing = _run(sys.executable, "-m", "rollout_study", "report", str(tmp_path / "nothing"), "--quiet")
     assert missing.returncode == 2 and "holds neither result.json nor sweep.json" in missing.stderr
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("sweep.json", "{not json", "sweep.json: not valid JSON"),
+    ("sweep.json", '{"points": []}', "sweep.json: not a sweep record: it needs a 'spec' mapping"),
+    ("sweep.json", '{"spec": {"report": "sweep"}, "points": [{"file": "points/p.json"}]}',
+     "a point's result does not read"),
+    ("result.json", '{"x": 1}', "result.json: not a result this version reads: missing field(s) calls"),
+    ("result.json", "\udcff", "result.json: not a result this version reads: 'utf-8' codec")])
+def test_report_reads_its_records_first_and_writes_nothing_on_bad_input(tmp_path, capsys, name, content, fragment):
+    from rollout_study import cli
+
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / name).write_text(content, encoding="utf-8", errors="surrogateescape")
+    (folder / "points").mkdir()
+    (folder / "points" / "p.json").write_text("[]", encoding="utf-8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert fragment in capsys.readouterr().err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # no kernel, no index, no lock
+
+
+def test_report_rebuilds_an_index_only_where_the_parent_is_a_root_of_reports(tmp_path, capsys, monkeypatch):
+    """`report ~/x` must not write ~/index.html (nor a .lock): only runs/, reports/ or a folder with an index."""
+    from rollout_study import cli
+
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
+    monkeypatch.setattr(pipeline, "report_step", lambda work, progress: [])
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_OK
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]
+    (tmp_path / "index.html").write_text("", encoding="utf-8")
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_OK
+    assert "x/result.json" in (tmp_path / "index.html").read_text(encoding="utf-8")
 
 
 def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tmp_path):
@@ -105,6 +142,17 @@ def test_papermill_with_a_parameter_file_and_overrides_from_another_directory(tm
     workload = result.metadata["workload"]
     assert (result.run_name, workload["requests"], workload["max_new_tokens"]) == ("cpu-smoke", 3, 8)
     assert "papermill" in result.metadata["command"] and "requests" in result.metadata["command"]
+
+
+def test_papermill_refuses_a_misspelt_parameter_before_any_work(tmp_path):
+    """papermill only warns about a name the parameters cell does not hold; the notebook stops on it."""
+    (tmp_path / "typo.yaml").write_text("name: typo\ndevice: cpu\nbatchsize: 2\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    done = _run(sys.executable, "-m", "papermill", str(REPO / "notebooks/study.ipynb"), str(tmp_path / "run.ipynb"),
+                "-f", str(tmp_path / "typo.yaml"), "-p", "requets", "4", cwd=tmp_path, ROLLOUT_STUDY_RUNS=str(runs))
+    assert done.returncode != 0
+    assert "unknown parameter(s) batchsize, requets; known: attn, batch_size" in done.stderr
+    assert not runs.exists()  # refused before the run folder is made
 
 
 def test_nbconvert_execute_runs_the_defaults_anywhere(tmp_path):
@@ -169,6 +217,48 @@ def test_invalid_result_fails_the_study_but_is_still_reported(tmp_path, capsys):
     assert "INVALID" in (folder / "report.html").read_text(encoding="utf-8")
 
 
+def _failing_papermill(monkeypatch):
+    """papermill as it fails at a cell: the executed notebook written (here the source, as is), then the error."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    def execute(source, executed, **kwargs):
+        shutil.copy(source, executed)
+        raise PapermillExecutionError(3, 1, "raise ValueError('broken')", "ValueError", "broken", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+
+
+def _kept(err: str) -> str:
+    [line] = [line for line in err.splitlines() if line.startswith("executed notebook kept for inspection: ")]
+    return line.split(": ", 1)[1]
+
+
+def test_a_failed_run_names_its_notebook_where_it_is_once_the_run_ends(tmp_path, capsys, monkeypatch):
+    """The run's partial folder is renamed when it ends: the failure names the folder that follows."""
+    from rollout_study import cli
+
+    _failing_papermill(monkeypatch)
+    assert cli.main(["run", "params/cpu-smoke.yaml", "--output-root", str(tmp_path), "--quiet"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert _kept(err) == "study.ipynb in the run folder (renamed when the run ends: 'run folder:' below)"
+    [folder] = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("run folder: ")]
+    assert (Path(folder) / "study.ipynb").is_file() and ".partial-" not in err.split("error:", 1)[1]
+
+
+def test_a_failed_rebuild_keeps_the_notebook_its_failure_names(tmp_path, capsys, monkeypatch):
+    from rollout_study import cli
+
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(make_invalid_result_dict()), encoding="utf-8")
+    _failing_papermill(monkeypatch)
+    assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_FAILED
+    kept = Path(_kept(capsys.readouterr().err))
+    assert kept.is_file() and kept.name == "report.ipynb" and kept.parent.parent == tmp_path
+    assert sorted(p.name for p in folder.iterdir()) == ["result.json"]  # the folder itself unchanged
+
+
 # -- kernel -----------------------------------------------------------------------------------
 def test_kernel_command_lines_that_run_this_interpreter():
     assert pipeline.runs_this_interpreter(["python", "-m", "ipykernel_launcher"])
@@ -208,4 +298,11 @@ def test_study_parameters_cell_holds_every_parameter():
     namespace: dict = {}
     exec(cell.source, namespace)
     assert StudyParams.from_namespace(namespace) == StudyParams()
+    # Run as the notebook runs it: only the parameters cell's own names since the names cell, none refused
+    names = [c for c in notebook.cells if "_before_parameters =" in c.source]
+    assert len(names) == 1 and notebook.cells.index(names[0]) < notebook.cells.index(cell)
+    fresh: dict = {"__name__": "__main__", "_i1": "", "_1": None}
+    exec(names[0].source, fresh)
+    exec(cell.source, fresh)
+    assert StudyParams.from_namespace(fresh, before=fresh["_before_parameters"]) == StudyParams()
     assert {f.name for f in dataclasses.fields(StudyParams)} <= set(namespace)

@@ -13,11 +13,18 @@ from rollout_study.publish import PublishError
 REPO = Path(__file__).resolve().parent.parent
 
 
+REPORT_NOTEBOOK = '{"cells": [], "metadata": {"papermill": {"exception": null}}, "nbformat": 4, "nbformat_minor": 5}'
+
+
 def _run_folder(root: Path, name: str, result) -> Path:
+    """A finished run: its result and what its report step writes."""
     folder = root / name
     folder.mkdir(parents=True)
     result.write(folder / "result.json")
     (folder / "report.html").write_text(f"<p>{name}</p>", encoding="utf-8")
+    for other, text in (("study.html", "<p>study</p>"), ("summary.md", "# summary\n"),
+                        ("report.ipynb", REPORT_NOTEBOOK)):
+        (folder / other).write_text(text, encoding="utf-8")
     return folder
 
 
@@ -26,6 +33,48 @@ def test_runs_get_unique_folders_and_never_a_published_name(tmp_path):
     b = publish.finish_run(publish.start_run(tmp_path, "reference-tiny"), "reference-tiny")
     assert a != b and a.name.startswith("reference-tiny-") and b.name.startswith("reference-tiny-")
     assert a.name != "reference-tiny" and not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_a_run_whose_report_step_failed_is_not_published(tmp_path):
+    """A valid result.json alone is what a run leaves when its report failed: refused, naming what is missing."""
+    folder = _run_folder(tmp_path / "runs", "fixture-20260101", make_result(cuda_graph=True))
+    (folder / "summary.md").unlink()
+    (folder / "study.html").unlink()
+    with pytest.raises(PublishError, match=r"its report is incomplete \(no study.html; no summary.md\): the run's "
+                                           r"report step failed; rebuild it \(python -m rollout_study report "):
+        publish.publish(folder, tmp_path / "reports")
+    _run_folder(tmp_path / "runs2", "fixture-20260101", make_result(cuda_graph=True))
+    folder = tmp_path / "runs2" / "fixture-20260101"
+    (folder / "report.ipynb").write_text(REPORT_NOTEBOOK.replace("null", "true"), encoding="utf-8")
+    (folder / "report.html").write_text('<img src="figures/a.png"><img src="data:image/png;base64,AA">',
+                                        encoding="utf-8")
+    with pytest.raises(PublishError, match=r"\(report.ipynb stopped at a failing cell; no figures/a.png \(report"):
+        publish.publish(folder, tmp_path / "reports")
+    assert not (tmp_path / "reports" / "fixture").exists()
+    from rollout_study import cli
+
+    assert cli.main(["publish", str(folder), "--reports-root", str(tmp_path / "reports")]) == cli.EXIT_BAD_INPUT
+
+
+def test_run_and_report_folders_are_for_everyone_to_read(tmp_path, monkeypatch):
+    """mkdtemp makes folders 0700, and copytree passes the mode on: the files in them (0644) were unreadable."""
+    import os
+    import stat
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(os.stat(path).st_mode)
+
+    run = publish.finish_run(publish.start_run(tmp_path / "runs", "fixture"), "fixture")
+    assert mode(run) == 0o755
+    assert mode(publish.standalone_run_folder("fixture", tmp_path / "by-hand")) == 0o755
+    old = _run_folder(tmp_path / "runs", "old-20260101", make_result(cuda_graph=True))
+    old.chmod(0o700)  # a run made before
+    assert mode(publish.publish(old, tmp_path / "reports")) == 0o755
+    from rollout_study import cli, pipeline
+
+    old.chmod(0o700)
+    monkeypatch.setattr(pipeline, "report_step", lambda work, progress: [])
+    assert cli.main(["report", str(old), "--quiet"]) == cli.EXIT_OK and mode(old) == 0o755
 
 
 def test_publish_copies_the_run_and_rebuilds_the_index(tmp_path):
@@ -43,7 +92,8 @@ def test_a_sweeps_lock_file_is_never_published(tmp_path):
     run = _run_folder(tmp_path / "runs", "fixture-20260101", make_result(cuda_graph=True))
     (run / LOCK_FILE).write_text('{"pid": 1}', encoding="utf-8")  # left by a crash (sweep_lock.py)
     target = publish.publish(run, tmp_path / "reports")
-    assert sorted(p.name for p in target.iterdir()) == ["report.html", "result.json"]
+    names = sorted(p.name for p in target.iterdir())
+    assert LOCK_FILE not in names and "result.json" in names
 
 
 def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
@@ -143,7 +193,8 @@ def test_swap_keeps_a_complete_folder_when_the_copy_fails(tmp_path, monkeypatch)
 
 
 def test_what_the_readme_commands_write_is_ignored_by_git():
-    paths = ["runs/cpu-smoke-20260101-000000/result.json", "runs/index.html", "rollout-first-call.json"]
+    paths = ["runs/cpu-smoke-20260101-000000/result.json", "runs/index.html", "rollout-first-call.json",
+             "notebooks/study.nbconvert.ipynb", "out.ipynb"]  # the README's nbconvert --execute and papermill
     done = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.split() == paths
     assert publish.RUNS_ROOT == REPO / "runs"

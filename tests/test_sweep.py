@@ -219,6 +219,9 @@ def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_tho
     # an invalid point kept is kept too (the published 1B sweep said 79 of its 83)
     assert line.endswith("fork-server 1; 2 kept from earlier invocations (the record keeps no launcher or wall "
                          "time of a kept point; each invocation's wall time is in the wall-time table)")
+    record["points"] = record["points"][1:]  # a resume that kept every point still says how they are launched
+    (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("points run here")]
+    assert line.startswith("points run here: none; all 2 kept from earlier invocations") and "launcher: fresh" in line
 
 
 def test_a_report_of_a_sweep_with_points_not_run_says_it_is_unfinished(tmp_path):
@@ -419,6 +422,23 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     assert "sweep.max_new_tokens" in capsys.readouterr().err and not runs.exists()
 
 
+@pytest.mark.parametrize("content, fragment", [
+    (b"name: x\nsweep:\n  batch_size: [1,\n", "x.yaml: not valid YAML"),
+    (b"name: x\n\xff\xfe\n", "x.yaml: not UTF-8 text"),
+    (None, "sweep file {path!r} is a folder; allowed: a YAML file"),
+    (b"subset_of: full.yaml\nsweep:\n  batch_size: [1]\n", "full.yaml: not valid YAML")])
+def test_a_sweep_file_that_does_not_read_is_bad_input_naming_it(tmp_path, capsys, content, fragment):
+    path = tmp_path / "x.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    (tmp_path / "full.yaml").write_bytes(b"sweep: {batch_size: [1, 2]\n")  # what a subset names, broken
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(path), "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert fragment.format(path=str(path)) in capsys.readouterr().err and not runs.exists()
+
+
 def test_sweep_help_names_the_report_and_repeat_alone(capsys):
     with pytest.raises(SystemExit):
         cli.main(["sweep", "--help"])
@@ -537,6 +557,13 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
 
     with pytest.raises(ParameterError, match="have the same parameters or name"):  # 1e-4 twice: one point, twice
         sweep.SweepSpec.from_dict({**spec.to_dict(), "sweep": {"lr": [0.0001, 1e-4]}})
+    # In a file YAML reads a bare 1e-4 as text: refused as such, with the spelling that is a number
+    (tmp_path / "lr.yaml").write_text("name: lr\nreport: sweep\nsweep:\n  lr: [1e-4, 0.0001]\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"lr must be a number .* \(YAML reads 1e-4 as text: write 1.0e-4\)"):
+        sweep.SweepSpec.from_yaml(str(tmp_path / "lr.yaml"))
+    (tmp_path / "lr.yaml").write_text("name: lr\nreport: sweep\nsweep:\n  lr: [1.0e-4, 0.0001]\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="have the same parameters or name"):
+        sweep.SweepSpec.from_yaml(str(tmp_path / "lr.yaml"))
 
     none_valid = tmp_path.parent / "none-valid"
     sweep.run_local(spec, none_valid, progress=False, launcher=everything_fails)
@@ -602,6 +629,11 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
     frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
     assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
                                    "sweep points, all invocations"]
+    from rollout_study.present.markdown import table
+
+    cells = [row.strip("| ").split(" | ") for row in table(list(frame.columns), frame.values.tolist())[2:]]
+    counts = [[row[i] for i in (2, 3, 7, 8)] for row in cells]  # GPUs, workers, points run, points kept
+    assert counts == [["0", "1", "2", "0"], ["0", "1", "2", "0"], ["-", "-", "-", "-"]]  # integers, blanks "-"
 
 
 def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys, monkeypatch):
@@ -659,7 +691,7 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     file.write_text(yaml.safe_dump({**spec.to_dict(), "repeat_alone": 0}), encoding="utf-8")
     launched = []
     monkeypatch.setattr(launch, "fresh_process", lambda params, mode: launched.append(params.name) or measured)
-    monkeypatch.setattr(pipeline, "sweep_report_step", lambda folder, report, progress: [])
+    monkeypatch.setattr(pipeline, "sweep_report_step", lambda folder, report, progress, **shown: [])
     assert cli.main(["sweep", str(file), "--output-root", str(tmp_path / "cli"), "--quiet",
                      "--keep-from", str(smoke_folder)]) == 0
     assert launched == [spec.points()[0][1].name]

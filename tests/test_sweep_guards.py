@@ -70,7 +70,7 @@ def test_a_second_sweep_into_a_locked_folder_is_refused_naming_the_holder_and_wr
     launched, reported = [], []
     monkeypatch.setattr(launch, "fresh_process", lambda params, mode: launched.append(params.name) or MEASURED)
     monkeypatch.setattr(pipeline, "sweep_report_step",
-                        lambda folder, report, progress: reported.append(_held_elsewhere(folder)) or [])
+                        lambda folder, report, progress, **shown: reported.append(_held_elsewhere(folder)) or [])
     holder = _holder(folder)
     try:
         before = _files(folder)
@@ -310,3 +310,31 @@ def test_a_cluster_address_nothing_answers_at_is_refused_before_any_folder(tmp_p
         assert cli.main(["sweep", str(CPU), "--executor", "ray", "--address", address, "--output-root", str(runs),
                          "--quiet"]) == cli.EXIT_BAD_INPUT
         assert said in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_failed_sweep_report_names_its_notebook_where_it_is_once_the_sweep_ends(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    real = sweep.run_local
+
+    def no_study(spec, folder, progress=True, launcher=None):  # every point fails at once: no study runs
+        return real(spec, folder, progress, launcher=lambda params: 1 / 0)
+
+    def execute(source, executed, **kwargs):
+        shutil.copy(source, executed)
+        raise PapermillExecutionError(3, 1, "raise ValueError('broken')", "ValueError", "broken", [])
+
+    monkeypatch.setattr(sweep, "run_local", no_study)
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nreport: sweep\ndevice: cpu\nsweep:\n  batch_size: [1, 2]\n", encoding="utf-8")
+    assert cli.main(["sweep", str(spec), "--output-root", str(tmp_path / "runs"), "--quiet"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    kept = {line.split(": ", 1)[1] for line in err.splitlines()  # said when it fails, and again at the end
+            if line.startswith("executed notebook kept for inspection: ")}
+    assert kept == {"sweep.ipynb in the sweep folder (renamed when the sweep ends: 'sweep folder:' below)"}
+    [folder] = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("sweep folder: ")]
+    assert (Path(folder) / "sweep.ipynb").is_file() and ".partial-" not in folder

@@ -142,3 +142,16 @@ def test_goal_detail_states_the_interval_and_what_was_resampled():
     detail = table.loc["graph[reuse] first call after update 1 vs steady", "detail"]
     assert "95% interval 6.000..6.000 (the numerator is one sample: only the denominator's samples are resampled)" \
         in detail
+
+
+def test_goals_read_with_their_unit_and_start_up_as_milliseconds_not_json():
+    from rollout_study.present import markdown
+
+    goals = tables.goals_table(make_result()).set_index("goal")
+    assert goals.loc["graph[recapture] steady speed-up over eager generate()", "measured"] == "5.000x"  # >= 12.0x
+    assert goals.loc["graph[reuse] captures after an update", "measured"] == 0  # threshold "0": a count
+    assert "| graph[recapture] steady speed-up over eager generate() | 5.000x | >= " in markdown.summary(make_result())
+    data = make_result_dict()
+    data["metadata"]["startup"] = {"process_startup_ms": 4319.999999999709, "model_load_ms": 12.5}
+    rows = dict(tables.metadata_rows(Result.from_dict(data)))
+    assert rows["start-up ms"] == "process start-up 4,320, model load 12"

@@ -46,7 +46,7 @@ def test_console_summary_ends_with_the_answer():
 def test_headline_text_of_the_fixture():
     lines = text.headline_text(make_result()).splitlines()
     # Every sample of a phase takes the same time: the intervals have zero width at the ratio.
-    assert lines[0] == ("graph[recapture]: 5.00x faster than generate() in steady state "
+    assert lines[0] == ("graph[recapture]: 5.00x generate()'s speed in steady state "
                         "(95% bootstrap intervals span 5.00x over its steady phases)")
     assert lines[2] == ("first call after an update: graph[recapture] 130.000 ms (13.00x steady, 95% bootstrap "
                         "intervals span 13.00x); graph[reuse] 60.000 ms (6.00x steady, 95% bootstrap intervals span "
@@ -63,8 +63,11 @@ def test_headline_shows_ranges_and_the_bounded_break_even():
     data = retime(retime(make_result_dict(), "eager", "steady_after_update", 80.0, cycle=1),
                   "graph[reuse]", "steady_after_update", 12.0)
     lines = text.headline_lines(Result.from_dict(data))
-    assert lines[0] == ("graph[recapture]: 5.00..8.00x faster than generate() in steady state "
+    assert lines[0] == ("graph[recapture]: 5.00..8.00x generate()'s speed in steady state "
                         "(95% bootstrap intervals span 5.00..8.00x over its steady phases)")
+    slower = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 60.0, cycle=1)
+    assert text.headline_lines(Result.from_dict(slower))[0].startswith(  # a low end under 1x: no "faster"
+        "graph[recapture]: 0.83..5.00x generate()'s speed in steady state")
     assert ("break-even graph[reuse] vs graph[recapture]: only up to U=36 rollouts per update: "
             "its steady state is slower") in lines
 

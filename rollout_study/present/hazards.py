@@ -108,7 +108,13 @@ def diagnostics_line(cells: list[hazards.HazardCell]) -> str:
             + (": " + ", ".join(f"{c.path} x {c.policy}" for c in stale) if stale else ""))
 
 
+# A sweep whose every point failed (out of memory, a crash) has no cell to judge: said, not drawn as 0 of 0
+NO_RESULT = "no point has a result, so the matrix has no cell (each point's failure is listed)"
+
+
 def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
+    if not results:
+        return [NO_RESULT, provenance_line(results)]
     lines = [real_policies_line(cells), diagnostics_line(cells)]
     lines.append("generate() after every sync (determinism): "
                  + ", ".join(f"{r.metadata['training'].get('update_path')} {hazards.eager_parity(r)}" for r in results))
@@ -116,17 +122,25 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
 
 
 def title(results: list[Result]) -> str:
+    if not results:
+        return "No point has a result"
     first = results[0]
     return f"{LABEL_TITLES[first.label]}: {first.model_name} on {first.machine}"
 
 
+def _failed(record: dict) -> list[str]:
+    return [f"{e['slug']}: {excerpt(e.get('error', ''), 150)}" for e in record.get("points", [])
+            if e.get("status") == "failed"]
+
+
 def blocks(record: dict, results: list[Result]) -> list[Block]:
     cells = hazards.matrix(results)
-    failed = [e for e in record.get("points", []) if e.get("status") == "failed"]
+    failed = _failed(record)
     out = [Block("heading", title(results), 2), Block("answer", "Answer", answer_lines(cells, results))]
     if failed:
-        out.append(Block("warning", "points that did not run: " + "; ".join(
-            f"{e['slug']}: {excerpt(e.get('error', ''), 150)}" for e in failed)))
+        out.append(Block("warning", "points that did not run: " + "; ".join(failed)))
+    if not results:
+        return _keyed(out)
     if not results[0].cuda_graph:
         out.append(Block("warning", "no CUDA graph (CPU run): the graph engine ran its steps eagerly, so nothing "
                                     "could go stale; the verdicts show the engine's decisions only"))
@@ -135,6 +149,10 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
             Block("table", "The matrix in full", cells_table(cells)),
             Block("table", "Stale replays, refusals and unproven cells", stale_table(cells)),
             Block("table", "Cost of one RL step per update path (real policies)", cost_table(cells))]
+    return _keyed(out)
+
+
+def _keyed(out: list[Block]) -> list[Block]:
     for index, block in enumerate(out):
         block.key = f"hazards-{index}"
     return out
@@ -143,7 +161,11 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
 def summary(record: dict, results: list[Result]) -> str:
     cells = hazards.matrix(results)
     lines = [f"# Hazard matrix: {record['spec'].get('name')}", "", f"{title(results)}", ""]
-    lines += [f"- {line}" for line in answer_lines(cells, results)] + ["", DIAGNOSTIC_NOTE, ""]
+    lines += [f"- {line}" for line in answer_lines(cells, results)] + [""]
+    if not results:
+        lines += ["## Points that did not run", ""] + [f"- {line}" for line in _failed(record)]
+        return "\n".join(lines) + "\n"
+    lines += [DIAGNOSTIC_NOTE, ""]
     if any(c.peer for c in cells):
         lines += [PEER_NOTE, ""]
     frame = cells_table(cells)
@@ -158,6 +180,9 @@ def summary(record: dict, results: list[Result]) -> str:
 
 def readme_block(record: dict, results: list[Result]) -> str:
     """The README's block for a published hazard sweep: the verdict matrix and the one-line answer."""
+    name = record["spec"].get("name")
+    if not results:
+        return f"Sweep `{name}`: {NO_RESULT} (see `reports/{name}/summary.md`)."
     cells = hazards.matrix(results)
     frame = matrix_table(cells)
     lines = table(list(frame.columns), frame.values.tolist())

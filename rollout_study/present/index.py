@@ -61,7 +61,7 @@ def sweep_entry(folder: Path, row: dict) -> dict:
         if record["spec"].get("report") == "sweep":
             answer = "\n".join(sweep_report.answer_lines(record, loaded[1], folder))
         else:
-            answer = "\n".join(answer_lines(hazards.matrix(results), results)) if results else ""
+            answer = "\n".join(answer_lines(hazards.matrix(results), results))
     except Exception as err:  # an unreadable sweep is shown, never allowed to stop the page
         return {**row, "validity": f"unreadable sweep: {type(err).__name__}"}
     first = results[0] if results else None

@@ -16,7 +16,7 @@ from .floors import floors_markdown
 from .other_split import split_markdown
 from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
-from .text import MIB, goal_detail, headline_lines, number, phase_name, table, timing_line
+from .text import MIB, goal_detail, goal_measured, headline_lines, number, phase_name, table, timing_line
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
 ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
@@ -186,7 +186,7 @@ def summary(result: Result) -> str:
                      [[r.candidate, r.baseline, r.candidate_first_ms, r.candidate_steady_ms, r.baseline_first_ms,
                        r.baseline_steady_ms, r.break_even.verdict] for r in analysis.break_even_rows(result)]), ""]
     lines += ["## Goals", "", *table(["goal", "measured", "threshold", "met", "detail"],
-                                     [[g.name, g.measured, g.threshold,
+                                     [[g.name, goal_measured(g), g.threshold,
                                        "**no**" if g.met is False else g.verdict, goal_detail(g)]
                                       for g in analysis.goals(result)]), ""]
     if result.failures:

@@ -235,12 +235,17 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
     if note := unfinished(record):
         lines.append(note)
     started = [p["launcher"] for p in record.get("points", []) if p.get("launcher")]
+    kept = sum(1 for p in record.get("points", []) if was_kept(p))
     if started:
         counts = ", ".join(f"{kind} {started.count(kind)}" for kind in dict.fromkeys(started))
-        kept = sum(1 for p in record.get("points", []) if was_kept(p))
         lines.append(f"points run here, by launcher (each a fresh process; start-up below is the launcher's): {counts}"
                      + (f"; {kept} kept from earlier invocations (the record keeps no launcher or wall time of a "
                         "kept point; each invocation's wall time is in the wall-time table)" if kept else ""))
+    elif kept:  # a resume that kept every point: its entries name no launcher, the sweep file names the one used
+        launcher = record["spec"].get("launcher") or "fresh"
+        lines.append(f"points run here: none; all {kept} kept from earlier invocations (the record keeps no launcher "
+                     f"or wall time of a kept point; the sweep file's launcher: {launcher}; each invocation's wall "
+                     "time is in the wall-time table)")
     if record["spec"].get("subset_of"):
         lines.append(f"a subset of {record['spec']['subset_of']}: that file's points with these values, with the "
                      "same parameters and hashes, so the whole sweep keeps their results (--keep-from)")

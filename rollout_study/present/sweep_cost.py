@@ -34,7 +34,9 @@ def wall_table(record: dict) -> pd.DataFrame:
         rows.append({"what": "repeats alone", "executor": "local, one at a time", "workers": 1,
                      "start": block.get("start"), "end": block.get("end"), "seconds": block.get("seconds"),
                      "points run": len(block.get("points", []))})
-    return pd.DataFrame(rows)
+    # Counts stay integers where a row has none (the all-invocations row): a float column printed 35.000 points
+    return pd.DataFrame(rows, columns=list(_wall_row("", {}))).astype(
+        {"GPUs": "Int64", "workers": "Int64", "points run": "Int64", "points kept": "Int64", "seconds": "float64"})
 
 
 def point_model(point: dict, result: Result | None) -> str:

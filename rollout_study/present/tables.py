@@ -14,7 +14,7 @@ from .. import analysis
 from ..engines import variant_rank
 from ..record import PARTS, run_order
 from ..result import Result
-from .text import MIB, NO_GRAPH_NOTE, goal_detail
+from .text import MIB, NO_GRAPH_NOTE, goal_detail, goal_measured, number
 
 KEY = ["run", "variant", "cycle", "phase"]
 
@@ -251,7 +251,7 @@ def break_even_table(results: list[Result]) -> pd.DataFrame:
 
 
 def goals_table(result: Result) -> pd.DataFrame:
-    rows = [{"goal": g.name, "measured": g.measured, "threshold": g.threshold, "met": g.verdict,
+    rows = [{"goal": g.name, "measured": goal_measured(g), "threshold": g.threshold, "met": g.verdict,
              "GPU only": "yes" if g.gpu_only else "no", "detail": goal_detail(g)} for g in analysis.goals(result)]
     return pd.DataFrame(rows, columns=["goal", "measured", "threshold", "met", "GPU only", "detail"])
 
@@ -283,13 +283,21 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
         ("update path / master weights", f"{training.get('update_path', 'in-place')} / "
                                          f"{training.get('master_dtype', 'none (the rollout weights)')}"),
         ("optimizer flags", training.get("optimizer_flags")),
-        ("start-up ms", meta.get("startup")),
+        ("start-up ms", _startup(meta.get("startup"))),
         ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
         ("command", meta.get("command")), ("time", f"{meta.get('time_start')} to {meta.get('time_end')}"),
     ]
     # Nested values (lists, dicts) become JSON text: a table cell holds one plain value.
     return [(name, value if isinstance(value, (str, int, float)) or value is None else json.dumps(value))
             for name, value in rows]
+
+
+def _startup(parts):
+    """{"process_startup_ms": 4319.999999999709, ...} as 'process start-up 4,320, ...': not JSON with float noise."""
+    if not isinstance(parts, dict):
+        return parts
+    return ", ".join(f"{key.removesuffix('_ms').replace('startup', 'start-up').replace('_', ' ')} {number(ms, 0)}"
+                     for key, ms in parts.items())
 
 
 def metadata_table(result: Result) -> pd.DataFrame:

@@ -1,0 +1,100 @@
+"""`rollout-study report FOLDER`: rebuild a folder's summary, report notebook, figures and HTML from its records.
+
+The records are read and checked first: a sweep.json or result.json that does not read is bad input (exit 2),
+named, with nothing written. The report is built in a copy beside the folder and swapped in, so an interrupted
+or failing rebuild leaves it whole; a failing one keeps its copy, where its failure names the executed notebook.
+The index of the folder's parent is rebuilt only where that parent is a root of run or report folders (see
+`indexed_root`): `report ~/x` must not write ~/index.html.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from .params import ParameterError
+from .pipeline import say
+
+
+def sweep_kind(folder: Path) -> str:
+    """The report of a sweep folder (hazards or sweep), once its record and every point's result read."""
+    from .record import ResultError
+    from .sweep import REPORTS, SWEEP_FILE, load
+
+    path = folder / SWEEP_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ParameterError(f"{path}: not valid JSON: {err}") from None
+    except (ValueError, OSError) as err:  # not UTF-8, not readable
+        raise ParameterError(f"{path}: cannot be read: {err}") from None
+    spec = record.get("spec") if isinstance(record, dict) else None
+    if not isinstance(spec, dict) or spec.get("report") not in REPORTS:
+        raise ParameterError(f"{path}: not a sweep record: it needs a 'spec' mapping whose report is one of "
+                             f"{', '.join(REPORTS)}, as `sweep` writes it")
+    points = record.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, dict) and isinstance(p.get("file"), str) for p in points):
+        raise ParameterError(f"{path}: 'points' must be a list of entries, each naming its result file")
+    try:
+        load(folder)
+    except (ResultError, ValueError, OSError) as err:
+        raise ParameterError(f"{folder}: a point's result does not read: {err}") from None
+    return spec["report"]
+
+
+def check_result(folder: Path) -> None:
+    from .record import ResultError
+    from .result import Result
+
+    path = folder / "result.json"
+    try:
+        Result.read(path)
+    except (ResultError, ValueError, OSError) as err:  # ResultError names the file itself
+        raise ParameterError(f"{path}: not a result this version reads: {str(err).removeprefix(f'{path}: ')}") \
+            from None
+
+
+def indexed_root(root: Path) -> bool:
+    """Whether the index of `root` is the project's to rebuild: the repository's runs/ or reports/, or a folder that
+    already has an index.html (a `run --output-root`, `sweep --output-root` or `publish --reports-root`)."""
+    from .publish import REPORTS_ROOT, RUNS_ROOT
+
+    return root in (RUNS_ROOT.resolve(), REPORTS_ROOT.resolve()) or (root / "index.html").is_file()
+
+
+def command(args) -> int:
+    """Exit status: 0 rebuilt, 1 a step failed (the report as it was), 2 bad input (nothing written)."""
+    from . import pipeline, publish
+    from .sweep import SWEEP_FILE
+
+    folder = Path(args.folder).resolve()
+    swept = (folder / SWEEP_FILE).is_file()
+    if not swept and not (folder / "result.json").is_file():
+        raise ParameterError(f"{folder} holds neither result.json nor {SWEEP_FILE}")
+    kind = sweep_kind(folder) if swept else check_result(folder)  # before any work
+    root = indexed_root(folder.parent)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
+    problems: list[str] = []
+    try:
+        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
+        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
+        publish.readable(work)  # the folder's mode came with the copy: a run made before runs were opened was 0700
+        with pipeline.kernel_environment():
+            problems = (pipeline.sweep_report_step(work, kind, progress=not args.quiet)
+                        if swept else pipeline.report_step(work, progress=not args.quiet))
+        if not problems:
+            if root:  # one publisher at a time per root; a folder elsewhere gets no .lock beside it
+                with publish.locked(folder.parent):
+                    publish.swap_in(work, folder)
+            else:
+                publish.swap_in(work, folder)
+    finally:
+        if problems and work.is_dir():  # its failure named the executed notebook in it: kept where named
+            say(f"the failed rebuild is kept for inspection in {work} ({folder} is unchanged); remove it when done")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    say(f"report folder: {folder}")
+    if root:
+        say(f"index: {publish.write_index(folder.parent)}")
+    return 1 if problems else 0

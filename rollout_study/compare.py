@@ -135,7 +135,8 @@ class SweepComparison:
 @dataclass(frozen=True)
 class CommonPoints:
     """The points both sweeps finished, matched by parameter hash: their tokens call by call, and every steady
-    phase's median in B over A with its bootstrap interval, by the rule the repeats use (repeats.shifts).
+    phase's median in B over A with its bootstrap interval, at 95% each (repeats.shifts; the repeats' own rule,
+    shifts_alone, also asks the shift to exceed how far two runs alone differ).
     The wall time says whether two GPUs paid off; this says whether they moved what the points measured."""
 
     compared: tuple[str, ...]  # slugs of the points finished on both sides

@@ -37,14 +37,20 @@ REPEATS_FOLDER = "repeats"
 ALONE_RUNS = 2  # runs alone per sampled point: two show the run-to-run spread a neighbour's effect must exceed
 STEADY_PHASES = ("steady", "steady_after_update")
 MOVED, WITHIN, FEW = "moved", "within the spread", "too few samples"
-FAMILY = 0.05  # the chance, for one point, that some phase reads moved by sampling alone (Bonferroni over phases)
+FAMILY = 0.05  # the chance, for one point, that some phase's interval excludes 1 by sampling alone (Bonferroni)
+# With 3 samples a side a bootstrap interval of medians is the samples' range at any level (FAMILY's correction
+# does nothing there): no verdict below this many. The published sweeps ran 3 iterations: their repeats read so.
+MIN_ALONE_SAMPLES = 6
 RULE = ("side by side vs alone: for each variant and steady phase, the ratio of medians (side by side / alone) "
         f"against each of the point's {ALONE_RUNS} runs alone, with bootstrap intervals (both sides' samples "
-        f"resampled) at 1 - {FAMILY}/n, n the point's phases compared (so a point with many phases is not called "
-        "moved by chance); a phase moved when every such interval excludes 1 on the same side: the side-by-side "
-        "median lies beyond all runs alone, i.e. beyond their run-to-run spread and each run's sampling (no "
-        f"verdict with fewer than {MIN_SAMPLES} samples a side); a point moved when any of its steady phases moved; "
-        "runs with other threads or cores than the side-by-side run's are not compared")
+        f"resampled) at 1 - {FAMILY}/n, n the point's (variant, phase) pairs compared; a phase moved when every such "
+        "interval excludes 1 on the same side (the side-by-side median lies beyond every run alone) and the shift "
+        "from the nearest run alone exceeds the runs alone's own difference (alone 2 / alone 1: the run-to-run drift "
+        f"they show); no verdict with fewer than {MIN_ALONE_SAMPLES} samples a side (from fewer the interval is the "
+        "samples' range at any level); a point moved when any of its phases moved; runs alone with other threads or "
+        "another number of cores than the side-by-side run's are not compared. Two runs alone show drift only "
+        "roughly: where each run drifts independently and nothing beside a point moves it, the rule still reads "
+        "moved about 1 time in 3 (three normal offsets, simulated), so one point moved is no finding; several are")
 
 
 def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
@@ -85,7 +91,8 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     from .environment import now
     from .launch import sweep_launcher
     from .pipeline import say
-    from .sweep import SWEEP_FILE, kept_status, point_hash, settle
+    from .environment import git_commit
+    from .sweep import SWEEP_FILE, kept_status, other_code, point_hash, settle
 
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     runner = runner or local_runner(launcher)
@@ -93,6 +100,8 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     (folder / REPEATS_FOLDER).mkdir(parents=True, exist_ok=True)
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
         record = json.load(handle)
+    current = git_commit()  # once: the resume check and the code check of every repeat
+    code = current.get("code_sha256")
     began = time.perf_counter()
     block = {"rule": RULE, "start": now(), "end": None, "seconds": 0.0, "points": []}
     record["repeats"] = block
@@ -106,11 +115,13 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
             if spec.report == "sweep" and not _usable((side or {}).get("status", "")):
                 # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
                 entry["status"] = NOT_REPEATED
-            elif kept := kept_status(folder, entry["file"], params):
+            elif kept := kept_status(folder, entry["file"], params, current):
                 entry["status"] = kept
             else:
                 result, error, wall_s, placement = runner(params, side)
                 entry.update(launcher=kind, executor=executor, **({"placement": placement} if placement else {}))
+                if result is not None and (problem := other_code(result, code)):  # as a point's (sweep._Record)
+                    result, error = None, RuntimeError(problem)
                 settle(folder, entry, result, error)
             entry["wall_s"] = time.perf_counter() - start
             block["points"].append(entry)
@@ -155,7 +166,7 @@ def problems(record: dict) -> list[str]:
            for e in entries
            if e.get("status") == "failed" or (invalid_blocks and e.get("status", "").startswith("invalid"))]
     # Records before the second run alone hold one run per point (no `run` key): one is what they asked for.
-    runs = ALONE_RUNS if any("run" in e for e in entries) else 1
+    runs = 1 if entries and not any("run" in e for e in entries) else ALONE_RUNS
     done = {}
     for e in entries:
         done[e["order"]] = runs if e.get("status") == NOT_REPEATED else done.get(e["order"], 0) + 1
@@ -212,11 +223,13 @@ def shifts_alone(side: Result, alones: list[Result]) -> list[Shift]:
         ratios = [ratio_interval(mine, t, level=level) for t in theirs]
         beyond = all(r.has_interval and r.low > 1 for r in ratios) or all(r.has_interval and r.high < 1
                                                                             for r in ratios)
-        few = min(mine.n, *(t.n for t in theirs)) < MIN_SAMPLES
+        few = min(mine.n, *(t.n for t in theirs)) < MIN_ALONE_SAMPLES
         nearest = min(range(len(ratios)), key=lambda i: abs(math.log(ratios[i].point)))
+        drift = ratio_interval(theirs[1], theirs[0]) if len(theirs) > 1 else None
+        # beyond every run alone, and by more than the runs alone differ from each other
+        beyond = beyond and (drift is None or abs(math.log(ratios[nearest].point)) > abs(math.log(drift.point)))
         rows.append(Shift(variant, cycle, phase, mine, theirs[nearest], ratios[nearest],
-                          FEW if few else (MOVED if beyond else WITHIN), tuple(theirs),
-                          ratio_interval(theirs[1], theirs[0]) if len(theirs) > 1 else None))
+                          FEW if few else (MOVED if beyond else WITHIN), tuple(theirs), drift))
     return rows
 
 
@@ -298,7 +311,7 @@ def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict
         elif any(s.verdict == MOVED for s in found):
             verdict, why = "moved", ""
         elif all(s.verdict == FEW for s in found):
-            verdict, why = "not compared", f"fewer than {MIN_SAMPLES} samples a side"
+            verdict, why = "not compared", f"fewer than {MIN_ALONE_SAMPLES} samples a side"
         else:
             verdict, why = "not moved", ""
         out.append(Verdict(slug, verdict, found, why, len(alones), near, model))

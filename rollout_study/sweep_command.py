@@ -35,7 +35,7 @@ def command(args) -> list[str]:
             reachable(args.address)
     elif args.address:
         raise ParameterError("--address needs --executor ray")
-    else:  # every point runs on this host: one asking for a device it lacks is refused now, not point by point
+    if not args.address:  # every point runs on this host: one asking for a device it lacks is refused now
         for slug, params in spec.points():
             params.resolved_device()
     publish.check_name(spec.name, "name")

@@ -1,13 +1,14 @@
 """The Ray executor of a sweep (sweep.py): each point a Ray task with one GPU (`num_gpus=1`; one CPU each on a
 machine without CUDA), on a local Ray instance started for the sweep or on an existing cluster by address.
 
-Points that share a node are pinned to disjoint shares of its cores: a GPU task to its GPU's share (the node's
-cores this worker may use, over the node's GPUs), a CPU task to a free slot's (one slot per CPU Ray gives the
-node, claimed with a lock file, as Ray names no CPU). Each runs in a fresh process of the sweep's launcher,
-which inherits the pinning and Ray's thread settings; each entry records where it ran (`placement`: node,
-GPUs, slot, cores) and each result its cores and threads. The sampled points are then repeated alone
-(repeats.py) as Ray tasks too, one at a time, on the node that ran them: the same executor, threads and
-pinning, nothing of the sweep beside them.
+Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU Ray
+gives the node, or per CPU without CUDA) by a lock file keyed by host, and pins itself to that slot's share of
+the cores its worker may use. Slots, not GPU ids: Ray names a GPU by its physical id where CUDA_VISIBLE_DEVICES
+was set, and names no CPU. Each runs in a fresh process of the sweep's launcher, which inherits the pinning and
+Ray's thread settings; each entry records where it ran (`placement`: node, GPUs, slot, cores) and each result its
+cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at a time, on
+the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands out): the same
+executor, threads and pinning, nothing of the sweep beside them.
 
 Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
 unseen. A point whose result names other code than the sweep's (a cluster with another copy of the package
@@ -27,15 +28,24 @@ from .sweep import SweepSpec, _Record
 _worker_cores: list[int] | None = None  # the cores this worker may use, before any task pinned it
 
 
-def _free_slot(node: str, slots: int):
-    """(slot, the lock file held while the task runs) of the first free slot of `slots` on this node; (None, None)
-    where every one is held (another sweep's tasks on the same node)."""
+def _free_slot(slots: int, prefer: int | None = None):
+    """(slot, the lock file held while the task runs) of a free slot of `slots` on this host, `prefer` first;
+    (None, None) where every one is held. Keyed by host, not Ray node: two sweeps on one host, each with its own
+    local instance, still share its cores out."""
     import fcntl
+    import socket
 
-    folder = Path(tempfile.gettempdir()) / "rollout-study-ray-slots" / node
-    folder.mkdir(parents=True, exist_ok=True)
-    for slot in range(slots):
-        handle = open(folder / f"{slot}.lock", "w")
+    folder = Path(tempfile.gettempdir()) / "rollout-study-ray-slots" / socket.gethostname()
+    order = ([prefer] if prefer is not None and 0 <= prefer < slots else []) + [s for s in range(slots) if s != prefer]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a /tmp this user cannot write: run unpinned rather than fail the point
+        return None, None
+    for slot in order:
+        try:
+            handle = open(folder / f"{slot}.lock", "w")
+        except OSError:
+            continue
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return slot, handle
@@ -44,9 +54,11 @@ def _free_slot(node: str, slots: int):
     return None, None
 
 
-def _pin(cuda: bool) -> tuple[dict, object]:
-    """Pin this worker (and so the point's process, which inherits it) to its share of the node's cores; returns
-    where it ran, as recorded, and a lock file to hold until the point ends (CPU slots)."""
+def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
+    """Pin this worker (and so the point's process, which inherits it) to a free slot's share of the node's cores
+    (one slot per GPU, or per CPU without CUDA); returns where it ran, as recorded, and the slot's lock file to
+    hold until the point ends. Slots, not GPU ids: Ray names a GPU by its physical id (or a UUID) where
+    CUDA_VISIBLE_DEVICES was set, which need not count from 0."""
     import ray
 
     from .environment import core_ranges
@@ -57,15 +69,10 @@ def _pin(cuda: bool) -> tuple[dict, object]:
     if _worker_cores is None:  # a worker runs task after task (max_calls=0): cut shares from its first cores
         _worker_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     resources = next((n.get("Resources", {}) for n in ray.nodes() if n.get("NodeID") == node), {})
-    gpus = [str(g) for g in ray.get_gpu_ids()]
-    held = None
-    if cuda:
-        slots, slot = int(resources.get("GPU", 0)), (int(gpus[0]) if gpus and gpus[0].isdigit() else None)
-    else:
-        slots = int(resources.get("CPU", 0))
-        slot, held = _free_slot(node, slots)
+    slots = int(resources.get("GPU" if cuda else "CPU", 0))
+    slot, held = _free_slot(slots, prefer)
     share = len(_worker_cores) // slots if slots else 0
-    cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None and slot < slots else []
+    cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None else []
     why = "" if cores else f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}"
     if cores:
         try:
@@ -74,20 +81,23 @@ def _pin(cuda: bool) -> tuple[dict, object]:
             cores, why = [], f"unpinned: {err}"
     if not cores and _worker_cores:
         os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
-    placement = {"node": node, "node_ip": ray.util.get_node_ip_address(), "gpus": gpus, "slot": slot,
-                 "slots": slots, "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
+    placement = {"node": node, "node_ip": ray.util.get_node_ip_address(),
+                 "gpus": [str(g) for g in ray.get_gpu_ids()], "slot": slot, "slots": slots,
+                 "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
     return ({**placement, "why": why} if why else placement), held
 
 
-def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | None = None) -> dict:
-    """One point as a Ray task, pinned to its share of the node's cores, run in a fresh process. Its own errors
-    come back as text beside its wall time and placement (a crash of the worker itself reaches the driver)."""
+def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | None = None,
+               prefer: int | None = None) -> dict:
+    """One point as a Ray task, pinned to a slot's share of the node's cores (`prefer`: a repeat's point's slot,
+    free when nothing else runs), run in a fresh process. Its own errors come back as text beside its wall time
+    and placement (a crash of the worker itself reaches the driver)."""
     from .launch import LaunchError, point_launcher
     from .record import excerpt
 
-    placement, held = _pin(cuda)
-    start = time.perf_counter()
+    placement, held, start = {}, None, time.perf_counter()
     try:
+        placement, held = _pin(cuda, prefer)
         run = point_launcher(launcher, timeout_s=timeout_s)
         result = run(StudyParams.from_dict(params_dict, source="ray task"))
         return {"result": result.to_dict(), "error": None, "wall_s": time.perf_counter() - start,
@@ -128,7 +138,7 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
                              "start its own instance or connect to --address; allowed: a process without Ray "
                              "initialized")
     ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-             **({} if address else {"num_cpus": os.cpu_count()}))
+             **({} if address else {"num_cpus": len(_allowed_cores()) or os.cpu_count()}))
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cuda = torch.cuda.is_available() or gpus > 0
@@ -161,17 +171,22 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
         ray.shutdown()
 
 
+def _allowed_cores() -> list[int]:
+    """The cores this process may use (a cpuset container's, not the machine's): a local instance's CPUs."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 def _alone_runner(task, launcher: str, cuda: bool, timeout: float | None):
     """A repeat's runner: the point's task again, alone, on the node its side-by-side run had (where recorded)."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     def run(params: StudyParams, side: dict | None):
         node = ((side or {}).get("placement") or {}).get("node")
         options = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
         try:
-            return _outcome(ray.get(task.options(**options).remote(params.to_dict(), launcher, cuda, timeout)))
+            slot = ((side or {}).get("placement") or {}).get("slot")
+            return _outcome(ray.get(task.options(**options).remote(params.to_dict(), launcher, cuda, timeout, slot)))
         except Exception as err:
             return None, getattr(err, "cause", None) or err, None, {}
 

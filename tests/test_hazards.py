@@ -327,11 +327,14 @@ def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_proces
     cores = [e["placement"]["cores"] for e, _ in points]
     assert all(e["placement"]["pinned"] for e, _ in points) and all(c for c in cores)
     assert [r.metadata["threads"]["cpu_affinity"] for _, r in points] == cores
-    if os.cpu_count() > 1 and len({e["placement"]["slot"] for e, _ in points}) == 2:  # they overlapped
-        assert cores[0] != cores[1]
+    if repeats.beside(points[0][1], points):  # they ran at once: two slots (each its lock), so other cores
+        assert points[0][0]["placement"]["slot"] != points[1][0]["placement"]["slot"]
+        assert os.cpu_count() < 2 or cores[0] != cores[1]
     if repeat:  # repeated alone by Ray too, twice, as its point ran: same threads and as many cores
         runs = record["repeats"]["points"]
         assert [(e["run"], e["executor"], e["status"]) for e in runs] == [(1, "ray", "valid"), (2, "ray", "valid")]
+        side = next(e for e, _ in points if e["order"] == runs[0]["order"])
+        assert {e["placement"]["slot"] for e in runs} == {side["placement"]["slot"]}  # its own slot: same cores
         (verdict,) = repeats.verdicts(points, repeats.load(tmp_path, record))
         assert verdict.runs == 2 and "other settings" not in verdict.why
 

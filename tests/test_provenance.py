@@ -35,9 +35,9 @@ def test_one_value_is_named_once_and_values_that_differ_are_counted():
                     "2.11.0+cu130, transformers 5.20.1, Python 3.12.3; machine: NVIDIA H200 (driver 580.1, CUDA 13.0)")
     mixed = provenance.provenance_line([_result("a" * 12, "f" * 64), _result("b" * 12, "f" * 64),
                                         _result("b" * 12, None, gpu=None)])
-    assert "fingerprint ffffffffff (2 points), not recorded (1 points)" in mixed
-    assert "commit aaaaaaaaaa (1 points), commit bbbbbbbbbb (2 points)" in mixed
-    assert "NVIDIA H200 (driver 580.1, CUDA 13.0) (2 points), CPU: Xeon (1 points)" in mixed
+    assert "fingerprint ffffffffff (2 point(s)), not recorded (1 point(s))" in mixed
+    assert "commit aaaaaaaaaa (1 point(s)), commit bbbbbbbbbb (2 point(s))" in mixed
+    assert "NVIDIA H200 (driver 580.1, CUDA 13.0) (2 point(s)), CPU: Xeon (1 point(s))" in mixed
     assert provenance.provenance_line([]).endswith("no result to read them from")
 
 

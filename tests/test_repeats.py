@@ -19,7 +19,7 @@ def _run(graph_ms: list[float], threads: dict | None = None, span: tuple[str, st
     return result
 
 
-TIGHT = [0.0, 0.01, -0.01, 0.005, -0.005]
+TIGHT = [0.0, 0.01, -0.01, 0.005, -0.005, 0.0]  # six samples: the least the rule gives a verdict from
 
 
 def _at(ms: float) -> list[float]:
@@ -42,12 +42,20 @@ def test_a_phase_moved_only_when_the_side_by_side_median_lies_beyond_every_run_a
     assert [a.median for a in beyond[GRAPH].alones] == pytest.approx([10.0, 10.2])
 
 
-def test_the_intervals_are_at_the_family_level_over_the_points_phases():
-    side, alones = _run(_at(12.0)), [_run(_at(10.0)), _run(_at(10.2))]
-    found = repeats.shifts_alone(side, alones)
-    level = 1 - repeats.FAMILY / len(found)
-    shift = next(s for s in found if s.variant == GRAPH and s.phase == "steady")
-    assert len(found) > 1 and shift.ratio == ratio_interval(shift.side, shift.alone, level=level)
+def test_a_shift_smaller_than_the_runs_alone_differ_is_drift_and_three_samples_give_no_verdict():
+    # beyond both runs alone, tight calls, yet 0.5% from the nearer while the runs alone differ by 2%: drift
+    drift = {s.variant: s for s in repeats.shifts_alone(_run(_at(10.25)), [_run(_at(10.0)), _run(_at(10.2))])
+             if s.phase == "steady"}
+    assert drift[GRAPH].verdict == repeats.WITHIN and drift[GRAPH].run_to_run.point == pytest.approx(1.02, rel=1e-3)
+    # With 3 samples a side the interval of medians is the samples' range at any level: no verdict, however far
+    three = [10.0, 10.01, 9.99]
+    few = {s.variant: s for s in repeats.shifts_alone(_run([20.0, 20.01, 19.99]), [_run(three), _run(three)])
+           if s.phase == "steady"}
+    assert few[GRAPH].verdict == repeats.FEW
+    entry = {"order": 0, "slug": "p0"}
+    (verdict,) = repeats.verdicts([(entry, _run([20.0, 20.01, 19.99]))], [({**entry, "run": n}, _run(three))
+                                                                          for n in (1, 2)])
+    assert verdict.verdict == "not compared" and verdict.why == "fewer than 6 samples a side"
 
 
 def test_a_run_alone_with_other_threads_or_cores_is_not_compared():

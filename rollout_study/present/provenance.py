@@ -33,7 +33,7 @@ def _counted(values: list[str], noun: str) -> str:
     return ", ".join(f"{value} ({n} {noun})" for value, n in counts.items())
 
 
-def provenance_line(results: list[Result], noun: str = "points") -> str:
+def provenance_line(results: list[Result], noun: str = "point(s)") -> str:
     """Code (fingerprints, then commits), software and machine of `results`, each distinct value once."""
     metas = [r.metadata for r in results]
     if not metas:

@@ -13,18 +13,19 @@ PHASES_CAPTION = "Every steady phase compared (low and high: the interval at the
 
 def contrast(record: dict) -> str:
     """What a repeat alone contrasts. Side by side only where some invocation ran more than one worker; with one,
-    nothing ran beside a point, and a shift is the executor's (a Ray task against a local process) or the host's
-    between the two runs; with the local executor both runs are local, one at a time: run to run."""
+    nothing ran beside a point: where the runs alone ran by the sweep's executor (since they run twice), a shift is
+    run to run; in older records a Ray point was repeated in a local process, so a shift is also the executor's."""
     invocations = sweep.invocations(record.get("wall")) or [record]  # older records: executor, workers at the top
     workers = [w["workers"] for w in invocations if w.get("workers") is not None]
-    executors = sorted({str(w.get("executor")) for w in invocations if w.get("executor")})
+    executors = sorted({str(w.get("executor")).split()[0] for w in invocations if w.get("executor")})
+    alone_by = {e["executor"] for e in (record.get("repeats") or {}).get("points", []) if e.get("executor")}
     if not workers:
         return "between the sweep's run and the run alone (how many points ran at once is not recorded)"
     if max(workers) > 1:
         return f"by running side by side (up to {max(workers)} workers, {' and '.join(executors)} executor)"
-    if executors == ["local"]:
-        return ("run to run: both runs local and one at a time, so a shift is the host's between them, not a "
-                "neighbour's")
+    if executors == ["local"] or alone_by == set(executors):
+        return (f"run to run: the sweep's run and the runs alone by one executor ({executors[0]}), one at a time, so a "
+                "shift is the host's between them, not a neighbour's")
     return (f"between its {' and '.join(executors)} run and the run alone (one worker: nothing ran beside it, so a "
             "shift is the executor's or the host's between the two runs, not a neighbour's)")
 

@@ -46,11 +46,13 @@ RULE = ("side by side vs alone: for each variant and steady phase, the ratio of 
         f"resampled) at 1 - {FAMILY}/n, n the point's (variant, phase) pairs compared; a phase moved when every such "
         "interval excludes 1 on the same side (the side-by-side median lies beyond every run alone) and the shift "
         "from the nearest run alone exceeds the runs alone's own difference (alone 2 / alone 1: the run-to-run drift "
-        f"they show); no verdict with fewer than {MIN_ALONE_SAMPLES} samples a side (from fewer the interval is the "
-        "samples' range at any level); a point moved when any of its phases moved; runs alone with other threads or "
-        "another number of cores than the side-by-side run's are not compared. Two runs alone show drift only "
-        "roughly: where each run drifts independently and nothing beside a point moves it, the rule still reads "
-        "moved about 1 time in 3 (three normal offsets, simulated), so one point moved is no finding; several are")
+        f"they show); no verdict with fewer than {MIN_ALONE_SAMPLES} samples a side (a chosen minimum: from 3, the "
+        "published sweeps' count, the interval is the samples' range at any level); a point moved when any of its "
+        "phases moved; runs alone with other threads or another number of cores than the side-by-side run's are not "
+        "compared. Two runs alone show drift only roughly: where each run drifts independently and nothing beside a "
+        "point moves it, a phase still reads moved about 1 time in 3 (three normal offsets, simulated), and a point "
+        "of k phases up to 1 - (2/3)^k of the time where each phase drifts apart (1 in 3 where one drift moves all "
+        "of a run's phases alike), so one point moved is no finding")
 
 
 def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:
@@ -88,10 +90,9 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     process of the sweep's launcher); returns sweep.json's `repeats` block (also on disk). A repeat whose result
     is already there (resume) is kept as a point's is (sweep.kept_status); a curve sweep's point that failed or
     is invalid side by side is not repeated."""
-    from .environment import now
+    from .environment import git_commit, now
     from .launch import sweep_launcher
     from .pipeline import say
-    from .environment import git_commit
     from .sweep import SWEEP_FILE, kept_status, other_code, point_hash, settle
 
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
@@ -103,6 +104,7 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     current = git_commit()  # once: the resume check and the code check of every repeat
     code = current.get("code_sha256")
     began = time.perf_counter()
+    earlier = {e["file"]: e for e in (record.get("repeats") or {}).get("points", []) if e.get("file")}
     block = {"rule": RULE, "start": now(), "end": None, "seconds": 0.0, "points": []}
     record["repeats"] = block
     side_by_side = {e.get("order"): e for e in record.get("points", [])}
@@ -116,7 +118,9 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
                 # A curve sweep's failed or invalid point is a finding of its own; alone it has nothing to compare
                 entry["status"] = NOT_REPEATED
             elif kept := kept_status(folder, entry["file"], params, current):
-                entry["status"] = kept
+                # what ran it stays said: the report's contrast reads the executor of the runs alone
+                entry.update({k: v for k, v in earlier.get(entry["file"], {}).items()
+                              if k in ("launcher", "executor", "placement")}, status=kept)
             else:
                 result, error, wall_s, placement = runner(params, side)
                 entry.update(launcher=kind, executor=executor, **({"placement": placement} if placement else {}))

@@ -1,13 +1,15 @@
 """The Ray executor of a sweep (sweep.py): each point a Ray task with one GPU (`num_gpus=1`; one CPU each on a
 machine without CUDA), on a local Ray instance started for the sweep or on an existing cluster by address.
 
-Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU Ray
-gives the node, or per CPU without CUDA) by a lock file keyed by host, and pins itself to that slot's share of
-the cores its worker may use. Slots, not GPU ids: Ray names a GPU by its physical id where CUDA_VISIBLE_DEVICES
-was set, and names no CPU. Each runs in a fresh process of the sweep's launcher, which inherits the pinning and
-Ray's thread settings; each entry records where it ran (`placement`: node, GPUs, slot, cores) and each result its
-cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at a time, on
-the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands out): the same
+Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU
+Ray gives the node, or per CPU without CUDA) by a lock file keyed by host, and pins itself to that slot's share
+of the cores its worker may use (two sweeps on one host share it out only where their slots cut the cores
+alike; a task that finds every slot held runs unpinned and says so). Slots, not GPU ids: Ray names a GPU by its
+physical id where CUDA_VISIBLE_DEVICES was set, and names no CPU; so a slot's cores need not be its GPU's
+nearest. Each runs in a fresh process of the sweep's launcher, which inherits the pinning and Ray's thread
+settings; each entry records where it ran (`placement`: node, GPUs, slot, cores) and each result its cores and
+threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at a time, on the node
+that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands out): the same
 executor, threads and pinning, nothing of the sweep beside them.
 
 Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
@@ -30,12 +32,14 @@ _worker_cores: list[int] | None = None  # the cores this worker may use, before 
 
 def _free_slot(slots: int, prefer: int | None = None):
     """(slot, the lock file held while the task runs) of a free slot of `slots` on this host, `prefer` first;
-    (None, None) where every one is held. Keyed by host, not Ray node: two sweeps on one host, each with its own
-    local instance, still share its cores out."""
+    (None, None) where every one is held or the lock folder cannot be written. Keyed by host, not Ray node: two
+    sweeps of the same slot layout on one host, each with its own local instance, still share its cores out."""
     import fcntl
     import socket
 
-    folder = Path(tempfile.gettempdir()) / "rollout-study-ray-slots" / socket.gethostname()
+    # ROLLOUT_STUDY_SLOTS: another folder for the locks (tests, so that runs beside them do not hold their slots)
+    root = os.environ.get("ROLLOUT_STUDY_SLOTS") or Path(tempfile.gettempdir()) / "rollout-study-ray-slots"
+    folder = Path(root) / socket.gethostname()
     order = ([prefer] if prefer is not None and 0 <= prefer < slots else []) + [s for s in range(slots) if s != prefer]
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -67,23 +71,30 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
     context = ray.get_runtime_context()
     node = context.get_node_id()
     if _worker_cores is None:  # a worker runs task after task (max_calls=0): cut shares from its first cores
-        _worker_cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        _worker_cores = _allowed_cores()
     resources = next((n.get("Resources", {}) for n in ray.nodes() if n.get("NodeID") == node), {})
     slots = int(resources.get("GPU" if cuda else "CPU", 0))
     slot, held = _free_slot(slots, prefer)
-    share = len(_worker_cores) // slots if slots else 0
-    cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None else []
-    why = "" if cores else f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}"
-    if cores:
-        try:
-            os.sched_setaffinity(0, cores)
-        except OSError as err:
-            cores, why = [], f"unpinned: {err}"
-    if not cores and _worker_cores:
-        os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
-    placement = {"node": node, "node_ip": ray.util.get_node_ip_address(),
-                 "gpus": [str(g) for g in ray.get_gpu_ids()], "slot": slot, "slots": slots,
-                 "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
+    try:
+        share = len(_worker_cores) // slots if slots else 0
+        cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None else []
+        why = "" if cores else ("unpinned: every slot held (another sweep on this host) or the lock folder unwritable"
+                                if slot is None and slots else
+                                f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}")
+        if cores:
+            try:
+                os.sched_setaffinity(0, cores)
+            except OSError as err:
+                cores, why = [], f"unpinned: {err}"
+        if not cores and _worker_cores:
+            os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
+        placement = {"node": node, "node_ip": ray.util.get_node_ip_address(),
+                     "gpus": [str(g) for g in ray.get_gpu_ids()], "slot": slot, "slots": slots,
+                     "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
+    except BaseException:  # the slot goes back now, not when its handle is collected
+        if held is not None:
+            held.close()
+        raise
     return ({**placement, "why": why} if why else placement), held
 
 

@@ -304,6 +304,7 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
 def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command,
                                                                                      monkeypatch):
     ray = pytest.importorskip("ray")
+    monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path / "slots"))  # runs beside this one hold no slot here
     repeat = 1 if launcher == "fork-server" else 0  # one case pays for the repeats
     spec = sweep.SweepSpec.from_dict({"name": "hz-ray", "sweep": {"update_path": ["copy", "data-copy"]},
                                       "launcher": launcher, "repeat_alone": repeat, **{**SMALL, "policy": "both"}})

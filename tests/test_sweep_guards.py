@@ -295,6 +295,25 @@ def test_a_local_sweep_asking_for_a_device_this_host_lacks_is_refused_before_any
     runs = tmp_path / "runs"
     assert cli.main(["sweep", str(cuda), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
     assert "cuda" in capsys.readouterr().err and not runs.exists()
+    if importlib.util.find_spec("ray") is not None:  # Ray's own local instance is this host too
+        assert cli.main(["sweep", str(cuda), "--executor", "ray", "--output-root", str(runs), "--quiet"]) == \
+            cli.EXIT_BAD_INPUT
+        assert "cuda" in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_ray_task_takes_its_preferred_slot_else_the_next_free_one(tmp_path, monkeypatch):
+    from rollout_study.sweep_ray import _free_slot
+
+    monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path))
+    first, held = _free_slot(3, prefer=1)
+    second, other = _free_slot(3, prefer=1)  # 1 is held: the first free one
+    third, last = _free_slot(3, prefer=7)  # out of range: ignored
+    assert (first, second, third) == (1, 0, 2) and _free_slot(3) == (None, None) and _free_slot(0) == (None, None)
+    held.close()  # a point's end frees its slot
+    again, handle = _free_slot(3)
+    assert again == 1
+    for open_handle in (other, last, handle):
+        open_handle.close()
 
 
 def test_a_cluster_address_nothing_answers_at_is_refused_before_any_folder(tmp_path, capsys):

@@ -17,6 +17,7 @@ finished but a parity check, a phase or a notebook failed; 2 bad input, nothing 
 from __future__ import annotations
 
 import argparse
+import math
 import dataclasses
 import os
 import shlex
@@ -51,9 +52,11 @@ def parse_value(key: str, raw: str) -> Any:
     if any(ch.isdigit() for ch in text):  # not papermill's float('nan') or float('inf'): no parameter's value
         for number in (int, float):
             try:
-                return number(text)
+                value = number(text)
             except ValueError:
                 continue
+            if number is int or math.isfinite(value):  # 1e999 overflows to inf: text, refused by its check
+                return value
     try:
         return yaml.safe_load(raw) if text else ""
     except yaml.YAMLError as err:

@@ -105,6 +105,7 @@ def test_numbers_are_read_as_papermill_reads_them():
     assert [cli.parse_value("x", raw) for raw in ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")] \
         == [4, -3, 2.5, 5000.0, True, None, True, [1, 2], "abc"]
     assert cli.parse_value("name", "nan") == "nan"  # words papermill's float() takes stay text: no parameter's value
+    assert cli.parse_value("lr", "1e999") == "1e999"  # float() overflows it to inf: text, which lr's check refuses
     args = cli.parser().parse_args(["run", "-p", "prompt_len", "None", "--requests", "abc"])
     with pytest.raises(ParameterError, match="requests must be an integer between 1 and 4096, got 'abc'"):
         cli.params_from(args)

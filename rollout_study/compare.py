@@ -40,10 +40,7 @@ class Comparison:
         else:
             lines.append(f"tokens: {self.matching}/{self.compared} common calls match"
                          + ("" if self.tokens_match else f"; first difference: {self.first_difference}"))
-        if all(self.threads) and self.threads[0] != self.threads[1]:
-            lines.append(f"thread settings differ (A: {self.threads[0][0]}; B: {self.threads[1][0]}): eager "
-                         "generate() and the host's work run at their threads' pace, so the timings differ by that "
-                         "too")
+        lines += threads_line(self.threads, "the timings differ by that too")
         return "\n".join(lines)
 
 
@@ -121,10 +118,7 @@ class SweepComparison:
         if self.launchers[0] != self.launchers[1]:
             lines.append("launchers differ: each point's start-up depends on its launcher, so the ratio is not the "
                          "executors' alone")
-        if all(self.threads) and set(self.threads[0]) != set(self.threads[1]):
-            lines.append(f"thread settings differ (A: {'; '.join(self.threads[0])}; B: {'; '.join(self.threads[1])}):"
-                         " eager generate() and the host's work run at their threads' pace, so the wall times and "
-                         "steady medians B / A carry that too")
+        lines += threads_line(self.threads, "the wall times and steady medians B / A carry that too")
         if any(wall.get("earlier") for wall in self.walls):
             lines.append("seconds of a resumed sweep: the sum over its invocations (start and end: the last one's)")
         if self.common is not None:
@@ -262,6 +256,14 @@ def compare_sweeps(a, b) -> SweepComparison:
                            common_points(points_a, points_b),
                            tuple(thread_settings([r for _, r in points if r is not None])
                                  for points in (points_a, points_b)))
+
+
+def threads_line(threads: tuple[tuple[str, ...], tuple[str, ...]], carried: str) -> list[str]:
+    """The warning where A's and B's thread settings (thread_settings) differ: what the comparison carries."""
+    if not (all(threads) and set(threads[0]) != set(threads[1])):
+        return []
+    return [f"thread settings differ (A: {'; '.join(threads[0])}; B: {'; '.join(threads[1])}): eager generate() and "
+            f"the host's work run at their threads' pace, so {carried}"]
 
 
 def thread_settings(results: list[Result]) -> tuple[str, ...]:

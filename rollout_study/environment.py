@@ -73,10 +73,15 @@ def gpu_clocks() -> dict | None:
 def threads() -> dict:
     # The cores too: a sweep's points pinned to a share of the host (sweep_ray.py) and a point run alone must be
     # told apart by what they ran with, not by the executor's name.
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = allowed_cores()
     return {"torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
             **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TEARDOWN_CUPTI")},
-            "cpu_affinity": core_ranges(cores) if cores is not None else None}
+            "cpu_affinity": core_ranges(cores) if cores else None}
+
+
+def allowed_cores() -> list[int]:
+    """The cores this process may use (a cpuset container's, not the machine's); [] where the OS cannot say."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
 def core_ranges(cores) -> str:

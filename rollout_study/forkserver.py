@@ -64,6 +64,8 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
     timeout the child leads a process group of its own, killed whole: what it started too (launch.fresh_process)."""
     import torch
 
+    from .environment import allowed_cores
+
     context = _server()
     receive, send = context.Pipe(duplex=False)
     # The child's lifeline: this end is held here only, so the child sees EOF once this call is over or this
@@ -76,8 +78,7 @@ def run_forked(params: StudyParams, mode: str, timeout: float | None = None) -> 
         # What a new interpreter would inherit: the caller's environment and cores (the server's are those of
         # its own start; a Ray task's CUDA_VISIBLE_DEVICES and share of the cores are set per task), and
         # whether CUDA is there, which the child checks (a driver set up in the server would hide it).
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-        caller = {"environ": dict(os.environ), "cores": cores, "cuda": torch.cuda.is_available(),
+        caller = {"environ": dict(os.environ), "cores": allowed_cores(), "cuda": torch.cuda.is_available(),
                   "own_group": own_group}
         child = context.Process(target=_child, args=({"params": params.to_dict(), "mode": mode}, send, lifeline,
                                                      path, caller))

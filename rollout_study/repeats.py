@@ -72,18 +72,6 @@ def alone_file(slug: str, digest: str, run: int) -> str:
     return point_file(REPEATS_FOLDER, slug, digest + ("" if run == 1 else f"-alone{run}"))
 
 
-def local_runner(launcher):
-    """A repeat's runner under the local executor: the point's launcher again, in this host's fresh process."""
-    def run(params: StudyParams, side: dict | None):
-        start = time.perf_counter()
-        try:
-            return launcher(params), None, time.perf_counter() - start, {}
-        except Exception as err:  # recorded; the other repeats and the report go on
-            return None, err, time.perf_counter() - start, {}
-
-    return run
-
-
 def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, executor: str = "local") -> dict:
     """Run each sampled point ALONE_RUNS times, one run at a time, by `runner(params, side-by-side entry) ->
     (result, error, wall seconds, placement)` (the executor's: sweep_ray's under Ray; by default a fresh local
@@ -93,7 +81,7 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     from .environment import git_commit, now
     from .launch import sweep_launcher
     from .pipeline import say
-    from .sweep import SWEEP_FILE, kept_status, other_code, point_hash, settle
+    from .sweep import SWEEP_FILE, kept_status, local_runner, point_hash, settle
 
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     runner = runner or local_runner(launcher)
@@ -102,7 +90,6 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
     with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
         record = json.load(handle)
     current = git_commit()  # once: the resume check and the code check of every repeat
-    code = current.get("code_sha256")
     began = time.perf_counter()
     earlier = {e["file"]: e for e in (record.get("repeats") or {}).get("points", []) if e.get("file")}
     block = {"rule": RULE, "start": now(), "end": None, "seconds": 0.0, "points": []}
@@ -124,9 +111,7 @@ def run(spec, folder: Path, progress: bool = True, launcher=None, runner=None, e
             else:
                 result, error, wall_s, placement = runner(params, side)
                 entry.update(launcher=kind, executor=executor, **({"placement": placement} if placement else {}))
-                if result is not None and (problem := other_code(result, code)):  # as a point's (sweep._Record)
-                    result, error = None, RuntimeError(problem)
-                settle(folder, entry, result, error)
+                settle(folder, entry, result, error, current.get("code_sha256"))  # other code refused, as a point's
             entry["wall_s"] = time.perf_counter() - start
             block["points"].append(entry)
             block.update(end=now(), seconds=time.perf_counter() - began)

@@ -189,10 +189,14 @@ def invocations(wall: dict | None) -> list[dict]:
     return [*wall.get("earlier", []), {k: v for k, v in wall.items() if k not in ("earlier", "total_seconds")}]
 
 
-def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseException | None = None) -> None:
-    """A point's (or a repeat's) outcome: its result written and its status, or why it failed."""
+def settle(folder: Path, entry: dict, result: Result | None = None, error: BaseException | None = None,
+           code: str | None = None) -> None:
+    """A point's (or a repeat's) outcome: its result written and its status, or why it failed. `code`: the sweep's
+    code fingerprint; a result that names another is this point's failure (other_code)."""
     from .launch import LaunchError
 
+    if result is not None and (problem := other_code(result, code)):
+        result, error = None, RuntimeError(problem)
     why = None
     if result is not None:
         try:
@@ -257,9 +261,7 @@ class _Record:
         from .pipeline import say
 
         entry.update(fields)
-        if result is not None and (problem := other_code(result, self.code)):
-            result, error = None, RuntimeError(problem)
-        settle(self.folder, entry, result, error)
+        settle(self.folder, entry, result, error, self.code)
         self.data["points"].append(entry)
         self.data["wall_s"] = time.perf_counter() - self.began
         wall = self.data["wall"]
@@ -292,15 +294,25 @@ def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
 
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
+    run = local_runner(launcher)
     for entry, params in record.pending(spec):
+        result, error, wall_s, _ = run(params)
+        record.done(entry, result, error, wall_s=wall_s, launcher=kind, executor="local")
+    return record.data
+
+
+def local_runner(launcher):
+    """`run(params, side=None) -> (result, error, wall seconds, placement)` of one point by `launcher` in this
+    host's fresh process, as sweep_ray's tasks reply (placement: none recorded locally); the points' and the
+    repeats' runner under the local executor."""
+    def run(params: StudyParams, side: dict | None = None):
         start = time.perf_counter()
         try:
-            result = launcher(params)
+            return launcher(params), None, time.perf_counter() - start, {}
         except Exception as err:  # out of memory, a crash: recorded, and the sweep goes on
-            record.done(entry, error=err, wall_s=time.perf_counter() - start, launcher=kind, executor="local")
-            continue
-        record.done(entry, result, wall_s=time.perf_counter() - start, launcher=kind, executor="local")
-    return record.data
+            return None, err, time.perf_counter() - start, {}
+
+    return run
 
 
 def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | None]]]:

@@ -65,13 +65,13 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
     CUDA_VISIBLE_DEVICES was set, which need not count from 0."""
     import ray
 
-    from .environment import core_ranges
+    from .environment import allowed_cores, core_ranges
 
     global _worker_cores
     context = ray.get_runtime_context()
     node = context.get_node_id()
     if _worker_cores is None:  # a worker runs task after task (max_calls=0): cut shares from its first cores
-        _worker_cores = _allowed_cores()
+        _worker_cores = allowed_cores()
     resources = next((n.get("Resources", {}) for n in ray.nodes() if n.get("NodeID") == node), {})
     slots = int(resources.get("GPU" if cuda else "CPU", 0))
     slot, held = _free_slot(slots, prefer)
@@ -144,12 +144,14 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
     import ray
     import torch
 
+    from .environment import allowed_cores
+
     if ray.is_initialized():
         raise ParameterError("--executor ray: Ray is already initialized in this process, so the sweep cannot "
                              "start its own instance or connect to --address; allowed: a process without Ray "
                              "initialized")
     ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
-             **({} if address else {"num_cpus": len(_allowed_cores()) or os.cpu_count()}))
+             **({} if address else {"num_cpus": len(allowed_cores()) or os.cpu_count()}))
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         cuda = torch.cuda.is_available() or gpus > 0
@@ -169,7 +171,7 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
             try:
                 result, error, wall_s, placement = _outcome(ray.get(ready))
             except Exception as err:  # the worker died (its point's process with it): Ray's error, unwrapped
-                result, error, wall_s, placement = None, getattr(err, "cause", None) or err, None, {}
+                result, error, wall_s, placement = None, _unwrapped(err), None, {}
             record.done(entry, result, error, wall_s=wall_s, launcher=spec.launcher, executor="ray",
                         placement=placement)
         if spec.repeat_alone:
@@ -182,9 +184,9 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
         ray.shutdown()
 
 
-def _allowed_cores() -> list[int]:
-    """The cores this process may use (a cpuset container's, not the machine's): a local instance's CPUs."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+def _unwrapped(err: BaseException) -> BaseException:
+    """The task's own error where Ray wrapped it (RayTaskError.cause); Ray's own (a dead worker) as it is."""
+    return getattr(err, "cause", None) or err
 
 
 def _alone_runner(task, launcher: str, cuda: bool, timeout: float | None):
@@ -193,13 +195,13 @@ def _alone_runner(task, launcher: str, cuda: bool, timeout: float | None):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     def run(params: StudyParams, side: dict | None):
-        node = ((side or {}).get("placement") or {}).get("node")
+        placement = (side or {}).get("placement") or {}
+        node, slot = placement.get("node"), placement.get("slot")
         options = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
         try:
-            slot = ((side or {}).get("placement") or {}).get("slot")
             return _outcome(ray.get(task.options(**options).remote(params.to_dict(), launcher, cuda, timeout, slot)))
         except Exception as err:
-            return None, getattr(err, "cause", None) or err, None, {}
+            return None, _unwrapped(err), None, {}
 
     return run
 

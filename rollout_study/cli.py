@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 from .files import save, writable
 from .pipeline import say
 

@@ -129,8 +129,9 @@ class SweepComparison:
 @dataclass(frozen=True)
 class CommonPoints:
     """The points both sweeps finished, matched by parameter hash: their tokens call by call, and every steady
-    phase's median in B over A with its bootstrap interval, at 95% each (repeats.shifts; the repeats' own rule,
-    shifts_alone, also asks the shift to exceed how far two runs alone differ).
+    phase's median in B over A with its bootstrap interval, at 95% each, no verdict from fewer than 6 samples a side
+    (repeats.shifts; the repeats' own rule, shifts_alone, also asks the shift to exceed how far two runs alone
+    differ).
     The wall time says whether two GPUs paid off; this says whether they moved what the points measured."""
 
     compared: tuple[str, ...]  # slugs of the points finished on both sides
@@ -150,7 +151,7 @@ class CommonPoints:
 
     def lines(self) -> list[str]:
         from .present.text import align
-        from .repeats import MOVED
+        from .repeats import FEW, MIN_SHIFT_SAMPLES, MOVED
 
         def named(items, shown=3) -> str:
             return "; ".join(items[:shown]) + (f"; and {len(items) - shown} more" if len(items) > shown else "")
@@ -175,16 +176,18 @@ class CommonPoints:
             lines.append(f"steady phases measured on one side only: {named(self.one_sided)}")
         if not self.shifts:
             return lines + ["steady medians: no steady phase measured in both"]
-        lines.append("steady medians B / A over the common points' steady phases (moved: the 95% bootstrap interval "
-                     "excludes 1; a host-bound engine carries the host's pace on each side):")
+        lines.append(f"steady medians B / A over the common points' steady phases (moved: the 95% bootstrap interval "
+                     f"excludes 1, read from {MIN_SHIFT_SAMPLES} samples a side or more, each phase on its own; a "
+                     "host-bound engine carries the host's pace on each side):")
         rows = []
         for variant, shifts in self.by_variant().items():
             ratios = sorted(s.ratio.point for s in shifts)
             moved = [s for s in shifts if s.verdict == MOVED]
             rows.append([variant, str(len(shifts)), f"{statistics.median(ratios):.3f}", f"{ratios[0]:.3f}",
                          f"{ratios[-1]:.3f}", str(sum(s.ratio.point < 1 for s in moved)),
-                         str(sum(s.ratio.point > 1 for s in moved))])
-        header = ["variant", "phases", "median B/A", "lowest", "highest", "moved faster in B", "moved slower in B"]
+                         str(sum(s.ratio.point > 1 for s in moved)), str(sum(s.verdict == FEW for s in shifts))])
+        header = ["variant", "phases", "median B/A", "lowest", "highest", "moved faster in B", "moved slower in B",
+                  "too few samples"]
         return lines + align(header, rows, left=1)
 
 

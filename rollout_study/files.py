@@ -95,7 +95,7 @@ def read_yaml(path: str, what: str) -> Any:
     YAML is a ParameterError naming the file (bad input, exit 2), never a traceback."""
     import yaml
 
-    from .params import ParameterError
+    from .param_values import ParameterError
 
     if os.path.isdir(path):
         raise ParameterError(f"{what} {path!r} is a folder; allowed: a YAML file")

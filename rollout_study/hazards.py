@@ -34,7 +34,7 @@ import statistics
 from dataclasses import dataclass
 
 from .breakeven import rollouts_cost
-from .params import DIAGNOSTIC_POLICIES
+from .param_values import DIAGNOSTIC_POLICIES
 from .effects import real_cycles
 from .record import variant_name
 from .result import Result

@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 from .engines import variants
-from .params import DIAGNOSTIC_POLICIES, StudyParams
+from .param_values import DIAGNOSTIC_POLICIES
+from .params import StudyParams
 from .record import ColdStart, Failure, excerpt, variant_name
 from .result import Result
 

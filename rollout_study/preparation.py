@@ -7,7 +7,8 @@ import time
 import torch
 
 from . import models
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 from .timing import synchronize
 from .workload import Workload, chat_workload, random_workload
 

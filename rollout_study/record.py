@@ -15,7 +15,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from .params import DIAGNOSTIC_POLICIES
+from .param_values import DIAGNOSTIC_POLICIES
 
 
 SCHEMA_VERSION = 1

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .effects import MIN_SAMPLES
 from .files import write_json_atomic
 from .params import StudyParams
 from .record import excerpt
@@ -39,14 +38,15 @@ STEADY_PHASES = ("steady", "steady_after_update")
 MOVED, WITHIN, FEW = "moved", "within the spread", "too few samples"
 FAMILY = 0.05  # the chance, for one point, that some phase's interval excludes 1 by sampling alone (Bonferroni)
 # With 3 samples a side a bootstrap interval of medians is the samples' range at any level (FAMILY's correction
-# does nothing there): no verdict below this many. The published sweeps ran 3 iterations: their repeats read so.
-MIN_ALONE_SAMPLES = 6
+# does nothing there, and two runs from one distribution read moved 1 time in 10): no verdict below this many,
+# here or in `compare`. The published sweeps ran 3 iterations: their repeats and comparisons read so.
+MIN_SHIFT_SAMPLES = 6
 RULE = ("side by side vs alone: for each variant and steady phase, the ratio of medians (side by side / alone) "
         f"against each of the point's {ALONE_RUNS} runs alone, with bootstrap intervals (both sides' samples "
         f"resampled) at 1 - {FAMILY}/n, n the point's (variant, phase) pairs compared; a phase moved when every such "
         "interval excludes 1 on the same side (the side-by-side median lies beyond every run alone) and the shift "
         "from the nearest run alone exceeds the runs alone's own difference (alone 2 / alone 1: the run-to-run drift "
-        f"they show); no verdict with fewer than {MIN_ALONE_SAMPLES} samples a side (a chosen minimum: from 3, the "
+        f"they show); no verdict with fewer than {MIN_SHIFT_SAMPLES} samples a side (a chosen minimum: from 3, the "
         "published sweeps' count, the interval is the samples' range at any level); a point moved when any of its "
         "phases moved; runs alone with other threads or another number of cores than the side-by-side run's are not "
         "compared. Two runs alone show drift only roughly: where each run drifts independently and nothing beside a "
@@ -194,11 +194,12 @@ def _phases(side: Result, others: list[Result]):
 
 
 def shifts(side: Result, alone: Result) -> list[Shift]:
-    """Every steady phase of every real variant that both runs measured, at 95% each (`compare`'s rule)."""
+    """Every steady phase of every real variant that both runs measured, at 95% each (`compare`'s rule), no verdict
+    from fewer than MIN_SHIFT_SAMPLES a side."""
     rows = []
     for variant, cycle, phase, a, (b,) in _phases(side, [alone]):
         ratio = ratio_interval(a, b)
-        verdict = FEW if min(a.n, b.n) < MIN_SAMPLES else (WITHIN if ratio.contains(1.0) else MOVED)
+        verdict = FEW if min(a.n, b.n) < MIN_SHIFT_SAMPLES else (WITHIN if ratio.contains(1.0) else MOVED)
         rows.append(Shift(variant, cycle, phase, a, b, ratio, verdict))
     return rows
 
@@ -212,7 +213,7 @@ def shifts_alone(side: Result, alones: list[Result]) -> list[Shift]:
         ratios = [ratio_interval(mine, t, level=level) for t in theirs]
         beyond = all(r.has_interval and r.low > 1 for r in ratios) or all(r.has_interval and r.high < 1
                                                                             for r in ratios)
-        few = min(mine.n, *(t.n for t in theirs)) < MIN_ALONE_SAMPLES
+        few = min(mine.n, *(t.n for t in theirs)) < MIN_SHIFT_SAMPLES
         nearest = min(range(len(ratios)), key=lambda i: abs(math.log(ratios[i].point)))
         drift = ratio_interval(theirs[1], theirs[0]) if len(theirs) > 1 else None
         # beyond every run alone, and by more than the runs alone differ from each other
@@ -300,7 +301,7 @@ def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict
         elif any(s.verdict == MOVED for s in found):
             verdict, why = "moved", ""
         elif all(s.verdict == FEW for s in found):
-            verdict, why = "not compared", f"fewer than {MIN_ALONE_SAMPLES} samples a side"
+            verdict, why = "not compared", f"fewer than {MIN_SHIFT_SAMPLES} samples a side"
         else:
             verdict, why = "not moved", ""
         out.append(Verdict(slug, verdict, found, why, len(alones), near, model))

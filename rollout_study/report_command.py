@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .params import ParameterError
+from .param_values import ParameterError
 from .pipeline import say
 
 

@@ -43,7 +43,8 @@ from pathlib import Path
 
 from .files import write_json_atomic
 from .launch import LAUNCHERS
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 from .record import ResultError, excerpt
 from .result import Result
 # Whether a sweep folder may be published: in sweep_validity.py, read from here by its callers

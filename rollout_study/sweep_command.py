@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from .params import ParameterError
+from .param_values import ParameterError
 
 DESCRIPTION = (
     "One study per point of a sweep file, each in a fresh process, then the sweep's report (report: hazards, "

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .params import ParameterError
+from .param_values import ParameterError
 
 LOCK_FILE = ".sweep.lock"
 

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 from .result import Result
 from .sweep import SweepSpec, _Record
 

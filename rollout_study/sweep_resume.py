@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .params import ParameterError, StudyParams
+from .param_values import ParameterError
+from .params import StudyParams
 from .record import ResultError
 from .result import Result
 

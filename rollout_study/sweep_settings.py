@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .breakeven import BASELINE
 from .engines import variant_rank
-from .params import SHAPE_FIELDS
+from .param_values import SHAPE_FIELDS
 from .stats import Ratio, ratio_interval
 
 # Never a setting: a point's name, its engines (sweep_curves: a sweep may split engines into groups, each a point

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .params import ParameterError
+from .param_values import ParameterError
 
 ALLOWED = ("name", "subset_of", "repeat_alone", "launcher", "sweep")  # launcher: how, not what, a point runs
 

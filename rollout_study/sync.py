@@ -19,7 +19,7 @@ import copy
 
 import torch
 
-from .params import UPDATE_PATHS
+from .param_values import UPDATE_PATHS
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 

@@ -19,7 +19,7 @@ import torch
 
 from . import masks, sync
 from .models import TORCH_DTYPES
-from .params import DIAGNOSTIC_POLICIES
+from .param_values import DIAGNOSTIC_POLICIES
 from .timing import synchronize
 
 def make_optimizer(name: str, params, lr: float, impl: str = "auto", eps: float = 1e-8) -> torch.optim.Optimizer:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .params import ParameterError
+from .param_values import ParameterError
 
 # Varied on purpose: short and long, factual and open, so true lengths differ after templating.
 CHAT_PROMPTS = (

@@ -5,7 +5,8 @@ from rollout_study import parity
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.engines.graph_compiled import GraphCompiledEngine
 from rollout_study.engines.static_runner import StaticRunner, bucket_layout, decode_limits, replay_plan, step_buckets
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 from rollout_study.reference import reference
 from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload

@@ -11,7 +11,7 @@ import pytest
 
 from rollout_study import cli
 from rollout_study.engines.graph import GraphEngine
-from rollout_study.params import ParameterError
+from rollout_study.param_values import ParameterError
 from rollout_study.result import Result
 
 ROOT = Path(__file__).resolve().parent.parent

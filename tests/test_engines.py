@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rollout_study import engines
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "engine_example"))
 

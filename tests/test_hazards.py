@@ -5,7 +5,7 @@ import os
 import pytest
 
 from rollout_study import hazards, publish, repeats, sweep, sweep_ray
-from rollout_study.params import ParameterError
+from rollout_study.param_values import ParameterError
 from rollout_study.present import hazards as report
 from rollout_study.present import index
 from rollout_study.result import Result

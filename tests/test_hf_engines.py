@@ -15,7 +15,8 @@ import torch
 from rollout_study import hazards, parity
 from rollout_study.engines import hf_continuous
 from rollout_study.engines.hf_compile import HFCompileEngine, compile_config
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 from rollout_study.reference import reference
 from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload

@@ -1,6 +1,9 @@
+import dataclasses
+
 import pytest
 
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 
 
 def test_defaults_are_the_reference_workload():
@@ -176,3 +179,10 @@ def test_a_name_set_after_the_parameters_cell_that_is_no_parameter_is_refused():
         StudyParams.from_namespace(namespace, before=before)
     assert StudyParams.from_namespace(namespace).requests == 4  # without `before`, as before: not checked
 
+
+
+def test_every_parameter_has_its_check_and_every_check_its_parameter():
+    # from_dict checks the fields CHECKS names: a field added without a check would take any value
+    from rollout_study.param_values import CHECKS
+
+    assert set(CHECKS) == {f.name for f in dataclasses.fields(StudyParams)}

@@ -10,7 +10,8 @@ import torch
 from rollout_study import models, parity, training
 from rollout_study.reference import reference
 from rollout_study.engines.graph import GraphEngine
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 from rollout_study.timing import CallClock
 from rollout_study.workload import CHAT_PROMPTS, chat_workload
 

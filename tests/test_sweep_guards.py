@@ -16,7 +16,8 @@ import yaml
 from result_fixture import sweep_point
 from rollout_study import cli, launch, pipeline, sweep
 from rollout_study.launch import LaunchError
-from rollout_study.params import ParameterError, StudyParams
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
 from rollout_study.result import Result
 from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
 

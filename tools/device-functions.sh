@@ -71,7 +71,8 @@ needs_model() {  # needs_model NAME: whether params/NAME.yaml (a study or a swee
   python3 - "params/$1.yaml" "$(is_sweep "$1" 2>/dev/null && echo sweep)" 2>"${STATE_DIR:-/tmp}"/needs-model.err <<'PY'
 import sys
 try:
-    from rollout_study.params import PRETRAINED_SOURCES, StudyParams
+    from rollout_study.param_values import PRETRAINED_SOURCES
+    from rollout_study.params import StudyParams
     from rollout_study.sweep import SweepSpec
     path, sweep = sys.argv[1], sys.argv[2] == "sweep"
     points = [p for _, p in SweepSpec.from_yaml(path).points()] if sweep else [StudyParams.from_yaml(path)]

@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from rollout_study import masks, models, tracing  # noqa: E402
 from rollout_study.bandwidth import event_timer  # noqa: E402
 from rollout_study.engines.static_runner import StaticRunner  # noqa: E402
-from rollout_study.params import SYNTHETIC, SYNTHETIC_SHAPES, ParameterError, StudyParams  # noqa: E402
+from rollout_study.param_values import SYNTHETIC, SYNTHETIC_SHAPES, ParameterError  # noqa: E402
+from rollout_study.params import StudyParams  # noqa: E402
 from rollout_study.workload import random_workload  # noqa: E402
 from rollout_study.timing import profile_call  # noqa: E402
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ..params import DIAGNOSTIC_POLICIES
+from ..param_values import DIAGNOSTIC_POLICIES
 from ..timing import CallClock
 from .base import Engine, RolloutOutput
 from .static_runner import StaticKVCache, StaticRunner, bucket_layout, side_stream

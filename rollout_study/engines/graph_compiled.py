@@ -31,7 +31,7 @@ import types
 
 import torch
 
-from ..params import COMPILE_BACKENDS
+from ..param_values import COMPILE_BACKENDS
 from ..timing import CallClock
 from .compile_watch import CompileWatch
 from .graph import GraphEngine

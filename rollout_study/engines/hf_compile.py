@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..params import COMPILE_BACKENDS
+from ..param_values import COMPILE_BACKENDS
 from ..timing import CallClock
 from . import compile_watch
 from .base import Engine, RolloutOutput

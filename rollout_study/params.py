@@ -24,7 +24,6 @@ NOTEBOOK_NAMES = ("output_dir", "command")
 _KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
 
 
-
 @dataclass(frozen=True)
 class StudyParams:
     # Defaults are the reference workload of STUDY.md (one cycle, recapture policy).

@@ -37,8 +37,8 @@ ALONE_RUNS = 2  # runs alone per sampled point: two show the run-to-run spread a
 STEADY_PHASES = ("steady", "steady_after_update")
 MOVED, WITHIN, FEW = "moved", "within the spread", "too few samples"
 FAMILY = 0.05  # the chance, for one point, that some phase's interval excludes 1 by sampling alone (Bonferroni)
-# With 3 samples a side a bootstrap interval of medians is the samples' range at any level (FAMILY's correction
-# does nothing there, and two runs from one distribution read moved 1 time in 10): no verdict below this many,
+# With 3 samples a side a bootstrap interval of the ratio of medians is the samples' range at 95% and above (FAMILY's
+# correction does nothing there, and two runs of one distribution read moved 1 time in 10): no verdict below this many,
 # here or in `compare`. The published sweeps ran 3 iterations: their repeats and comparisons read so.
 MIN_SHIFT_SAMPLES = 6
 RULE = ("side by side vs alone: for each variant and steady phase, the ratio of medians (side by side / alone) "
@@ -47,7 +47,7 @@ RULE = ("side by side vs alone: for each variant and steady phase, the ratio of 
         "interval excludes 1 on the same side (the side-by-side median lies beyond every run alone) and the shift "
         "from the nearest run alone exceeds the runs alone's own difference (alone 2 / alone 1: the run-to-run drift "
         f"they show); no verdict with fewer than {MIN_SHIFT_SAMPLES} samples a side (a chosen minimum: from 3, the "
-        "published sweeps' count, the interval is the samples' range at any level); a point moved when any of its "
+        "published sweeps' count, the interval is the samples' range at 95% and above); a point moved when any of its "
         "phases moved; runs alone with other threads or another number of cores than the side-by-side run's are not "
         "compared. Two runs alone show drift only roughly: where each run drifts independently and nothing beside a "
         "point moves it, a phase still reads moved about 1 time in 3 (three normal offsets, simulated), and a point "

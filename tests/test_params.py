@@ -180,7 +180,6 @@ def test_a_name_set_after_the_parameters_cell_that_is_no_parameter_is_refused():
     assert StudyParams.from_namespace(namespace).requests == 4  # without `before`, as before: not checked
 
 
-
 def test_every_parameter_has_its_check_and_every_check_its_parameter():
     # from_dict checks the fields CHECKS names: a field added without a check would take any value
     from rollout_study.param_values import CHECKS

@@ -1140,7 +1140,8 @@ def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apar
                                                                                   "graph[recapture]", "hf-continuous")}
     n = len(slower)
     assert rows["eager"][-3:] == ["0", str(n), "0"] and rows["graph[reuse]"][-3:] == [str(len(faster)), "0", "0"]
-    assert rows["graph[recapture]"][-3:] == ["0", "0", "0"] and rows["hf-continuous"][-3:] == ["0", "0", str(n)]
+    assert rows["graph[recapture]"][-3:] == ["0", "0", "0"]
+    assert rows["hf-continuous"][-3:] == ["0", "0", str(len(few))]
     assert float(rows["eager"][2]) == pytest.approx(2.0, rel=0.02)
     assert float(rows["graph[reuse]"][2]) == pytest.approx(0.5, rel=0.02)
     assert CommonPoints(()).lines() == ["points finished in both: none, so no tokens or medians to compare"]

@@ -4,10 +4,13 @@ The records are read and checked first: a sweep.json or result.json that does no
 named, with nothing written. The report is built in a copy beside the folder and swapped in, so an interrupted
 or failing rebuild leaves it whole; a failing one keeps its copy, where its failure names the executed notebook.
 The index of the folder's parent is rebuilt only where that parent is a root of run or report folders (see
-`indexed_root`): `report ~/x` must not write ~/index.html.
+`indexed_root`): `report ~/x` must not write ~/index.html. A sweep folder is rebuilt under its sweep lock
+(sweep_lock.py): a sweep still writing into it would otherwise lose the points it wrote between the copy and the
+swap, and a sweep started meanwhile is refused until the rebuild ends.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from .param_values import ParameterError
 from .pipeline import say
+from .sweep_lock import LOCK_FILE, locked
 
 
 def sweep_kind(folder: Path) -> str:
@@ -64,25 +68,39 @@ def indexed_root(root: Path) -> bool:
 
 
 def command(args) -> int:
-    """Exit status: 0 rebuilt, 1 a step failed (the report as it was), 2 bad input (nothing written)."""
-    from . import pipeline, publish
+    """Exit status: 0 rebuilt, 1 a step failed (the report as it was), 2 bad input (nothing written) or a sweep
+    running into the folder."""
+    from . import publish
     from .sweep import SWEEP_FILE
 
     folder = Path(args.folder).resolve()
     swept = (folder / SWEEP_FILE).is_file()
     if not swept and not (folder / "result.json").is_file():
         raise ParameterError(f"{folder} holds neither result.json nor {SWEEP_FILE}")
-    kind = sweep_kind(folder) if swept else check_result(folder)  # before any work
+    sweep_report = sweep_kind(folder) if swept else check_result(folder)  # before any work
     root = indexed_root(folder.parent)
+    with locked(folder) if swept else contextlib.nullcontext():  # SweepLockedError before any work
+        problems = _rebuild(folder, sweep_report, root, progress=not args.quiet)
+    say(f"report folder: {folder}")
+    if root:
+        say(f"index: {publish.write_index(folder.parent)}")
+    return 1 if problems else 0
+
+
+def _rebuild(folder: Path, sweep_report: str | None, root: bool, progress: bool) -> list[str]:
+    """The report built in a copy beside the folder, swapped in where no step failed; the steps' problems."""
+    from . import pipeline, publish
+
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.rebuild-", dir=folder.parent))
     problems: list[str] = []
     try:
-        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies)
-        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True)
+        # links kept as links: a published copy of another report's raw result stays one (publish.link_copies);
+        # the lock is the rebuild's own, no record
+        shutil.copytree(folder, work, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE))
         publish.readable(work)  # the folder's mode came with the copy: a run made before runs were opened was 0700
         with pipeline.kernel_environment():
-            problems = (pipeline.sweep_report_step(work, kind, progress=not args.quiet)
-                        if swept else pipeline.report_step(work, progress=not args.quiet))
+            problems = (pipeline.sweep_report_step(work, sweep_report, progress=progress)
+                        if sweep_report else pipeline.report_step(work, progress=progress))
         if not problems:
             if root:  # one publisher at a time per root; a folder elsewhere gets no .lock beside it
                 with publish.locked(folder.parent):
@@ -94,7 +112,4 @@ def command(args) -> int:
             say(f"the failed rebuild is kept for inspection in {work} ({folder} is unchanged); remove it when done")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    say(f"report folder: {folder}")
-    if root:
-        say(f"index: {publish.write_index(folder.parent)}")
-    return 1 if problems else 0
+    return problems

@@ -100,6 +100,28 @@ def test_a_second_sweep_into_a_locked_folder_is_refused_naming_the_holder_and_wr
     assert reported == [True, True] and not done.name.startswith(".") and not (done / LOCK_FILE).exists()
 
 
+def test_a_sweep_folders_report_is_rebuilt_under_its_lock(tmp_path, capsys, monkeypatch):
+    # `report` copies the folder, builds, swaps the copy in: a sweep writing meanwhile lost what it wrote
+    spec, folder = _spec(), tmp_path / "sweep"
+    sweep.run_local(spec, folder, progress=False, launcher=_failing)
+    built = []
+    monkeypatch.setattr(pipeline, "sweep_report_step", lambda work, report, progress, **shown: built.append(
+        (_held_elsewhere(folder), (work / LOCK_FILE).exists())) or [])
+    holder = _holder(folder)
+    try:
+        before = _files(folder)
+        assert cli.main(["report", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+        assert f"is in use by another sweep (pid {holder.pid} on host " in capsys.readouterr().err
+        assert built == [] and _files(folder) == before
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert cli.main(["report", str(folder), "--quiet"]) == 0
+    # held while it built (against any other process), the lock file neither copied into the report nor left
+    assert built == [(True, False)] and not (folder / LOCK_FILE).exists()
+    assert not list(tmp_path.glob(".sweep.rebuild-*"))
+
+
 def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep_however_it_ends(tmp_path):
     folder = tmp_path / "sweep"
     holder = _holder(folder)

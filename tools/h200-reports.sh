@@ -19,6 +19,8 @@
 #   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
+#               sweep-h200-pair, then sweep-h200-pair-ray2 (12 tiny points at 6 iterations: `sweep local`, then
+#               `sweep ray`, on one two-GPU host, for issue 12's two targets);
 #               KEEP_FROM="FOLDER ..." passes each folder (runs/NAME, carried in or finished on this machine by
 #               an earlier step, which bring_kept_runs copies from its work copy, or a published subset,
 #               reports/NAME, which keep_from_folders copies into a pinned tree) as --keep-from

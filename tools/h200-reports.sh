@@ -16,11 +16,13 @@
 #   sweep-pack  pack $SWEEP's finished runs/$SWEEP-<time> and unfinished runs/.$SWEEP.partial-* into
 #               $OUT/$SWEEP-runs.tgz (to resume in a later session, or to publish), from the work copy of the step
 #               last started for it (sweep_copy in device-functions.sh), else the tree's runs/; exit 1 where none
-#   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200: a subset of it, such as
+#   SWEEP=NAME  (for sweep, resume, sweep-pack) params/NAME.yaml instead of sweep-h200 (a subset of it, or another
+#               sweep file), such as
 #               sweep-h200-tiny, -smollm2 or -1b (one model's points; no `part` calls without SmolLM2), or
 #               sweep-h200-tiny-ray2 (the tiny points, for `sweep ray` on two GPUs);
 #               sweep-h200-pair, then sweep-h200-pair-ray2 (12 tiny points at 6 iterations: `sweep local`, then
-#               `sweep ray`, on one two-GPU host, for issue 12's two targets);
+#               `sweep ray`, on one two-GPU host, for issue 12's two targets; keep the first's pack before the
+#               second starts: a new step clears the work copy);
 #               KEEP_FROM="FOLDER ..." passes each folder (runs/NAME, carried in or finished on this machine by
 #               an earlier step, which bring_kept_runs copies from its work copy, or a published subset,
 #               reports/NAME, which keep_from_folders copies into a pinned tree) as --keep-from
@@ -90,7 +92,8 @@ source tools/device-env.sh
 # without it a log keeps only "Fatal Python error: Aborted" (the CUDA tests' abort of 2026-12-02)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1 LIBC_FATAL_STDERR_=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-SWEEP=${SWEEP:-sweep-h200}  # the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200 or a subset of it
+# the sweep `sweep`, `resume` and `sweep-pack` run: sweep-h200, a subset of it, or another sweep file
+SWEEP=${SWEEP:-sweep-h200}
 SMOL_RUNS=${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}  # engines7's studies after the tiny run
 source tools/device-functions.sh
 case $step in

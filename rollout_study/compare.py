@@ -129,9 +129,8 @@ class SweepComparison:
 @dataclass(frozen=True)
 class CommonPoints:
     """The points both sweeps finished, matched by parameter hash: their tokens call by call, and every steady
-    phase's median in B over A with its bootstrap interval, at 95% each, no verdict from fewer than MIN_SHIFT_SAMPLES a side
-    (repeats.shifts; the repeats' own rule, shifts_alone, also asks the shift to exceed how far two runs alone
-    differ).
+    phase's median in B over A with its bootstrap interval at 95% (repeats.shifts; the repeats' own rule,
+    shifts_alone, also asks the shift to exceed how far two runs alone differ).
     The wall time says whether two GPUs paid off; this gives each phase's ratio, and whether it moved where both
     sides have MIN_SHIFT_SAMPLES (the published sweeps' 3 iterations give ratios alone)."""
 

@@ -102,10 +102,8 @@ def _rebuild(folder: Path, sweep_report: str | None, root: bool, progress: bool)
             problems = (pipeline.sweep_report_step(work, sweep_report, progress=progress)
                         if sweep_report else pipeline.report_step(work, progress=progress))
         if not problems:
-            if root:  # one publisher at a time per root; a folder elsewhere gets no .lock beside it
-                with publish.locked(folder.parent):
-                    publish.swap_in(work, folder)
-            else:
+            # one publisher at a time per root; a folder elsewhere gets no .lock beside it
+            with publish.locked(folder.parent) if root else contextlib.nullcontext():
                 publish.swap_in(work, folder)
     finally:
         if problems and work.is_dir():  # its failure named the executed notebook in it: kept where named

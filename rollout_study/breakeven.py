@@ -5,8 +5,9 @@ cost(U) = first call after the update + (U - 1) x steady state, per variant, fro
 A candidate with a dearer first call but a cheaper steady state pays off from some U on; one with a
 cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
 Two steady states count as different only when the 95% bootstrap interval of their ratio excludes 1
-(as the speed-ups are stated): a gap inside the replays' spread would otherwise end a policy's
-advantage at some U that the noise chose. Where they tie, the first calls decide, by the same test;
+(as the speed-ups are stated) and the ratio lies beyond STEADY_MARGIN: a gap inside the replays' spread,
+or one the measurement makes between two replays of the very same graph, would otherwise end a policy's
+advantage at some U that the noise chose. Where they tie, the first calls decide, by the interval alone;
 where those tie too, there is no break-even to state.
 """
 from __future__ import annotations
@@ -20,6 +21,14 @@ from .result import Result
 from .stats import ratio_interval
 
 BASELINE = "eager"  # Hugging Face generate(): the engine every other is compared with
+# reuse and recapture replay the same kernels after an update, yet their steady medians in one run differed by up
+# to 3.0% on the H200 (sweep-h200, 3 samples a side) and 2.1% at 20 a side (reference-tiny-all), beyond their
+# intervals: position in the round and where the graph's memory fell, not the policy. An interval alone calls
+# such a gap real and draws "only up to U=326" from it, so a steady gap must also pass this margin (as asv's
+# `--factor` does), set above every such gap published.
+STEADY_MARGIN = 0.05
+WITHIN_INTERVAL = "their 95% interval"
+WITHIN_MARGIN = f"{STEADY_MARGIN:.0%} (the margin)"
 
 
 def rollouts_cost(first_ms: float, steady_ms: float, rollouts: int) -> float:
@@ -34,21 +43,24 @@ class BreakEven:
     cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
     difference is linear in U, so the U where the candidate pays off form one interval:
     [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
-    steady_differs False: the steady states are within their interval, so the first calls alone decide;
-    first_differs False too: nothing differs beyond its interval, so there is no break-even to state.
+    steady_differs False: the steady states are within `steady_within` of each other (their interval, or
+    the margin), so the first calls alone decide; first_differs False too: the first calls are within
+    their interval, so there is no break-even to state.
     """
 
     first_u: int | None
     last_u: int | None
     steady_differs: bool = True
     first_differs: bool = True
+    steady_within: str = WITHIN_INTERVAL
 
     @property
     def verdict(self) -> str:
         if not (self.steady_differs or self.first_differs):
-            return "no difference: its first calls and steady states are within their 95% intervals of the baseline's"
+            return (f"no difference: its first calls are within their 95% interval of the baseline's and its "
+                    f"steady states within {self.steady_within} of each other")
         if not self.steady_differs:
-            same = "the steady states are within their 95% interval of each other"
+            same = f"the steady states are within {self.steady_within} of each other"
             return (f"pays off from the first rollout: its first call is not dearer and {same}"
                     if self.first_u == 1 else f"never: its first call is dearer and {same}")
         if self.first_u is None:
@@ -60,12 +72,14 @@ class BreakEven:
         return f"pays off from {self.first_u} rollouts per update"
 
 
-def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float,
-                        steady_ms: float, steady_differs: bool = True, first_differs: bool = True) -> BreakEven:
+def break_even_rollouts(base_first_ms: float, base_steady_ms: float, first_ms: float, steady_ms: float,
+                        steady_differs: bool = True, first_differs: bool = True,
+                        steady_within: str = WITHIN_INTERVAL) -> BreakEven:
     if not (steady_differs or first_differs):
-        return BreakEven(None, None, False, False)
+        return BreakEven(None, None, False, False, steady_within)
     if not steady_differs:
-        return BreakEven(1, None, False) if first_ms <= base_first_ms else BreakEven(None, None, False)
+        first_u = 1 if first_ms <= base_first_ms else None
+        return BreakEven(first_u, None, False, True, steady_within)
 
     def pays(u: int) -> bool:
         return rollouts_cost(first_ms, steady_ms, u) <= rollouts_cost(base_first_ms, base_steady_ms, u)
@@ -142,16 +156,24 @@ def differs(samples, base_samples) -> bool:
     return not ratio_interval(samples, base_samples).contains(1.0)
 
 
+def steady_tie(samples, base_samples) -> str | None:
+    """Why two steady states count as one (WITHIN_INTERVAL or WITHIN_MARGIN), or None where they differ."""
+    if not differs(samples, base_samples):
+        return WITHIN_INTERVAL
+    ratio = samples.median / base_samples.median
+    return WITHIN_MARGIN if 1 / (1 + STEADY_MARGIN) < ratio < 1 + STEADY_MARGIN else None
+
+
 def break_even_rows(result: Result) -> list[BreakEvenRow]:
     samples = _samples_after_update(result)
     rows = []
     for candidate, baseline in break_even_pairs(list(samples)):
         (firsts, steady), (base_firsts, base_steady) = samples[candidate], samples[baseline]
         first, base_first = firsts.median, base_firsts.median
-        steady_differs = differs(steady, base_steady)
+        tie = steady_tie(steady, base_steady)
         # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
-        first_differs = steady_differs or differs(firsts, base_firsts)
+        first_differs = tie is None or differs(firsts, base_firsts)
         rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
                                  break_even_rollouts(base_first, base_steady.median, first, steady.median,
-                                                     steady_differs, first_differs)))
+                                                     tie is None, first_differs, tie or WITHIN_INTERVAL)))
     return rows

@@ -9,7 +9,7 @@ from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, m
                             rename_engine, retime)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
-from rollout_study.breakeven import STEADY_MARGIN, WITHIN_INTERVAL, WITHIN_MARGIN, steady_tie
+from rollout_study.breakeven import STEADY_MARGIN, WITHIN_INTERVAL, steady_tie, within_margin
 from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,24 +88,61 @@ def test_a_steady_gap_beyond_its_interval_but_inside_the_margin_is_no_bound():
     tight = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 10.2)
     rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(tight))}
     found = rows[("graph[reuse]", "graph[recapture]")].break_even
-    assert found == BreakEven(1, None, False, True, WITHIN_MARGIN)
+    assert found == BreakEven(1, None, False, True, within_margin())
     assert f"within {STEADY_MARGIN:.0%} (the margin) of each other" in found.verdict
     # The margin holds both ways: recapture's steady state 2% slower is no bound either.
     faster = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 9.8)
     rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(faster))}
     assert rows[("graph[reuse]", "graph[recapture]")].break_even.steady_differs is False
-    # Just past it, the gap counts: 10 x 1.06 = 10.6 bounds reuse (above); against eager nothing changes.
-    assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
+
+
+def test_against_eager_the_interval_alone_decides():
+    # Eager's steady samples at 51 ms against recapture's (and reuse's) 50: 2% beyond the interval. Different
+    # kernels, so the gap is the engine's: recapture's dearer first call (130 against 100) pays off from U=31.
+    data = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 50.0)
+    data = retime(data, "eager", "steady_after_update", 51.0)
+    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    # 130 + (U-1) 50 <= 100 + (U-1) 51  <=>  U-1 >= 30
+    assert rows[("graph[recapture]", "eager")].break_even == BreakEven(31, None)
+
+
+def test_a_margin_tie_with_a_dearer_first_call_never_pays_off_and_says_why():
+    data = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 10.2)
+    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    # Reuse's first call (60) is cheaper, so make recapture the candidate by hand: 130 against 60.
+    found = analysis.break_even_rollouts(60.0, 10.0, 130.0, 10.2, False, True, within_margin())
+    assert found == BreakEven(None, None, False, True, within_margin())
+    assert found.verdict == ("never: its first call is dearer and the steady states are within "
+                             f"{STEADY_MARGIN:.0%} (the margin) of each other")
+    assert rows[("graph[reuse]", "graph[recapture]")].break_even.steady_within == within_margin()
+    nothing = BreakEven(None, None, False, False, within_margin())
+    assert nothing.verdict.startswith("no difference: its first calls are within their 95% interval")
+    assert nothing.verdict.endswith(f"steady states within {STEADY_MARGIN:.0%} (the margin) of each other")
 
 
 def test_steady_tie_names_why_two_steady_states_count_as_one():
     from rollout_study.stats import Samples
     base = Samples([10.0, 10.0, 10.0, 10.0])
-    assert steady_tie(Samples([10.0, 10.4, 9.8, 10.2]), Samples([10.1, 9.9, 10.3, 10.0])) == WITHIN_INTERVAL
-    assert steady_tie(Samples([10.49] * 4), base) == WITHIN_MARGIN
-    assert steady_tie(Samples([9.53] * 4), base) == WITHIN_MARGIN  # 1/1.05 = 0.952...
-    assert steady_tie(Samples([10.5] * 4), base) is None
-    assert steady_tie(Samples([9.5] * 4), base) is None
+    noisy = Samples([10.0, 10.4, 9.8, 10.2]), Samples([10.1, 9.9, 10.3, 10.0])
+    assert steady_tie(*noisy, with_margin=True) == steady_tie(*noisy, with_margin=False) == WITHIN_INTERVAL
+    assert steady_tie(Samples([10.5] * 4), base, with_margin=True) == within_margin()  # 5% is not beyond 5%
+    assert steady_tie(Samples([9.53] * 4), base, with_margin=True) == within_margin()  # 1/1.05 = 0.952...
+    assert steady_tie(Samples([10.49] * 4), base, with_margin=False) is None  # without the margin: differs
+    assert steady_tie(Samples([10.51] * 4), base, with_margin=True) is None
+    assert steady_tie(Samples([9.5] * 4), base, with_margin=True) is None
+
+
+def test_the_margins_text_follows_the_constant(monkeypatch):
+    from rollout_study import breakeven
+    monkeypatch.setattr(breakeven, "STEADY_MARGIN", 0.1)
+    assert breakeven.within_margin() == "10% (the margin)"
+
+
+def test_steady_within_belongs_to_a_tie_only():
+    assert BreakEven(1, None, False).steady_within == WITHIN_INTERVAL
+    assert BreakEven(1, None).steady_within is None
+    with pytest.raises(ValueError, match="steady_within"):
+        BreakEven(1, None, True, True, WITHIN_INTERVAL)
 
 
 def test_break_even_verdicts_tell_the_cases_apart():
@@ -296,7 +333,7 @@ def test_old_results_keep_their_numbers():
     smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(old("pretrained-smollm2"))}
     # 213.096 against 210.192 ms: 1.4% beyond the interval but inside the margin, so the head start decides (the
     # medians alone: 214.070 + (U-1) 213.096 <= 304.843 + (U-1) 210.192  <=>  U-1 <= 31.26, "only up to U=32").
-    assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, False, True, WITHIN_MARGIN)
+    assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, False, True, within_margin())
 
 
 def test_the_report_notebook_states_the_margin_the_code_applies():

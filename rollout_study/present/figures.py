@@ -252,7 +252,8 @@ def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | 
 def break_even_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
     """Per pair: cost per update against rollouts per update U (log-log, top) and the candidate's cost
     minus the baseline's (bottom, where lines that nearly coincide on top still part); where the
-    candidate pays off is shaded, unless the steady states are within their interval (see the title)."""
+    candidate pays off is shaded, unless the steady states tie (within their interval, or for two policies
+    of one engine within the margin: see the title)."""
     rows = analysis.break_even_rows(result)
     fig = _new_figure(5 * max(len(rows), 1), 7)
     axes = fig.subplots(2, max(len(rows), 1), squeeze=False)
@@ -273,8 +274,9 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
         bottom.plot(span, difference, color=variant_color(row.candidate))
         bottom.axhline(0, color="black", linewidth=0.8)
         for ax in (top, bottom):
-            # Steady states within their interval: the medians' slopes differ by noise, so their crossing is
-            # no bound; the verdict (title) comes from the first calls and nothing is shaded.
+            # Steady states that tie (their interval, or the margin between two replays of one graph): the
+            # medians' slopes differ by no gap the study resolves, so their crossing is no bound; the verdict
+            # (title) comes from the first calls and nothing is shaded.
             if row.break_even.first_u is not None and row.break_even.steady_differs:
                 ax.axvspan(row.break_even.first_u, row.break_even.last_u or horizon, color="#2ca02c", alpha=0.1,
                            label=f"{row.candidate} pays off" if ax is top else None)

@@ -46,10 +46,10 @@ DEFINITIONS = [
     "first after update: median over real updates of the first call after one; steady after: the median steady "
     "call after real updates (not cycle 0's); break-even: rollouts per update U from which (or up to which, the "
     "figure's open triangles) first + (U-1) x steady after is no dearer than the baseline's; two steady states "
-    f"differ only when the 95% interval of their ratio excludes 1 and the ratio is beyond {STEADY_MARGIN:.0%} "
-    "either way (two replays of one graph, reuse and recapture, differ by a few percent in one run), else the "
-    "first calls alone decide (no 'up to U' drawn from noise), and where those are within their interval too the "
-    "verdict is 'no difference'",
+    "differ only when the 95% interval of their ratio excludes 1, and two policies of one engine (reuse and "
+    f"recapture: one graph replayed) only beyond {STEADY_MARGIN:.0%} either way as well (they differ by a few "
+    "percent in one run), else the first calls alone decide (no 'up to U' drawn from noise), and where those are "
+    "within their interval too the verdict is 'no difference'",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "

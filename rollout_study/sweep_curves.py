@@ -249,13 +249,15 @@ class BreakEvenPoint:
     new_tokens: int
     batch: int
     break_even: BreakEven
+    steady_ratio: float  # candidate's steady median after the update over the baseline's: the gap the verdict read
 
 
 def break_evens(points: list[Point]) -> list[BreakEvenPoint]:
     rows = []
     for p in points:
         shown = p.variants()
-        rows += [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even)
+        rows += [BreakEvenPoint(row.candidate, row.baseline, p.new_tokens, p.batch, row.break_even,
+                                row.candidate_steady_ms / row.baseline_steady_ms)
                  for row in break_even_rows(p.result) if row.candidate in shown]
     return rows
 

@@ -46,6 +46,8 @@ def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
     # cost(U): graph 130 + 10(U-1) vs eager 100 + 50(U-1): cheaper from U = 2 (U = 1: 130 > 100)
     (break_even,) = curves.break_evens([p])
     assert (break_even.break_even.first_u, break_even.break_even.last_u) == (2, None)
+    assert break_even.steady_ratio == pytest.approx(10 / 50)  # the steady gap the verdict read, in the table too
+    assert report.break_even_table([p])["steady / baseline's"].tolist() == [pytest.approx(0.2)]
     (after,) = [r for r in curves.after_update([p]) if r.variant == "graph[reuse]"]
     assert (after.first_ms, after.steady_ms) == (130, 10)
 

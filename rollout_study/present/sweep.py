@@ -49,7 +49,8 @@ DEFINITIONS = [
     "differ only when the 95% interval of their ratio excludes 1, and two policies of one engine (reuse and "
     f"recapture: one graph replayed) only beyond {STEADY_MARGIN:.0%} either way as well (they differ by a few "
     "percent in one run), else the first calls alone decide (no 'up to U' drawn from noise), and where those are "
-    "within their interval too the verdict is 'no difference'",
+    "within their interval too the verdict is 'no difference'; steady / baseline's: the candidate's steady median "
+    "after the update over the baseline's, the gap the verdict read",
     "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
     "R^2 of the fit)",
     f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
@@ -120,8 +121,9 @@ def after_update_table(points) -> pd.DataFrame:
 
 def break_even_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"candidate": r.candidate, "baseline": r.baseline, "new tokens": r.new_tokens,
-                          "batch": r.batch, "from U": r.break_even.first_u, "up to U": r.break_even.last_u,
-                          "verdict": r.break_even.verdict} for r in curves.break_evens(points)])
+                          "batch": r.batch, "steady / baseline's": r.steady_ratio, "from U": r.break_even.first_u,
+                          "up to U": r.break_even.last_u, "verdict": r.break_even.verdict}
+                         for r in curves.break_evens(points)])
 
 
 def growth_table(points) -> pd.DataFrame:

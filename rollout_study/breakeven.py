@@ -5,7 +5,7 @@ cost(U) = first call after the update + (U - 1) x steady state, per variant, fro
 A candidate with a dearer first call but a cheaper steady state pays off from some U on; one with a
 cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
 Two steady states count as different only when the 95% bootstrap interval of their ratio excludes 1
-(as the speed-ups are stated), and for two policies of one engine, which replay the same graph, only
+(as the speed-ups are stated), and for two policies of one engine, which replay the same kernels, only
 beyond STEADY_MARGIN as well: a gap inside the replays' spread, or one the measurement makes between two
 replays of the very same kernels, would otherwise end a policy's advantage at some U that the noise
 chose. Where they tie, the first calls decide, by the interval alone; where those tie too, there is no
@@ -32,7 +32,7 @@ STEADY_MARGIN = 0.05
 WITHIN_INTERVAL = "their 95% interval"
 
 
-def within_margin() -> str:
+def margin_reason() -> str:
     """The tie's reason under the margin, read when it is used (so a changed STEADY_MARGIN says so)."""
     return f"{STEADY_MARGIN:.0%} (the margin)"
 
@@ -47,8 +47,8 @@ class BreakEven:
     """For which rollouts per update U the candidate costs no more than its baseline.
 
     cost(U) = first + (U - 1) * steady for each; the update costs both the same and cancels. The
-    difference is linear in U, so the U where the candidate pays off form one interval:
-    [first_u, last_u] (last_u None: every larger U too). first_u None: it never pays off.
+    difference is linear in U, so the U where the candidate pays off form one range:
+    first_u to last_u (last_u None: every larger U too). first_u None: it never pays off.
     steady_differs False: the steady states are within `steady_within` of each other (their interval, or
     the margin; the interval where none is given), so the first calls alone decide; first_differs False
     too: the first calls are within their interval, so there is no break-even to state. steady_within is
@@ -64,6 +64,8 @@ class BreakEven:
     def __post_init__(self):
         if self.steady_differs and self.steady_within is not None:
             raise ValueError(f"steady_within names why steady states tie; these differ ({self.steady_within!r})")
+        if self.steady_differs and not self.first_differs:  # the first calls are tested only where steady states tie
+            raise ValueError("first_differs=False means a tie the first calls break; these steady states differ")
         if not self.steady_differs and self.steady_within is None:
             object.__setattr__(self, "steady_within", WITHIN_INTERVAL)
 
@@ -164,22 +166,25 @@ def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def differs(samples, base_samples) -> bool:
-    """True unless the ratio's 95% interval holds 1; with one sample on each side (no interval) the medians decide."""
+def interval_excludes_one(samples, base_samples) -> bool:
+    """True unless the ratio's 95% interval holds 1; with one sample on each side (no interval) the medians decide.
+
+    The interval alone: between two policies of one engine the steady states must also pass the margin
+    (steady_tie), so a BreakEven's steady_differs can be False where this is True."""
     return not ratio_interval(samples, base_samples).contains(1.0)
 
 
 def same_engine(candidate: str, baseline: str) -> bool:
-    """Two policies of one engine (graph[reuse] and graph[recapture]): their steady states replay the same graph."""
+    """Two policies of one engine (graph[reuse], graph[recapture]): their steady states replay the same kernels."""
     return "[" in candidate and candidate.split("[")[0] == baseline.split("[")[0]
 
 
 def steady_tie(samples, base_samples, with_margin: bool) -> str | None:
     """Why two steady states count as one (their interval, or the margin where asked), or None where they differ."""
-    if not differs(samples, base_samples):
+    if not interval_excludes_one(samples, base_samples):
         return WITHIN_INTERVAL
     ratio = samples.median / base_samples.median
-    return within_margin() if with_margin and 1 / (1 + STEADY_MARGIN) <= ratio <= 1 + STEADY_MARGIN else None
+    return margin_reason() if with_margin and 1 / (1 + STEADY_MARGIN) <= ratio <= 1 + STEADY_MARGIN else None
 
 
 def break_even_rows(result: Result) -> list[BreakEvenRow]:
@@ -190,7 +195,7 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
         first, base_first = firsts.median, base_firsts.median
         tie = steady_tie(steady, base_steady, with_margin=same_engine(candidate, baseline))
         # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
-        first_differs = tie is None or differs(firsts, base_firsts)
+        first_differs = tie is None or interval_excludes_one(firsts, base_firsts)
         rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
                                  break_even_rollouts(base_first, base_steady.median, first, steady.median,
                                                      tie is None, first_differs, tie)))

@@ -9,7 +9,7 @@ from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, m
                             rename_engine, retime)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
-from rollout_study.breakeven import STEADY_MARGIN, WITHIN_INTERVAL, steady_tie, within_margin
+from rollout_study.breakeven import STEADY_MARGIN, WITHIN_INTERVAL, margin_reason, steady_tie
 from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,9 +56,9 @@ def test_steady_states_within_their_interval_leave_the_first_calls_to_decide():
 
 def test_samples_differ_by_their_interval_and_single_samples_by_their_values():
     from rollout_study.stats import Samples
-    assert not analysis.differs(Samples([10.0, 10.4, 9.8, 10.2]), Samples([10.1, 9.9, 10.3, 10.0]))
-    assert analysis.differs(Samples([12.0, 12.1, 11.9]), Samples([10.0, 10.1, 9.9]))
-    assert analysis.differs(Samples([10.1]), Samples([10.0]))  # no interval: the values decide
+    assert not analysis.interval_excludes_one(Samples([10.0, 10.4, 9.8, 10.2]), Samples([10.1, 9.9, 10.3, 10.0]))
+    assert analysis.interval_excludes_one(Samples([12.0, 12.1, 11.9]), Samples([10.0, 10.1, 9.9]))
+    assert analysis.interval_excludes_one(Samples([10.1]), Samples([10.0]))  # no interval: the values decide
 
 
 def test_a_noisy_steady_gap_is_no_bound_but_a_clear_one_is():
@@ -83,12 +83,12 @@ def test_a_noisy_steady_gap_is_no_bound_but_a_clear_one_is():
 
 
 def test_a_steady_gap_beyond_its_interval_but_inside_the_margin_is_no_bound():
-    # 10.2 against 10.0 ms in every sample: beyond any interval, yet 2% is what two replays of one graph
+    # 10.2 against 10.0 ms in every sample: beyond any interval, yet 2% is what two replays of the same kernels
     # differ by in one run, so the cheaper first call decides (the medians alone would say U=351).
     tight = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 10.2)
     rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(tight))}
     found = rows[("graph[reuse]", "graph[recapture]")].break_even
-    assert found == BreakEven(1, None, False, True, within_margin())
+    assert found == BreakEven(1, None, False, True, margin_reason())
     assert f"within {STEADY_MARGIN:.0%} (the margin) of each other" in found.verdict
     # The margin holds both ways: recapture's steady state 2% slower is no bound either.
     faster = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 9.8)
@@ -107,15 +107,16 @@ def test_against_eager_the_interval_alone_decides():
 
 
 def test_a_margin_tie_with_a_dearer_first_call_never_pays_off_and_says_why():
-    data = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 10.2)
+    # Reuse's first call made dearer than recapture's (140 against 130) and its steady state 2% slower: the
+    # steady states tie by the margin, so the dearer first call decides for every U.
+    data = retime(make_result_dict(), "graph[reuse]", "first_after_update", 140.0)
+    data = retime(data, "graph[reuse]", "steady_after_update", 10.2)
     rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
-    # Reuse's first call (60) is cheaper, so make recapture the candidate by hand: 130 against 60.
-    found = analysis.break_even_rollouts(60.0, 10.0, 130.0, 10.2, False, True, within_margin())
-    assert found == BreakEven(None, None, False, True, within_margin())
+    found = rows[("graph[reuse]", "graph[recapture]")].break_even
+    assert found == BreakEven(None, None, False, True, margin_reason())
     assert found.verdict == ("never: its first call is dearer and the steady states are within "
                              f"{STEADY_MARGIN:.0%} (the margin) of each other")
-    assert rows[("graph[reuse]", "graph[recapture]")].break_even.steady_within == within_margin()
-    nothing = BreakEven(None, None, False, False, within_margin())
+    nothing = BreakEven(None, None, False, False, margin_reason())
     assert nothing.verdict.startswith("no difference: its first calls are within their 95% interval")
     assert nothing.verdict.endswith(f"steady states within {STEADY_MARGIN:.0%} (the margin) of each other")
 
@@ -125,8 +126,8 @@ def test_steady_tie_names_why_two_steady_states_count_as_one():
     base = Samples([10.0, 10.0, 10.0, 10.0])
     noisy = Samples([10.0, 10.4, 9.8, 10.2]), Samples([10.1, 9.9, 10.3, 10.0])
     assert steady_tie(*noisy, with_margin=True) == steady_tie(*noisy, with_margin=False) == WITHIN_INTERVAL
-    assert steady_tie(Samples([10.5] * 4), base, with_margin=True) == within_margin()  # 5% is not beyond 5%
-    assert steady_tie(Samples([9.53] * 4), base, with_margin=True) == within_margin()  # 1/1.05 = 0.952...
+    assert steady_tie(Samples([10.5] * 4), base, with_margin=True) == margin_reason()  # 5% is not beyond 5%
+    assert steady_tie(Samples([9.53] * 4), base, with_margin=True) == margin_reason()  # 1/1.05 = 0.952...
     assert steady_tie(Samples([10.49] * 4), base, with_margin=False) is None  # without the margin: differs
     assert steady_tie(Samples([10.51] * 4), base, with_margin=True) is None
     assert steady_tie(Samples([9.5] * 4), base, with_margin=True) is None
@@ -135,7 +136,7 @@ def test_steady_tie_names_why_two_steady_states_count_as_one():
 def test_the_margins_text_follows_the_constant(monkeypatch):
     from rollout_study import breakeven
     monkeypatch.setattr(breakeven, "STEADY_MARGIN", 0.1)
-    assert breakeven.within_margin() == "10% (the margin)"
+    assert breakeven.margin_reason() == "10% (the margin)"
 
 
 def test_steady_within_belongs_to_a_tie_only():
@@ -143,6 +144,8 @@ def test_steady_within_belongs_to_a_tie_only():
     assert BreakEven(1, None).steady_within is None
     with pytest.raises(ValueError, match="steady_within"):
         BreakEven(1, None, True, True, WITHIN_INTERVAL)
+    with pytest.raises(ValueError, match="first_differs"):
+        BreakEven(1, None, True, False)
 
 
 def test_break_even_verdicts_tell_the_cases_apart():
@@ -333,7 +336,7 @@ def test_old_results_keep_their_numbers():
     smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(old("pretrained-smollm2"))}
     # 213.096 against 210.192 ms: 1.4% beyond the interval but inside the margin, so the head start decides (the
     # medians alone: 214.070 + (U-1) 213.096 <= 304.843 + (U-1) 210.192  <=>  U-1 <= 31.26, "only up to U=32").
-    assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, False, True, within_margin())
+    assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, False, True, margin_reason())
 
 
 def test_the_report_notebook_states_the_margin_the_code_applies():

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from result_fixture import make_call, make_result_dict, sweep_entries as loaded, sweep_point as point
+from result_fixture import sweep_entries as loaded, sweep_point as point
 from rollout_study import cli, repeats, sweep
 from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves

@@ -153,6 +153,11 @@ def _samples_after_update(result: Result) -> dict:
     return samples
 
 
+def same_engine(candidate: str, baseline: str) -> bool:
+    """Two policies of one engine (graph[reuse], graph[recapture]): their steady states replay the same kernels."""
+    return "[" in candidate and candidate.split("[")[0] == baseline.split("[")[0]
+
+
 def break_even_pairs(variants: list[str]) -> list[tuple[str, str]]:
     """(candidate, baseline): every variant against eager, then the policies of one engine against each other.
 
@@ -175,17 +180,13 @@ def interval_excludes_one(samples, base_samples) -> bool:
     return not ratio_interval(samples, base_samples).contains(1.0)
 
 
-def same_engine(candidate: str, baseline: str) -> bool:
-    """Two policies of one engine (graph[reuse], graph[recapture]): their steady states replay the same kernels."""
-    return "[" in candidate and candidate.split("[")[0] == baseline.split("[")[0]
-
-
 def steady_tie(samples, base_samples, with_margin: bool) -> str | None:
     """Why two steady states count as one (their interval, or the margin where asked), or None where they differ."""
-    if not interval_excludes_one(samples, base_samples):
+    ratio = ratio_interval(samples, base_samples)  # interval_excludes_one's, with its point
+    if ratio.contains(1.0):
         return WITHIN_INTERVAL
-    ratio = samples.median / base_samples.median
-    return margin_reason() if with_margin and 1 / (1 + STEADY_MARGIN) <= ratio <= 1 + STEADY_MARGIN else None
+    inside = 1 / (1 + STEADY_MARGIN) <= ratio.point <= 1 + STEADY_MARGIN
+    return margin_reason() if with_margin and inside else None
 
 
 def break_even_rows(result: Result) -> list[BreakEvenRow]:

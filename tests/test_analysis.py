@@ -15,6 +15,11 @@ from rollout_study.result import Result
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def by_pair(result: Result) -> dict:
+    """The break-even rows of a result by (candidate, baseline)."""
+    return {(r.candidate, r.baseline): r for r in analysis.break_even_rows(result)}
+
+
 # -- break-even -------------------------------------------------------------------------------
 @pytest.mark.parametrize("base_first, base_steady, first, steady, expected", [
     (240.0, 228.0, 262.0, 45.0, BreakEven(2, None)),   # 262 > 240 at U=1; 262+45=307 <= 240+228=468 at U=2
@@ -71,13 +76,13 @@ def test_a_noisy_steady_gap_is_no_bound_but_a_clear_one_is():
     for call, ms in zip(recapture, (9.8, 10.4, 10.0, 10.6, 10.0, 10.0), strict=True):
         call["breakdown_ms"]["other"] += ms - call["total_ms"]
         call["total_ms"] = ms
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(noisy))}
+    rows = by_pair(Result.from_dict(noisy))
     row = rows[("graph[reuse]", "graph[recapture]")]
     assert row.break_even == BreakEven(1, None, steady_differs=False)
     verdict = row.break_even.verdict
     assert "within their 95% interval" in verdict and "first call is not dearer" in verdict
     clear = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 10.6)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(clear))}
+    rows = by_pair(Result.from_dict(clear))
     # 60 + (U-1)*10.6 <= 130 + (U-1)*10  <=>  U-1 <= 116.7
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 117)
 
@@ -86,13 +91,13 @@ def test_a_steady_gap_beyond_its_interval_but_inside_the_margin_is_no_bound():
     # 10.2 against 10.0 ms in every sample: beyond any interval, yet 2% is what two replays of the same kernels
     # differ by in one run, so the cheaper first call decides (the medians alone would say U=351).
     tight = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 10.2)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(tight))}
+    rows = by_pair(Result.from_dict(tight))
     found = rows[("graph[reuse]", "graph[recapture]")].break_even
     assert found == BreakEven(1, None, False, True, margin_reason())
     assert f"within {STEADY_MARGIN:.0%} (the margin) of each other" in found.verdict
     # The margin holds both ways: recapture's steady state 2% slower is no bound either.
     faster = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 9.8)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(faster))}
+    rows = by_pair(Result.from_dict(faster))
     assert rows[("graph[reuse]", "graph[recapture]")].break_even.steady_differs is False
 
 
@@ -101,7 +106,7 @@ def test_against_eager_the_interval_alone_decides():
     # kernels, so the gap is the engine's: recapture's dearer first call (130 against 100) pays off from U=31.
     data = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 50.0)
     data = retime(data, "eager", "steady_after_update", 51.0)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    rows = by_pair(Result.from_dict(data))
     # 130 + (U-1) 50 <= 100 + (U-1) 51  <=>  U-1 >= 30
     assert rows[("graph[recapture]", "eager")].break_even == BreakEven(31, None)
 
@@ -111,7 +116,7 @@ def test_a_margin_tie_with_a_dearer_first_call_never_pays_off_and_says_why():
     # steady states tie by the margin, so the dearer first call decides for every U.
     data = retime(make_result_dict(), "graph[reuse]", "first_after_update", 140.0)
     data = retime(data, "graph[reuse]", "steady_after_update", 10.2)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    rows = by_pair(Result.from_dict(data))
     found = rows[("graph[reuse]", "graph[recapture]")].break_even
     assert found == BreakEven(None, None, False, True, margin_reason())
     assert found.verdict == ("never: its first call is dearer and the steady states are within "
@@ -158,7 +163,7 @@ def test_break_even_verdicts_tell_the_cases_apart():
 
 def test_break_even_rows_from_fixture():
     # After an update: eager 100 then 50, recapture 130 then 10, reuse 60 then 10.
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(make_result())}
+    rows = by_pair(make_result())
     assert list(rows) == [("graph[recapture]", "eager"), ("graph[reuse]", "eager"),
                           ("graph[reuse]", "graph[recapture]")]
     assert rows[("graph[recapture]", "eager")].break_even == BreakEven(2, None)  # 130 > 100; 140 <= 150
@@ -170,7 +175,7 @@ def test_break_even_rows_from_fixture():
 
 def test_reuse_with_a_slower_steady_state_pays_off_only_up_to_a_bound():
     data = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 12.0)
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(Result.from_dict(data))}
+    rows = by_pair(Result.from_dict(data))
     # 60 + (U-1)*12 <= 130 + (U-1)*10  <=>  U-1 <= 35
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, 36)
     assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
@@ -327,13 +332,13 @@ def test_old_results_keep_their_numbers():
     assert drift.interval.low > 1.005
     assert goals["timing: parts within 1% of the measured total on every call"].met is None
     assert analysis.control_cycles(tiny) == set() and analysis.real_cycles(tiny) == [0, 1]
-    rows = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(tiny)}
+    rows = by_pair(tiny)
     assert rows[("graph[recapture]", "eager")].candidate_first_ms == pytest.approx(26.577308499994956)
     assert rows[("graph[recapture]", "eager")].break_even == BreakEven(1, None)
     # Reuse's steady median is 0.016 ms slower than recapture's, well within the interval of their ratio: no
     # bound at U=798 drawn from that noise; its 12.5 ms head start decides.
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, steady_differs=False)
-    smollm = {(r.candidate, r.baseline): r for r in analysis.break_even_rows(old("pretrained-smollm2"))}
+    smollm = by_pair(old("pretrained-smollm2"))
     # 213.096 against 210.192 ms: 1.4% beyond the interval but inside the margin, so the head start decides (the
     # medians alone: 214.070 + (U-1) 213.096 <= 304.843 + (U-1) 210.192  <=>  U-1 <= 31.26, "only up to U=32").
     assert smollm[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, False, True, margin_reason())

@@ -274,7 +274,7 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
         bottom.plot(span, difference, color=variant_color(row.candidate))
         bottom.axhline(0, color="black", linewidth=0.8)
         for ax in (top, bottom):
-            # Steady states that tie (their interval, or the margin between two replays of one graph): the
+            # Steady states that tie (their interval, or the margin between two replays of the same kernels): the
             # medians' slopes differ by no gap the study resolves, so their crossing is no bound; the verdict
             # (title) comes from the first calls and nothing is shaded.
             if row.break_even.first_u is not None and row.break_even.steady_differs:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from .breakeven import (BASELINE, BreakEven, BreakEvenRow, break_even_pairs, break_even_rollouts,  # noqa: F401
+from .breakeven import (BreakEven, BreakEvenRow, break_even_pairs, break_even_rollouts,  # noqa: F401
                         break_even_rows, costs_after_update, interval_excludes_one, rollouts_cost)
 from .engines import variant_rank
-from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
+from .effects import (BASELINE, VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
                       instrumented_calls, real_cycles, samples_in, timing_checked, timing_flagged, untouched_variants)
 from .record import PARTS, Call, run_order
 from .result import Result

@@ -6,7 +6,7 @@ A candidate with a dearer first call but a cheaper steady state pays off from so
 cheaper first call but a dearer steady state pays off only up to some U: both ends are reported.
 Two steady states count as different only when the 95% bootstrap interval of their ratio excludes 1
 (as the speed-ups are stated), and for two policies of one engine, which replay the same kernels, only
-beyond STEADY_MARGIN as well: a gap inside the replays' spread, or one the measurement makes between two
+beyond effects.STEADY_MARGIN as well: a gap inside the replays' spread, or one the measurement makes between two
 replays of the very same kernels, would otherwise end a policy's advantage at some U that the noise
 chose. Where they tie, the first calls decide, by the interval alone; where those tie too, there is no
 break-even to state.
@@ -16,26 +16,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .effects import real_cycles, samples_in
+from . import effects
+from .effects import BASELINE, real_cycles, samples_in, within_margin
 from .engines import variant_rank
 from .result import Result
 from .stats import ratio_interval
 
-BASELINE = "eager"  # Hugging Face generate(): the engine every other is compared with
-# reuse and recapture replay the same kernels after an update, yet their steady medians in one run differed by up
-# to 3.0% on the H200 (sweep-h200, 3 samples a side) and 2.1% at 20 a side (reference-tiny-all), beyond their
-# intervals, either way (sd 0.7% over sweep-h200's 166 pairs, though they take turns in a fixed order): a gap of
-# the measurement (of what, no probe has shown), not of the policy. An interval alone calls it real and draws
-# "only up to U=326" from it, so between two policies of one engine a steady gap must also pass this margin (as
-# asv's `--factor` does: a ratio within [1/(1 + m), 1 + m] is none), set above every such gap published. Against
-# eager the kernels differ, so a gap there is the engine's and the interval alone decides.
-STEADY_MARGIN = 0.05
 WITHIN_INTERVAL = "their 95% interval"
 
 
 def margin_reason() -> str:
-    """The tie's reason under the margin, read when it is used (so a changed STEADY_MARGIN says so)."""
-    return f"{STEADY_MARGIN:.0%} (the margin)"
+    """The tie's reason under the margin, read when it is used (so a changed effects.STEADY_MARGIN says so)."""
+    return f"{effects.STEADY_MARGIN:.0%} (the margin)"
 
 
 def rollouts_cost(first_ms: float, steady_ms: float, rollouts: int) -> float:
@@ -185,8 +177,7 @@ def steady_tie(samples, base_samples, with_margin: bool) -> str | None:
     ratio = ratio_interval(samples, base_samples)  # interval_excludes_one's, with its point
     if ratio.contains(1.0):
         return WITHIN_INTERVAL
-    inside = 1 / (1 + STEADY_MARGIN) <= ratio.point <= 1 + STEADY_MARGIN
-    return margin_reason() if with_margin and inside else None
+    return margin_reason() if with_margin and within_margin(ratio.point) else None
 
 
 def break_even_rows(result: Result) -> list[BreakEvenRow]:

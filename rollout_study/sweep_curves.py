@@ -31,7 +31,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from .breakeven import BASELINE, BreakEven, break_even_rows, costs_after_update
+from .breakeven import BreakEven, break_even_rows, costs_after_update
+from .effects import BASELINE
 from .engines import variant_rank
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval

@@ -9,8 +9,10 @@ from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, m
                             rename_engine, retime)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
-from rollout_study.breakeven import STEADY_MARGIN, WITHIN_INTERVAL, margin_reason, steady_tie
+from rollout_study.breakeven import WITHIN_INTERVAL, margin_reason, steady_tie
+from rollout_study.effects import STEADY_MARGIN
 from rollout_study.result import Result
+from rollout_study.stats import Samples
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,10 +140,12 @@ def test_steady_tie_names_why_two_steady_states_count_as_one():
     assert steady_tie(Samples([9.5] * 4), base, with_margin=True) is None
 
 
-def test_the_margins_text_follows_the_constant(monkeypatch):
-    from rollout_study import breakeven
-    monkeypatch.setattr(breakeven, "STEADY_MARGIN", 0.1)
+def test_the_margins_text_and_test_follow_the_one_constant(monkeypatch):
+    from rollout_study import breakeven, effects
+    monkeypatch.setattr(effects, "STEADY_MARGIN", 0.1)
     assert breakeven.margin_reason() == "10% (the margin)"
+    base = Samples([10.0] * 4)
+    assert steady_tie(Samples([10.9] * 4), base, with_margin=True) == "10% (the margin)"  # 9% is inside 10%
 
 
 def test_steady_within_belongs_to_a_tie_only():

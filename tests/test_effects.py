@@ -45,6 +45,36 @@ def test_a_real_effect_clears_the_control_interval():
     assert [(e.variant, e.cycle) for e in answer.beyond_drift] == [("eager", 1)] and answer.controls == 1
 
 
+def test_an_effect_must_also_clear_the_margin_around_every_control():
+    # Control after: 54, 55, 56 over 50 -> 1.1 (interval within 1.08..1.12). Cycle 1: 57.5 -> 1.15, clear of the
+    # control's interval and 1.15 beyond 1, yet 1.15 / 1.1 = 1.045 lies within 5% of the control's: drift. Cycle 2:
+    # 58 -> 1.16, 1.16 / 1.1 = 1.055: beyond the margin, a real effect.
+    data = with_control(make_result_dict())
+    set_samples(data, "eager", 0, "steady_after_update", [54.0, 55.0, 56.0])
+    retime(data, "eager", "steady_after_update", 57.5, cycle=1)
+    retime(data, "eager", "steady_after_update", 58.0, cycle=2)
+    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
+    assert rows[("eager", 0)].ratio.high < rows[("eager", 1)].ratio.low  # the interval alone would call it real
+    assert rows[("eager", 1)].verdict == effects.margin_verdict() == "within drift (5% of a control's: the margin)"
+    assert rows[("eager", 2)].verdict == effects.VERDICT_REAL
+    assert effects.within_margin(1.05) and effects.within_margin(1 / 1.05) and not effects.within_margin(1.051)
+
+
+def test_each_effect_carries_generates_move_in_the_same_cycle():
+    data = with_control(make_result_dict(cuda_graph=True))
+    retime(data, "eager", "steady_after_update", 80.0, cycle=1)  # generate() 1.6x after update 1: the host
+    retime(data, "graph[reuse]", "steady_after_update", 20.0, cycle=1)
+    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
+    assert rows[("eager", 1)].baseline is None  # generate() is not its own gauge
+    assert rows[("graph[reuse]", 1)].baseline == rows[("eager", 1)].ratio
+    assert rows[("graph[reuse]", 1)].baseline.point == 1.6
+    assert rows[("graph[reuse]", 2)].baseline == rows[("eager", 2)].ratio and rows[("graph[reuse]", 0)].baseline
+    without = Result.from_dict(with_control(make_result_dict(cuda_graph=True)))
+    without = Result.from_dict({**without.to_dict(), "calls": [c.to_dict() for c in without.calls
+                                                               if c.engine != "eager"]})
+    assert all(e.baseline is None for e in effects.effects(without))
+
+
 def test_after_update_costs_and_goals_use_real_cycles_only():
     data = with_control(make_result_dict(cuda_graph=True))
     # A control cycle with an absurd first call and a slow steady state: nothing real may see it.

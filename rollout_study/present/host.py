@@ -16,7 +16,7 @@ engines' replays, which do not follow the host.
 """
 from __future__ import annotations
 
-from ..breakeven import BASELINE
+from ..effects import BASELINE
 from ..result import Result
 
 

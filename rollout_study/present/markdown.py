@@ -16,7 +16,8 @@ from .floors import floors_markdown
 from .other_split import split_markdown
 from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
-from .text import MIB, goal_detail, goal_measured, headline_lines, number, phase_name, table, timing_line
+from .text import (MIB, effects_rule, goal_detail, goal_measured, headline_lines, number, phase_name, table,
+                   timing_line)
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
 ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
@@ -56,12 +57,12 @@ def measurement_sections(result: Result) -> list[str]:
     effects = analysis.effects(result)
     if effects:
         lines += ["## Steady state after an update over before (cycle 0 steady), against control cycles", "",
-                  "Control cycles take no optimizer step: what they move is drift. A real update's effect counts "
-                  "only when its 95% bootstrap interval clears every control's.", "",
+                  effects_rule(), "",
                   *table(["variant", "cycle", "update", "before ms", "after ms", "after / before", "95% low",
-                          "95% high", "verdict"],
+                          "95% high", "generate() after / before", "verdict"],
                          [[e.variant, str(e.cycle), "control" if e.control else "real", e.before.median, e.after.median,
-                           *_interval_cells(e.ratio), e.verdict] for e in effects]), ""]
+                           *_interval_cells(e.ratio), e.baseline.point if e.baseline else None, e.verdict]
+                          for e in effects]), ""]
     instrumented = analysis.instrumented_calls(result)
     if instrumented:
         lines += ["## Instrumented calls (prefill/decode split)", "",

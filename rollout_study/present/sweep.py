@@ -15,7 +15,7 @@ from .. import sweep_crossover as crossing
 from .. import sweep_curves as curves
 from .. import sweep_settings as settings
 from . import sweep_repeats, sweep_scale
-from ..breakeven import STEADY_MARGIN
+from ..effects import STEADY_MARGIN
 from ..record import excerpt
 from ..result import Result
 from ..sweep import missing_points, was_kept

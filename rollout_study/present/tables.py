@@ -209,16 +209,20 @@ def profiles_table(results: list[Result]) -> pd.DataFrame:
                                            "steady median ms", "steady / kernel"])
 
 
+GAUGE = "generate() after / before"  # the same cycle's: the host's drift while the variant's samples were taken
+
+
 def effects_table(results: list[Result]) -> pd.DataFrame:
     """Per variant and cycle: steady after the update over the cycle-0 steady state, its 95% bootstrap
-    interval, and whether a real update's effect clears the control cycles' drift."""
+    interval, generate()'s in the same cycle, and whether a real update's effect clears the control cycles' drift."""
     def rows_of(result):
         for e in analysis.effects(result):
             yield {"variant": e.variant, "cycle": e.cycle, "control": e.control, "before ms": e.before.median,
                    "after ms": e.after.median, "after / before": e.ratio.point, "95% low": e.ratio.low,
-                   "95% high": e.ratio.high, "verdict": e.verdict}
+                   "95% high": e.ratio.high, GAUGE: e.baseline.point if e.baseline else None,
+                   "verdict": e.verdict}
     return _frame(results, rows_of, ["run", "variant", "cycle", "control", "before ms", "after ms", "after / before",
-                                     "95% low", "95% high", "verdict"])
+                                     "95% low", "95% high", GAUGE, "verdict"])
 
 
 def instrumented_table(results: list[Result]) -> pd.DataFrame:

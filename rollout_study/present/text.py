@@ -10,7 +10,7 @@ import math
 import re
 from typing import Callable
 
-from .. import analysis
+from .. import analysis, effects
 from ..result import Result
 
 MIB = 1024 ** 2
@@ -167,6 +167,15 @@ def _bounds(hull: analysis.Span | None, where: str, lead: str = " (") -> str:
     return f"{lead}95% bootstrap intervals span {span(hull, 'x')}{' ' + where if where else ''}{close}"
 
 
+def effects_rule() -> str:
+    """How after-update effects are judged, in words; read when used (so a changed margin says so)."""
+    return ("Control cycles take no optimizer step: what they move is drift. A real update's effect counts only when "
+            "its 95% bootstrap interval clears every control's and it lies beyond "
+            f"{effects.STEADY_MARGIN:.0%} of every control's after / before either way (the margin: the same "
+            "kernels' steady medians differ between phases of one run by a few percent). generate() keeps no graph: "
+            "its after / before in the same cycle is the host's drift while those samples were taken.")
+
+
 def controls_line(answer: analysis.Headline) -> str:
     """Whether any real update moved a steady state beyond what the control cycles show as drift."""
     if not answer.controls:
@@ -174,9 +183,11 @@ def controls_line(answer: analysis.Headline) -> str:
     beyond = answer.beyond_drift
     if not beyond:
         return (f"after-update effects beyond drift: none (every real update within the drift of "
-                f"{answer.controls} control cycle(s))")
+                f"{answer.controls} control cycle(s), or within {effects.STEADY_MARGIN:.0%} of it: the margin)")
+    # generate() keeps no graph: what it moved in the same cycle is the host, and readers should see it beside.
     return "after-update effects beyond drift: " + "; ".join(
-        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before" for e in beyond)
+        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before"
+        + (f" (generate() {e.baseline.point:.3f}x in that cycle)" if e.baseline else "") for e in beyond)
 
 
 def headline_text(result: Result) -> str:

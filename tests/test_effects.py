@@ -97,6 +97,10 @@ def test_reuse_drift_goal_reports_the_worst_real_cycle():
     goal = {g.name: g for g in analysis.goals(Result.from_dict(data))}[
         "graph[reuse] steady after an update within 0.5% of steady before"]
     assert goal.measured == pytest.approx(1.006) and goal.met is False and ("worst: update", 2, "") in goal.inputs
+    assert goal.note == "control update 0 moved it 1.000x"  # what drift alone did, beside the miss
+    retime(data, "graph[reuse]", "steady_after_update", 10.05, cycle=0)
+    drifted = {g.name: g for g in analysis.goals(Result.from_dict(data))}[goal.name]
+    assert drifted.note == "control update 0 moved it 1.005x" and drifted.met is False
     assert goal.gpu_only
 
 

@@ -2,7 +2,9 @@
 
     crossover   the smallest batch with a valid point whose speed-up is under CROSSOVER, or none in the valid
                 points' range; where a larger batch's is not under it, every larger batch's speed-up is listed too
-                (point estimates, as the crossing's): the speed-up need not fall steadily with the batch
+                (point estimates, as the crossing's): the speed-up need not fall steadily with the batch. Where
+                the speed-up's 95% interval at the crossing holds CROSSOVER, the text says so: the crossing is then
+                the point estimate's alone (from 3 samples a side the interval spans about the samples' range)
 """
 from __future__ import annotations
 
@@ -23,15 +25,28 @@ class Crossover:
     # every larger batch and its speed-up, where one of them is not under CROSSOVER (else empty): the speed-up
     # need not fall steadily with the batch
     later: tuple[tuple[int, float], ...] = ()
+    interval: tuple[float, float] | None = None  # the speed-up's 95% interval at the crossing (None: none)
+
+    @property
+    def undecided(self) -> bool:
+        """The interval at the crossing holds CROSSOVER: under it by the point estimate alone."""
+        return self.interval is not None and self.interval[0] <= CROSSOVER <= self.interval[1]
+
+    @property
+    def speed(self) -> str:
+        """The speed-up at the crossing, with its interval where that holds CROSSOVER."""
+        if not self.undecided:
+            return f"{self.speedup:.2f}x"
+        low, high = self.interval
+        return f"{self.speedup:.2f}x, its 95% interval {low:.2f} to {high:.2f} holding {CROSSOVER}x"
 
     @property
     def text(self) -> str:
         if self.batch is None:
             return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return _already_under(self.batch, [self.speedup]) + self._later
-        return (f"batch {self.batch} ({self.speedup:.2f}x; {self.before[1]:.2f}x at batch {self.before[0]})"
-                + self._later)
+            return _already_under(self.batch, [self.speed]) + self._later
+        return f"batch {self.batch} ({self.speed}; {self.before[1]:.2f}x at batch {self.before[0]})" + self._later
 
     @property
     def _later(self) -> str:
@@ -41,8 +56,8 @@ class Crossover:
         return f", at or over {CROSSOVER}x at a larger batch (every larger batch: {every})"
 
 
-def _already_under(batch: int, speedups: list[float]) -> str:
-    speeds = ", ".join(f"{s:.2f}x" for s in speedups)
+def _already_under(batch: int, speedups: list[str]) -> str:
+    speeds = ", ".join(speedups)
     return f"batch {batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a valid point"
 
 
@@ -62,7 +77,7 @@ def crossing_summary(rows: list[Crossover]) -> str:
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
-        text = _already_under(group[0].batch, [c.speedup for c in group]) if kind == "first" else group[0].text
+        text = _already_under(group[0].batch, [c.speed for c in group]) if kind == "first" else group[0].text
         clauses.append(f"{_counts([c.new_tokens for c in group])}: {text}")
     return "; ".join(clauses)
 
@@ -83,5 +98,7 @@ def crossovers(points: list[Point]) -> list[Crossover]:
             later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
             if all(speedup < CROSSOVER for _, speedup in later):
                 later = ()
-            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio.point, before, swept, later))
+            ratio = rows[under].ratio
+            out.append(Crossover(variant, tokens, rows[under].batch, ratio.point, before, swept, later,
+                                 (ratio.low, ratio.high) if ratio.has_interval else None))
     return out

@@ -38,7 +38,8 @@ class Crossover:
         if not self.undecided:
             return f"{self.speedup:.2f}x"
         low, high = self.interval
-        return f"{self.speedup:.2f}x, its 95% interval {low:.2f} to {high:.2f} holding {CROSSOVER}x"
+        # In brackets: several counts' speed-ups may share one clause, comma-separated
+        return f"{self.speedup:.2f}x [95% {low:.2f} to {high:.2f}, holding {CROSSOVER}x]"
 
     @property
     def text(self) -> str:

@@ -103,11 +103,12 @@ def test_a_crossing_whose_interval_holds_the_threshold_says_so():
     (held,) = crossing.crossovers([at(1, [20.0] * 3), at(4, [64.0, 68.0, 70.0])])
     low, high = held.interval
     assert held.undecided and low < curves.CROSSOVER < high
-    assert held.text == f"batch 4 (1.47x, its 95% interval {low:.2f} to {high:.2f} holding 1.5x; 5.00x at batch 1)"
+    assert held.text == f"batch 4 (1.47x [95% {low:.2f} to {high:.2f}, holding 1.5x]; 5.00x at batch 1)"
     (first,) = crossing.crossovers([at(4, [64.0, 68.0, 70.0])])
-    assert crossing.crossing_summary([first]) == (
-        f"64 tokens: batch 4 (1.47x, its 95% interval {low:.2f} to {high:.2f} holding 1.5x): already under 1.5x at "
-        "the smallest batch with a valid point")
+    (other,) = crossing.crossovers([at(4, [90.0] * 3)])
+    assert crossing.crossing_summary([first, dataclasses.replace(other, new_tokens=256)]) == (
+        f"64 and 256 tokens: batch 4 (1.47x [95% {low:.2f} to {high:.2f}, holding 1.5x], 1.11x): already under 1.5x "
+        "at the smallest batch with a valid point")
 
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():

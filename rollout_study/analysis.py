@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from .breakeven import (BreakEven, BreakEvenRow, break_even_pairs, break_even_rollouts,  # noqa: F401
                         break_even_rows, costs_after_update, interval_excludes_one, rollouts_cost)
-from .engines import variant_rank
-from .effects import (BASELINE, VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
+from .engines import BASELINE, variant_rank
+from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
                       failed_updates, instrumented_calls, real_cycles, samples_in, timing_checked, timing_flagged,
                       untouched_variants)
 from .record import PARTS, Call, run_order
@@ -114,7 +114,7 @@ class Goal:
     threshold: str
     met: bool | None  # None: not measured (or a GPU-only goal on a CPU run)
     inputs: tuple = ()  # (what, value, unit) the measurement came from
-    note: str = ""  # why it is not measured
+    note: str = ""  # why it is not measured, or what stands beside the measurement
     gpu_only: bool = False
     measured_here: bool = True  # False: a GPU-only goal of a run without CUDA graphs
     interval: Ratio | None = None  # the measured ratio's bootstrap interval, where it is a ratio of samples
@@ -218,7 +218,7 @@ def _after_update_goal(result: Result, variant: str, real: list[int], add) -> No
                       for cycle, samples in controls if samples is not None)
     add(name, ratios[worst].point, threshold,
         all(abs(r.point - 1) <= MAX_REUSE_AFTER_DRIFT + 1e-12 for r in ratios.values()),
-        (("worst: update", worst, ""), ("before", before.median, "ms"), ("after", after.median, "ms")), drift,
+        (("worst: update", worst, ""), ("before", before.median, "ms"), ("after", after.median, "ms")), note=drift,
         ratio=ratios[worst], sides=resampled_sides(after, before))
 
 
@@ -307,7 +307,7 @@ class Headline:
 
     @property
     def beyond_drift(self) -> list[Effect]:
-        """Real updates whose after/before interval clears every control's."""
+        """Real updates whose after/before interval clears every control's and lies beyond the margin of each."""
         return [e for e in self.effects if e.verdict == VERDICT_REAL]
 
 

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass
 
 from . import effects
-from .effects import BASELINE, real_cycles, samples_in, within_margin
-from .engines import variant_rank
+from .effects import real_cycles, samples_in, within_margin
+from .engines import BASELINE, variant_rank
 from .result import Result
 from .stats import ratio_interval
 

@@ -2,25 +2,25 @@
 
 A control cycle's update runs forward and backward but takes no optimizer step, so the weights stay:
 whatever its steady state moves against the cycle-0 steady state is drift of the host, not the
-update. A real cycle's effect counts only when its bootstrap interval clears every control's and it lies
-beyond STEADY_MARGIN of every control's: a control is one sample of the drift, and the same kernels'
-steady medians differ between phases of one run by more than their intervals. Beside each effect, what
-generate() (which keeps no graph) moved in the same cycle, taking turns with it: the host's drift then.
+update. A real cycle's effect counts only when its bootstrap interval clears every control's and it differs
+by more than STEADY_MARGIN from every control's after/before: a control is one sample of the drift, and two
+replays of the same kernels in one run differ by more than their intervals. Beside each effect, for context
+only, what generate() (which keeps no graph) moved in the same cycle, in turns with it: the host's drift then.
 Also here: the instrumented eager calls (the prefill/decode split), every profile of the profiling
 process, and the per-call timing check. Old result files have none of these: every function then
 returns what an absent record means (no controls, no rows, no checks).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from .engines import variant_rank
+from .engines import BASELINE, variant_rank
 from .record import Call, Profile, variant_name
 from .result import Result
 from .stats import Samples
 from .stats import Ratio, ratio_interval
 
-BASELINE = "eager"  # Hugging Face generate(): the engine every other is compared with
 BEFORE = (0, "steady")  # what every after-update steady state is compared with
 AFTER = "steady_after_update"
 VERDICT_REAL = "real effect"
@@ -29,25 +29,30 @@ VERDICT_NO_CONTROL = "no control in this run"
 VERDICT_CONTROL = "control (drift)"
 VERDICT_FEW = "too few samples"
 MIN_SAMPLES = 3  # a bootstrap interval from fewer samples per side (a median of 2) says nothing: no verdict
-# The same kernels' steady medians in one run differed between phases by up to 3.0% on the H200 (reuse against
-# recapture after an update: sweep-h200, 3 samples a side) and 2.1% at 20 a side (reference-tiny-all), beyond their
-# intervals, either way (sd 0.7% over sweep-h200's 166 pairs, though they take turns in a fixed order): a gap of
-# the measurement (of what, no probe has shown). So a gap between two steady states of the same kernels counts only
-# beyond this margin as well (as asv's `--factor` does: a ratio within [1/(1 + m), 1 + m] is none), set above every
-# such gap published: between two policies of one engine (break-even), and between an update's effect and a
-# control's (one control cycle is one sample of the drift; reference-tiny-all's graph-compiled[reuse] moved 1.051x
-# after update 1 and 1.024x after the control, intervals just apart, with its kernels unchanged).
+# Two replays of the same kernels in one run, taking turns in one phase, differed by up to 3.0% on the H200 (reuse
+# against recapture after an update: sweep-h200, 3 samples a side) and 2.1% at 20 a side (reference-tiny-all), beyond
+# their intervals, either way (sd 0.7% over sweep-h200's 166 pairs, though their order is fixed): a gap of the
+# measurement (of what, no probe has shown). Between phases, one variant's after/before over the control's reached
+# 1.026 for both graph-compiled policies in reference-tiny-all, with unchanged kernels (3.026 ms after update 1
+# against 3.025 before for reuse, 3.052 against 3.048 for recapture). So a gap between two steady states of the same
+# kernels counts only beyond this margin as well (as asv's `--factor` does: a ratio within [1/(1 + m), 1 + m] is
+# none), set above every such gap published: between two policies of one engine (break-even), and between an update's
+# effect and a control's (one control cycle is one sample of the drift: its interval is the spread within its phase,
+# not between phases).
 STEADY_MARGIN = 0.05
 
 
-def within_margin(ratio: float) -> bool:
-    """True where a ratio of two steady states lies within STEADY_MARGIN either way (the bound included)."""
-    return 1 / (1 + STEADY_MARGIN) <= ratio <= 1 + STEADY_MARGIN
+def within_margin(ratio: float, reference: float = 1.0) -> bool:
+    """True where `ratio` lies within STEADY_MARGIN of `reference` either way (the bounds included). A reference
+    or ratio that is no positive finite number (a control whose median was 0) tells no gap apart: within."""
+    if not all(math.isfinite(x) and x > 0 for x in (ratio, reference)):
+        return True
+    return reference / (1 + STEADY_MARGIN) <= ratio <= reference * (1 + STEADY_MARGIN)
 
 
 def margin_verdict() -> str:
     """An effect clear of every control's interval but not of the margin; read when used (the margin may change)."""
-    return f"within drift ({STEADY_MARGIN:.0%} of a control's: the margin)"
+    return f"within drift (within {STEADY_MARGIN:.0%} of a control's after / before: the margin)"
 
 
 def control_cycles(result: Result) -> set[int]:
@@ -90,7 +95,8 @@ class Effect:
     verdict: str
     # generate()'s after/before in the same cycle (None for generate() itself, or where it was not run): it keeps
     # no graph, so what it moved is the host's drift while this variant's samples were taken, in turns with them.
-    baseline: Ratio | None = None
+    # Context only: a GPU-bound replay need not feel what moves a host-bound engine.
+    generate_ratio: Ratio | None = None
 
 
 def _after_over_before(result: Result, variant: str, failed: set[int]) -> dict[int, tuple[Samples, Samples, Ratio]]:
@@ -110,13 +116,13 @@ def verdict(ratio: Ratio, drift: list[Ratio]) -> str:
     # Clear of every control's interval (and every interval exists), then of the margin around every control's.
     if not all(ratio.excludes(d) for d in drift):
         return VERDICT_DRIFT
-    return margin_verdict() if any(within_margin(ratio.point / d.point) for d in drift) else VERDICT_REAL
+    return margin_verdict() if any(within_margin(ratio.point, d.point) for d in drift) else VERDICT_REAL
 
 
 def effects(result: Result) -> list[Effect]:
     """Per variant (registry order) and cycle: after/before with its interval and the verdict against controls."""
     controls, failed = control_cycles(result), failed_updates(result)
-    gauge = {cycle: ratio for cycle, (_, _, ratio) in _after_over_before(result, BASELINE, failed).items()}
+    generate_ratios = {cycle: ratio for cycle, (_, _, ratio) in _after_over_before(result, BASELINE, failed).items()}
     rows = []
     for variant in result.variants():
         measured = _after_over_before(result, variant, failed)
@@ -129,7 +135,7 @@ def effects(result: Result) -> list[Effect]:
             else:
                 found = verdict(ratio, drift)
             rows.append(Effect(variant, cycle, cycle in controls, before, after, ratio, found,
-                               None if variant == BASELINE else gauge.get(cycle)))
+                               None if variant == BASELINE else generate_ratios.get(cycle)))
     return rows
 
 

@@ -3,8 +3,9 @@
     crossover   the smallest batch with a valid point whose speed-up is under CROSSOVER, or none in the valid
                 points' range; where a larger batch's is not under it, every larger batch's speed-up is listed too
                 (point estimates, as the crossing's): the speed-up need not fall steadily with the batch. Where
-                the speed-up's 95% interval at the crossing holds CROSSOVER, the text says so: the crossing is then
-                the point estimate's alone (from 3 samples a side the interval spans about the samples' range)
+                the speed-up's 95% interval at the crossing includes CROSSOVER, the text gives it: the crossing is
+                then the point estimate's alone (from 3 samples a side the interval spans about the samples' range).
+                Only the crossing's interval is read here; the sweep's speed-up table gives every point's
 """
 from __future__ import annotations
 
@@ -28,26 +29,27 @@ class Crossover:
     interval: tuple[float, float] | None = None  # the speed-up's 95% interval at the crossing (None: none)
 
     @property
-    def undecided(self) -> bool:
-        """The interval at the crossing holds CROSSOVER: under it by the point estimate alone."""
+    def interval_includes_threshold(self) -> bool:
+        """The interval at the crossing includes CROSSOVER: under it by the point estimate alone."""
         return self.interval is not None and self.interval[0] <= CROSSOVER <= self.interval[1]
 
     @property
-    def speed(self) -> str:
-        """The speed-up at the crossing, with its interval where that holds CROSSOVER."""
-        if not self.undecided:
+    def speed_text(self) -> str:
+        """The speed-up at the crossing, with its interval where that includes CROSSOVER (3 decimals then: a point
+        just under the threshold may round to its interval's bound)."""
+        if not self.interval_includes_threshold:
             return f"{self.speedup:.2f}x"
         low, high = self.interval
         # In brackets: several counts' speed-ups may share one clause, comma-separated
-        return f"{self.speedup:.2f}x [95% {low:.2f} to {high:.2f}, holding {CROSSOVER}x]"
+        return f"{self.speedup:.3f}x [95% {low:.3f} to {high:.3f}, includes {CROSSOVER}x]"
 
     @property
     def text(self) -> str:
         if self.batch is None:
             return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
         if self.before is None:
-            return _already_under(self.batch, [self.speed]) + self._later
-        return f"batch {self.batch} ({self.speed}; {self.before[1]:.2f}x at batch {self.before[0]})" + self._later
+            return _already_under(self.batch, [self.speed_text]) + self._later
+        return f"batch {self.batch} ({self.speed_text}; {self.before[1]:.2f}x at batch {self.before[0]})" + self._later
 
     @property
     def _later(self) -> str:
@@ -78,7 +80,7 @@ def crossing_summary(rows: list[Crossover]) -> str:
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
-        text = _already_under(group[0].batch, [c.speed for c in group]) if kind == "first" else group[0].text
+        text = _already_under(group[0].batch, [c.speed_text for c in group]) if kind == "first" else group[0].text
         clauses.append(f"{_counts([c.new_tokens for c in group])}: {text}")
     return "; ".join(clauses)
 

@@ -32,8 +32,7 @@ import json
 from dataclasses import dataclass, replace
 
 from .breakeven import BreakEven, break_even_rows, costs_after_update
-from .effects import BASELINE
-from .engines import variant_rank
+from .engines import BASELINE, variant_rank
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval
 from .sweep_settings import model_of, per_point

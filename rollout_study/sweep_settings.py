@@ -29,8 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .effects import BASELINE
-from .engines import variant_rank
+from .engines import BASELINE, variant_rank
 from .param_values import SHAPE_FIELDS
 from .stats import Ratio, ratio_interval
 

@@ -55,9 +55,35 @@ def test_an_effect_must_also_clear_the_margin_around_every_control():
     retime(data, "eager", "steady_after_update", 58.0, cycle=2)
     rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
     assert rows[("eager", 0)].ratio.high < rows[("eager", 1)].ratio.low  # the interval alone would call it real
-    assert rows[("eager", 1)].verdict == effects.margin_verdict() == "within drift (5% of a control's: the margin)"
+    assert rows[("eager", 1)].verdict == effects.margin_verdict()
+    assert effects.margin_verdict() == "within drift (within 5% of a control's after / before: the margin)"
     assert rows[("eager", 2)].verdict == effects.VERDICT_REAL
     assert effects.within_margin(1.05) and effects.within_margin(1 / 1.05) and not effects.within_margin(1.051)
+    assert effects.within_margin(1.155, 1.1) and not effects.within_margin(1.156, 1.1)  # around the reference
+
+
+def test_with_several_controls_an_effect_must_clear_the_margin_of_each():
+    # Controls after: 49, 50, 51 (1.0) and 55, 56, 57 (1.12). Real cycle 2: 58 -> 1.16, clear of both intervals and
+    # 16% from the first control, yet 1.16 / 1.12 = 1.036 from the second: drift. Real cycle 3: 62 -> 1.24, beyond both.
+    data = with_control(make_result_dict(), cycles=2)
+    set_samples(data, "eager", 0, "steady_after_update", [49.0, 50.0, 51.0])
+    set_samples(data, "eager", 1, "steady_after_update", [55.0, 56.0, 57.0])
+    retime(data, "eager", "steady_after_update", 58.0, cycle=2)
+    retime(data, "eager", "steady_after_update", 62.0, cycle=3)
+    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
+    assert all(rows[("eager", 2)].ratio.excludes(rows[("eager", c)].ratio) for c in (0, 1))
+    assert rows[("eager", 2)].verdict == effects.margin_verdict()
+    assert rows[("eager", 3)].verdict == effects.VERDICT_REAL
+
+
+def test_a_control_without_a_positive_median_tells_no_effect_apart():
+    assert effects.within_margin(1.6, 0.0) and effects.within_margin(float("nan"), 1.0)
+    # A control whose after median is 0 ms: its interval is [0, 0], every real cycle clears it; no division by it.
+    data = with_control(make_result_dict())
+    retime(data, "eager", "steady_after_update", 0.0, cycle=0)
+    retime(data, "eager", "steady_after_update", 80.0, cycle=1)
+    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
+    assert rows[("eager", 1)].verdict == effects.margin_verdict()
 
 
 def test_each_effect_carries_generates_move_in_the_same_cycle():
@@ -65,14 +91,15 @@ def test_each_effect_carries_generates_move_in_the_same_cycle():
     retime(data, "eager", "steady_after_update", 80.0, cycle=1)  # generate() 1.6x after update 1: the host
     retime(data, "graph[reuse]", "steady_after_update", 20.0, cycle=1)
     rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
-    assert rows[("eager", 1)].baseline is None  # generate() is not its own gauge
-    assert rows[("graph[reuse]", 1)].baseline == rows[("eager", 1)].ratio
-    assert rows[("graph[reuse]", 1)].baseline.point == 1.6
-    assert rows[("graph[reuse]", 2)].baseline == rows[("eager", 2)].ratio and rows[("graph[reuse]", 0)].baseline
+    assert rows[("eager", 1)].generate_ratio is None  # generate() is not its own gauge
+    assert rows[("graph[reuse]", 1)].generate_ratio == rows[("eager", 1)].ratio
+    assert rows[("graph[reuse]", 1)].generate_ratio.point == 1.6 and rows[("graph[reuse]", 1)].ratio.point == 2.0
+    assert rows[("graph[reuse]", 2)].generate_ratio == rows[("eager", 2)].ratio
+    assert rows[("graph[reuse]", 0)].generate_ratio
     without = Result.from_dict(with_control(make_result_dict(cuda_graph=True)))
     without = Result.from_dict({**without.to_dict(), "calls": [c.to_dict() for c in without.calls
                                                                if c.engine != "eager"]})
-    assert all(e.baseline is None for e in effects.effects(without))
+    assert all(e.generate_ratio is None for e in effects.effects(without))
 
 
 def test_after_update_costs_and_goals_use_real_cycles_only():
@@ -101,6 +128,11 @@ def test_reuse_drift_goal_reports_the_worst_real_cycle():
     retime(data, "graph[reuse]", "steady_after_update", 10.05, cycle=0)
     drifted = {g.name: g for g in analysis.goals(Result.from_dict(data))}[goal.name]
     assert drifted.note == "control update 0 moved it 1.005x" and drifted.met is False
+    for update in data["updates"]:  # a control update that failed wrote nothing to compare: no note from it
+        if update["cycle"] == 0:
+            update.update(ms=None, applied=False)
+    failed = {g.name: g for g in analysis.goals(Result.from_dict(data))}[goal.name]
+    assert failed.note == "" and failed.measured == pytest.approx(1.006)
     assert goal.gpu_only
 
 

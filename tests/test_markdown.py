@@ -93,7 +93,7 @@ def test_summary_of_a_current_run_has_effects_instruments_profiles_and_timing():
     assert "| eager | 0 | control | 50.000 | 50.000 | 1.000 | 1.000 | 1.000 | - | control (drift) |" in summary
     assert ("| graph[reuse] | 1 | real | 10.000 | 10.000 | 1.000 | 1.000 | 1.000 | 1.000 | within drift (control) |"
             in summary)  # generate()'s after / before in that cycle beside it
-    assert "beyond 5% of every control's after / before either way (the margin" in summary
+    assert "differs by more than 5% either way from every control's after / before (the margin" in summary
     # prefill 5, decode 40, other 10; untouched median 51, instrumented 55, cost 4 = 7.843% of 51.
     assert "| eager | 5.000 | 40.000 | 10.000 | 51.000 | 55.000 | 4.000 | 7.843 |" in summary
     assert "| graph[reuse] | 0 | steady_after_update (control) | 11.000 | 5.000 | 1,000 | 10.000 | 2.000 |" in summary

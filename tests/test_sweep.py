@@ -91,24 +91,32 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert steady.later == () and steady.text == "batch 2 (1.25x; 5.00x at batch 1)"
 
 
-def test_a_crossing_whose_interval_holds_the_threshold_says_so():
+def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     # eager 100 (x3); graph 67, 68, 72 at batch 2: 1.47x by the medians, its interval about 1.39 to 1.49: under.
-    # graph 64, 68, 70 at batch 4: 1.47x again, yet its interval (about 1.43 to 1.56) holds 1.5x: the point alone.
+    # graph 64, 68, 70 at batch 4: 1.47x again, yet its interval (about 1.43 to 1.56) includes 1.5x: the point alone.
     def at(batch, samples):
         return curves.Point(f"b{batch}", point(batch, 64, {"eager": (1, 100.0, 1, 1), "graph[recapture]": (1, 1, 1, 1)},
                                                steady_samples={("graph[recapture]", "steady"): samples}))
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [67.0, 68.0, 72.0])])
-    assert clear.interval[1] < curves.CROSSOVER and not clear.undecided
+    assert clear.interval[1] < curves.CROSSOVER and not clear.interval_includes_threshold
     assert clear.text == "batch 2 (1.47x; 5.00x at batch 1)"
     (held,) = crossing.crossovers([at(1, [20.0] * 3), at(4, [64.0, 68.0, 70.0])])
     low, high = held.interval
-    assert held.undecided and low < curves.CROSSOVER < high
-    assert held.text == f"batch 4 (1.47x [95% {low:.2f} to {high:.2f}, holding 1.5x]; 5.00x at batch 1)"
+    assert held.interval_includes_threshold and low < curves.CROSSOVER < high
+    assert held.text == f"batch 4 (1.471x [95% {low:.3f} to {high:.3f}, includes 1.5x]; 5.00x at batch 1)"
     (first,) = crossing.crossovers([at(4, [64.0, 68.0, 70.0])])
     (other,) = crossing.crossovers([at(4, [90.0] * 3)])
     assert crossing.crossing_summary([first, dataclasses.replace(other, new_tokens=256)]) == (
-        f"64 and 256 tokens: batch 4 (1.47x [95% {low:.2f} to {high:.2f}, holding 1.5x], 1.11x): already under 1.5x "
+        f"64 and 256 tokens: batch 4 (1.471x [95% {low:.3f} to {high:.3f}, includes 1.5x], 1.11x): already under 1.5x "
         "at the smallest batch with a valid point")
+    # the bounds included: an interval that ends at 1.5x includes it
+    assert dataclasses.replace(clear, interval=(1.4, curves.CROSSOVER)).interval_includes_threshold
+    # one sample a side: no interval, the point estimate alone, said as before
+    (single,) = crossing.crossovers([curves.Point("b1", point(1, 64, {"eager": (1, 100.0, 1, 1),
+                                                                    "graph[recapture]": (1, 1, 1, 1)},
+                                                             steady_samples={("eager", "steady"): [100.0],
+                                                                             ("graph[recapture]", "steady"): [80.0]}))])
+    assert single.interval is None and single.text.startswith("batch 1 (1.25x): already under")
 
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():

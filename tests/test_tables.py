@@ -124,12 +124,12 @@ def test_effects_speedup_instrumented_and_profiles_tables():
     effects = tables.effects_table([result]).set_index(["variant", "cycle"])
     assert effects.loc[("eager", 0), "control"] and effects.loc[("eager", 1), "verdict"] == "within drift (control)"
     assert effects.loc[("graph[reuse]", 2), "after / before"] == 1.0 == effects.loc[("graph[reuse]", 2), "95% low"]
-    assert effects[tables.GAUGE].isna().sum() == 3  # generate()'s own rows: it is not its own gauge
+    assert effects[tables.GENERATE_COLUMN].isna().sum() == 3  # generate()'s own rows: it is not its own gauge
     from result_fixture import retime, with_control
     slow_host = Result.from_dict(retime(with_control(make_result_dict(cuda_graph=True)), "eager", "steady_after_update",
                                         75.0, cycle=2))
     gauged = tables.effects_table([slow_host]).set_index(["variant", "cycle"])
-    assert gauged.loc[("graph[reuse]", 2), tables.GAUGE] == 1.5 == gauged.loc[("eager", 2), "after / before"]
+    assert gauged.loc[("graph[reuse]", 2), tables.GENERATE_COLUMN] == 1.5 == gauged.loc[("eager", 2), "after / before"]
     speedups = tables.speedup_table([result])
     assert len(speedups) == 2 * 4 and set(speedups["speed-up"]) == {5.0} and set(speedups["95% high"]) == {5.0}
     [row] = tables.instrumented_table([result]).to_dict("records")

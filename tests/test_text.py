@@ -93,17 +93,21 @@ def test_headline_and_console_show_controls_intervals_and_timing_flags():
     result = Result.from_dict(data)
     lines = text.headline_lines(result)
     assert "after-update effects beyond drift: eager c1 1.600x (95% 1.600..1.600x) of steady before" in lines
-    retime(data, "graph[recapture]", "steady_after_update", 16.0, cycle=1)  # 1.6x too, beside generate()'s 1.6x
+    retime(data, "graph[recapture]", "steady_after_update", 20.0, cycle=1)  # 2.0x, beside generate()'s 1.6x
     beside = text.headline_lines(Result.from_dict(data))
     assert ("after-update effects beyond drift: eager c1 1.600x (95% 1.600..1.600x) of steady before; graph[recapture] "
-            "c1 1.600x (95% 1.600..1.600x) of steady before (generate() 1.600x in that cycle)") in beside
+            "c1 2.000x (95% 2.000..2.000x) of steady before (generate() 1.600x in that cycle)") in beside
+    retime(data, "graph[recapture]", "steady_after_update", 16.5, cycle=1)  # 1.65x: within 5% of generate()'s 1.6x
+    near = text.headline_lines(Result.from_dict(data))
+    assert ("graph[recapture] c1 1.650x (95% 1.650..1.650x) of steady before (generate() 1.600x in that cycle, "
+            "within 5% of it)") in "\n".join(near)
     summary = text.console_summary(result)
     assert "timing check: 2 of 48 calls flagged (measured parts over the measured total by more than 1%)" in summary
     assert "update cycle 0: sgd lr=0.010 loss=6.5000 15.000 ms (control: no optimizer step)" in summary
     assert "steady_after_update (control)" in summary and "1      steady_after_update (control)" not in summary
     quiet = text.headline_lines(Result.from_dict(with_control(make_result_dict())))
-    assert ("after-update effects beyond drift: none (every real update within the drift of 1 control cycle(s), or "
-            "within 5% of it: the margin)") in quiet
+    assert ("after-update effects beyond drift: none (1 control cycle(s); every real update within a control's "
+            "interval or within 5% of its after / before, the margin)") in quiet
 
 
 def test_ratio_text_says_when_there_is_no_interval():
@@ -134,3 +138,11 @@ def test_the_headline_says_when_generate_does_not_reproduce_itself():
     assert line == [f"generate() is not reproducible run to run here: its calls with the same weights gave 2 different "
                     f"token sets in {calls_after_1} calls after update 1 (a mismatch at a near-tie may be that noise, "
                     f"not an engine's error)"]
+
+
+def test_the_effects_rule_follows_the_margin(monkeypatch):
+    from rollout_study import effects
+    assert "differs by more than 5% either way from every control's after / before" in text.effects_rule()
+    monkeypatch.setattr(effects, "STEADY_MARGIN", 0.1)
+    assert "differs by more than 10% either way" in text.effects_rule()
+    assert effects.margin_verdict() == "within drift (within 10% of a control's after / before: the margin)"

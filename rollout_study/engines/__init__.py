@@ -14,6 +14,7 @@ from .graph_compiled import GraphCompiledEngine
 from .hf_compile import HFCompileEngine
 from .hf_continuous import HFContinuousEngine
 
+BASELINE = EagerEngine.name  # Hugging Face generate(): the parity reference, every other engine compared with it
 REGISTRY: dict[str, type[Engine]] = {
     EagerEngine.name: EagerEngine,
     GraphEngine.name: GraphEngine,
@@ -23,7 +24,7 @@ REGISTRY: dict[str, type[Engine]] = {
 }
 FALLBACK_COLORS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
-__all__ = ["Engine", "RolloutOutput", "REGISTRY", "variants", "expand", "variant_rank", "variant_color"]
+__all__ = ["BASELINE", "Engine", "RolloutOutput", "REGISTRY", "variants", "expand", "variant_rank", "variant_color"]
 
 
 def _policies_of(engine: type[Engine], policies: tuple[str, ...]) -> list[str | None]:

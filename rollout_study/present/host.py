@@ -16,7 +16,7 @@ engines' replays, which do not follow the host.
 """
 from __future__ import annotations
 
-from ..effects import BASELINE
+from ..engines import BASELINE
 from ..result import Result
 
 

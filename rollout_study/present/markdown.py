@@ -61,7 +61,8 @@ def measurement_sections(result: Result) -> list[str]:
                   *table(["variant", "cycle", "update", "before ms", "after ms", "after / before", "95% low",
                           "95% high", "generate() after / before", "verdict"],
                          [[e.variant, str(e.cycle), "control" if e.control else "real", e.before.median, e.after.median,
-                           *_interval_cells(e.ratio), e.baseline.point if e.baseline else None, e.verdict]
+                           *_interval_cells(e.ratio), None if e.generate_ratio is None else e.generate_ratio.point,
+                           e.verdict]
                           for e in effects]), ""]
     instrumented = analysis.instrumented_calls(result)
     if instrumented:

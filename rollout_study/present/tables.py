@@ -209,7 +209,7 @@ def profiles_table(results: list[Result]) -> pd.DataFrame:
                                            "steady median ms", "steady / kernel"])
 
 
-GAUGE = "generate() after / before"  # the same cycle's: the host's drift while the variant's samples were taken
+GENERATE_COLUMN = "generate() after / before"  # the same cycle's: the host's drift then (context, not a verdict)
 
 
 def effects_table(results: list[Result]) -> pd.DataFrame:
@@ -219,10 +219,11 @@ def effects_table(results: list[Result]) -> pd.DataFrame:
         for e in analysis.effects(result):
             yield {"variant": e.variant, "cycle": e.cycle, "control": e.control, "before ms": e.before.median,
                    "after ms": e.after.median, "after / before": e.ratio.point, "95% low": e.ratio.low,
-                   "95% high": e.ratio.high, GAUGE: e.baseline.point if e.baseline else None,
+                   "95% high": e.ratio.high,
+                   GENERATE_COLUMN: None if e.generate_ratio is None else e.generate_ratio.point,
                    "verdict": e.verdict}
     return _frame(results, rows_of, ["run", "variant", "cycle", "control", "before ms", "after ms", "after / before",
-                                     "95% low", "95% high", GAUGE, "verdict"])
+                                     "95% low", "95% high", GENERATE_COLUMN, "verdict"])
 
 
 def instrumented_table(results: list[Result]) -> pd.DataFrame:

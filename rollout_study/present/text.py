@@ -170,10 +170,21 @@ def _bounds(hull: analysis.Span | None, where: str, lead: str = " (") -> str:
 def effects_rule() -> str:
     """How after-update effects are judged, in words; read when used (so a changed margin says so)."""
     return ("Control cycles take no optimizer step: what they move is drift. A real update's effect counts only when "
-            "its 95% bootstrap interval clears every control's and it lies beyond "
-            f"{effects.STEADY_MARGIN:.0%} of every control's after / before either way (the margin: the same "
-            "kernels' steady medians differ between phases of one run by a few percent). generate() keeps no graph: "
-            "its after / before in the same cycle is the host's drift while those samples were taken.")
+            "its 95% bootstrap interval clears every control's and it differs by more than "
+            f"{effects.STEADY_MARGIN:.0%} either way from every control's after / before (the margin: two replays of "
+            "the same kernels in one run differ by a few percent). generate()'s after / before in the same cycle is "
+            "context, not part of the verdict: it keeps no graph, so it shows the host's drift while those samples "
+            "were taken.")
+
+
+def _beside_generate(effect) -> str:
+    """generate()'s move in the effect's cycle, and whether the effect lies within the margin of it."""
+    other = effect.generate_ratio
+    if other is None:
+        return ""
+    close = (f", within {effects.STEADY_MARGIN:.0%} of it" if effects.within_margin(effect.ratio.point, other.point)
+             else "")
+    return f" (generate() {other.point:.3f}x in that cycle{close})"
 
 
 def controls_line(answer: analysis.Headline) -> str:
@@ -182,12 +193,11 @@ def controls_line(answer: analysis.Headline) -> str:
         return "no control cycle in this run: after-update effects cannot be told from drift"
     beyond = answer.beyond_drift
     if not beyond:
-        return (f"after-update effects beyond drift: none (every real update within the drift of "
-                f"{answer.controls} control cycle(s), or within {effects.STEADY_MARGIN:.0%} of it: the margin)")
+        return (f"after-update effects beyond drift: none ({answer.controls} control cycle(s); every real update "
+                f"within a control's interval or within {effects.STEADY_MARGIN:.0%} of its after / before, the margin)")
     # generate() keeps no graph: what it moved in the same cycle is the host, and readers should see it beside.
     return "after-update effects beyond drift: " + "; ".join(
-        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before"
-        + (f" (generate() {e.baseline.point:.3f}x in that cycle)" if e.baseline else "") for e in beyond)
+        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before{_beside_generate(e)}" for e in beyond)
 
 
 def headline_text(result: Result) -> str:

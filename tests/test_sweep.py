@@ -111,6 +111,7 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
         "at the smallest batch with a valid point")
     # the bounds included: an interval that ends at 1.5x includes it
     assert dataclasses.replace(clear, interval=(1.4, curves.CROSSOVER)).interval_includes_threshold
+    assert dataclasses.replace(clear, interval=(curves.CROSSOVER, 1.6)).interval_includes_threshold
     # one sample a side: no interval, the point estimate alone, said as before
     (single,) = crossing.crossovers([curves.Point("b1", point(1, 64, {"eager": (1, 100.0, 1, 1),
                                                                     "graph[recapture]": (1, 1, 1, 1)},

@@ -74,6 +74,18 @@ def test_the_readme_sweep_grids_are_the_committed_sweeps():
     assert sweep_readme.fill_readme(text, REPORTS) == text
 
 
+def test_the_readme_states_the_margin_the_code_uses():
+    # The README's prose types the margin by hand (the reports' text reads effects.STEADY_MARGIN): every way it says
+    # it must name the constant's value, so changing the margin without the README fails here.
+    from rollout_study.effects import STEADY_MARGIN
+    text = " ".join(README.read_text(encoding="utf-8").split())  # prose wraps lines anywhere
+    said = (re.findall(r"(\d+)% margin", text) + re.findall(r"within (\d+)% \(the margin\)", text)
+            + re.findall(r"more than (\d+)% (?:either way )?from (?:every|the) control", text)
+            + re.findall(r"within (\d+)% of it\b", text))
+    assert len(said) >= 8 and set(said) == {f"{100 * STEADY_MARGIN:.0f}"}, said
+    assert re.findall(r"1/(\d\.\d+) to (\d\.\d+) is no gap", text) == [(f"{1 + STEADY_MARGIN:.2f}",) * 2]
+
+
 def test_a_linked_raw_result_is_another_reports_own_file_of_the_same_name():
     # publish.link_copies: a whole sweep links the raw results it shares with its published subsets; each link must
     # stay within reports/, name a point file of another report (not a link), and that file must be there

@@ -120,6 +120,13 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     assert single.interval is None and single.text.startswith("batch 1 (1.25x): already under")
 
 
+def test_the_sweep_definitions_follow_the_margin_when_read(monkeypatch):
+    from rollout_study import effects
+    assert any("only beyond 5% either way as well" in line for line in report.definitions())
+    monkeypatch.setattr(effects, "STEADY_MARGIN", 0.1)
+    assert any("only beyond 10% either way as well" in line for line in report.definitions())
+
+
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
     c = crossing.Crossover
     swept = (1, 2, 4)

@@ -351,3 +351,21 @@ def test_a_failed_reference_makes_the_cell_failed_not_stale():
     (cell,) = hazards.matrix([Result.from_dict(data)])
     assert cell.verdict == "failed" and "out of memory" in cell.detail
     assert hazards.problems([cell])  # a matrix with a failed real cell is not a result
+
+
+def test_the_cheapest_rl_step_names_every_path_within_the_margin_of_it():
+    def cell(path, steady_ms, verdict="kept and valid", diagnostic=False):
+        return hazards.HazardCell(path, "reuse", diagnostic, verdict, 2, 0, "12/12", 10.0, 1.0, steady_ms, steady_ms,
+                                  "")
+    # U=1: 11 + steady. copy 11 + 10 = 21; data-copy 21.5 (2.4% more: within); assign 23 (9.5%: beyond);
+    # a diagnostic or wrong cell never counts, however cheap.
+    cells = [cell("copy", 10.0), cell("data-copy", 10.5), cell("assign", 12.0), cell("reload", 1.0, diagnostic=True),
+             cell("move", 1.0, verdict="STALE")]
+    lines = report.cheapest(cells)
+    assert lines[0] == ("U=1 rollouts per update: copy with reuse, 21.0 ms per RL step; within 5% of it (the margin: "
+                        "no ranking among these): data-copy with reuse 21.5")
+    assert "assign" not in lines[0] and "reload" not in lines[0] and "move" not in lines[0]
+    alone = report.cheapest([cell("copy", 10.0), cell("assign", 12.0)])
+    assert alone[0] == "U=1 rollouts per update: copy with reuse, 21.0 ms per RL step"
+    many = report.cheapest([cell(f"p{i}", 10.0 + i / 100) for i in range(6)])
+    assert many[0].endswith("p1 with reuse 21.0, p2 with reuse 21.0, p3 with reuse 21.0 and 2 more")

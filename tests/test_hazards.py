@@ -361,11 +361,13 @@ def test_the_cheapest_rl_step_names_every_path_within_the_margin_of_it():
     # a diagnostic or wrong cell never counts, however cheap.
     cells = [cell("copy", 10.0), cell("data-copy", 10.5), cell("assign", 12.0), cell("reload", 1.0, diagnostic=True),
              cell("move", 1.0, verdict="STALE")]
-    lines = report.cheapest(cells)
-    assert lines[0] == ("U=1 rollouts per update: copy with reuse, 21.0 ms per RL step; within 5% of it (the margin: "
-                        "no ranking among these): data-copy with reuse 21.5")
+    note, *lines = report.cheapest(cells)
+    assert note == report.cheapest_note() and "its trainer step is one sample" in note and "within 5% of" in note
+    assert lines[0] == ("U=1 rollouts per update: copy with reuse, 21.0 ms per RL step; within 5% of it, unranked: "
+                        "data-copy with reuse 21.5")
     assert "assign" not in lines[0] and "reload" not in lines[0] and "move" not in lines[0]
     alone = report.cheapest([cell("copy", 10.0), cell("assign", 12.0)])
-    assert alone[0] == "U=1 rollouts per update: copy with reuse, 21.0 ms per RL step"
+    assert alone[1] == "U=1 rollouts per update: copy with reuse, 21.0 ms per RL step"
     many = report.cheapest([cell(f"p{i}", 10.0 + i / 100) for i in range(6)])
-    assert many[0].endswith("p1 with reuse 21.0, p2 with reuse 21.0, p3 with reuse 21.0 and 2 more")
+    assert many[1].endswith("p1 with reuse 21.0, p2 with reuse 21.0, p3 with reuse 21.0 and 2 more")
+    assert report.cheapest([cell("move", 1.0, verdict="STALE")]) == []  # no proven cell: no note either

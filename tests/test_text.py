@@ -106,8 +106,8 @@ def test_headline_and_console_show_controls_intervals_and_timing_flags():
     assert "update cycle 0: sgd lr=0.010 loss=6.5000 15.000 ms (control: no optimizer step)" in summary
     assert "steady_after_update (control)" in summary and "1      steady_after_update (control)" not in summary
     quiet = text.headline_lines(Result.from_dict(with_control(make_result_dict())))
-    assert ("after-update effects beyond drift: none (1 control cycle(s); every real update within a control's "
-            "interval or within 5% of its after / before, the margin)") in quiet
+    assert ("after-update effects beyond drift: none (1 control cycle(s); every real update with a verdict within a "
+            "control's interval or within 5% of its after / before, the margin)") in quiet
 
 
 def test_ratio_text_says_when_there_is_no_interval():
@@ -146,3 +146,21 @@ def test_the_effects_rule_follows_the_margin(monkeypatch):
     monkeypatch.setattr(effects, "STEADY_MARGIN", 0.1)
     assert "differs by more than 10% either way" in text.effects_rule()
     assert effects.margin_verdict() == "within drift (within 10% of a control's after / before: the margin)"
+
+
+def test_the_controls_line_counts_real_cycles_without_a_verdict():
+    import dataclasses
+    from result_fixture import with_control
+    from rollout_study import analysis, effects
+    answer = analysis.headline(Result.from_dict(with_control(make_result_dict())))
+    few = [dataclasses.replace(e, verdict=effects.VERDICT_FEW) if e.cycle == 1 else e for e in answer.effects]
+    line = text.controls_line(dataclasses.replace(answer, effects=few))
+    assert line.endswith("the margin; without a verdict: 3 too few samples)")  # one per variant in cycle 1
+    beyond = [dataclasses.replace(e, verdict=effects.VERDICT_REAL) if e.cycle == 2 else e for e in few]
+    line = text.controls_line(dataclasses.replace(answer, effects=beyond))
+    assert line.startswith("after-update effects beyond drift: eager c2") and line.endswith(
+        "; without a verdict: 3 too few samples")
+    # generate()'s move beside an effect: no closeness claimed from a ratio that is no positive number
+    [one] = [e for e in beyond if e.variant != "eager" and e.cycle == 2][:1]
+    nan = dataclasses.replace(one, generate_ratio=effects.Ratio(float("nan"), None, None))
+    assert "within" not in text.controls_line(dataclasses.replace(answer, effects=[nan]))

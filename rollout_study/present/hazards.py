@@ -69,14 +69,24 @@ def cost_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-NAMED = 3  # paths named beside the cheapest; the rest counted
+NAMED = 3  # cells named beside the cheapest; the rest counted
+
+
+def cheapest_note() -> str:
+    """How to read the cheapest lines; read when used (the margin may change)."""
+    return ("cheapest RL step (trainer step + sync + first rollout + U - 1 steady ones; proven cells only): each path "
+            "ran in its own process and its trainer step is one sample, so the cells within "
+            f"{effects.STEADY_MARGIN:.0%} of the cheapest (two replays of the same kernels in one run differ by a few "
+            "percent) are named beside it, unranked, and a wider lead may still be that one sample's: the cost table "
+            "gives each cell's step ms")
 
 
 def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
     """Per rollouts-per-update U, the cheapest path and policy whose verdict is right, and every other one within
     the margin of it: each path ran in its own process, with single-sample trainer steps and first calls, so a gap
     of a few percent between them is no ranking (on the H200 at U=64, copy or data-copy with reuse came first
-    by 0.3 to 1.1%)."""
+    by 0.3 to 1.1%). A wider lead can be the trainer step's one sample too (SmolLM2 at U=8: copy's 6.8% lead is
+    its step, 181 ms against data-copy's 250), which the note before the lines says."""
     right = hazards.proven_right(cells)
     lines = []
     for u in hazards.ROLLOUTS_PER_UPDATE:
@@ -89,10 +99,9 @@ def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
         if near:
             named = ", ".join(f"{c.path} with {c.policy} {other:.1f}" for other, c in near[:NAMED])
             more = f" and {len(near) - NAMED} more" if len(near) > NAMED else ""
-            line += (f"; within {effects.STEADY_MARGIN:.0%} of it (the margin: no ranking among these): "
-                     f"{named}{more}")
+            line += f"; within {effects.STEADY_MARGIN:.0%} of it, unranked: {named}{more}"
         lines.append(line)
-    return lines
+    return [cheapest_note()] + lines if lines else []
 
 
 def peer_lines(cells: list[hazards.HazardCell]) -> list[str]:

@@ -76,7 +76,6 @@ def definitions() -> list[str]:
         "wall time: per invocation, from its start to its last finished point; a point cut off when a device call "
         "ended (it runs again on resume) and a machine's start-up before an invocation are in no row, so a sweep "
         "spanning calls held its device longer than the sum",
-
     ]
 
 

@@ -182,9 +182,22 @@ def _beside_generate(effect) -> str:
     other = effect.generate_ratio
     if other is None:
         return ""
-    close = (f", within {effects.STEADY_MARGIN:.0%} of it" if effects.within_margin(effect.ratio.point, other.point)
-             else "")
+    # within_margin calls a side that is no positive number "within" (for a verdict, the cautious reading); here
+    # that would print a closeness nobody measured
+    measured = all(math.isfinite(x) and x > 0 for x in (effect.ratio.point, other.point))
+    close = (f", within {effects.STEADY_MARGIN:.0%} of it"
+             if measured and effects.within_margin(effect.ratio.point, other.point) else "")
     return f" (generate() {other.point:.3f}x in that cycle{close})"
+
+
+def _unjudged(answer: analysis.Headline) -> str:
+    """Real cycles' effects with no verdict (too few samples, or no control of that variant), counted by reason."""
+    reasons = [e.verdict for e in answer.effects if not e.control
+               and e.verdict in (effects.VERDICT_FEW, effects.VERDICT_NO_CONTROL)]
+    if not reasons:
+        return ""
+    counts = ", ".join(f"{reasons.count(r)} {r}" for r in dict.fromkeys(reasons))
+    return f"; without a verdict: {counts}"
 
 
 def controls_line(answer: analysis.Headline) -> str:
@@ -194,10 +207,12 @@ def controls_line(answer: analysis.Headline) -> str:
     beyond = answer.beyond_drift
     if not beyond:
         return (f"after-update effects beyond drift: none ({answer.controls} control cycle(s); every real update "
-                f"within a control's interval or within {effects.STEADY_MARGIN:.0%} of its after / before, the margin)")
+                f"with a verdict within a control's interval or within {effects.STEADY_MARGIN:.0%} of its after / "
+                f"before, the margin{_unjudged(answer)})")
     # generate() keeps no graph: what it moved in the same cycle is the host, and readers should see it beside.
     return "after-update effects beyond drift: " + "; ".join(
-        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before{_beside_generate(e)}" for e in beyond)
+        f"{e.variant} c{e.cycle} {ratio(e.ratio)} of steady before{_beside_generate(e)}" for e in beyond
+    ) + _unjudged(answer)
 
 
 def headline_text(result: Result) -> str:

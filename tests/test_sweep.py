@@ -211,6 +211,19 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
         sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
 
 
+def test_the_models_grid_counts_points_under_the_threshold_by_their_point_estimate_alone():
+    from rollout_study.present import sweep_readme
+
+    def at(batch, samples):  # eager 100 x3 over graph's samples
+        return curves.Point(f"b{batch}", point(batch, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 1, 1, 1)},
+                                               steady_samples={("graph[reuse]", "steady"): samples}))
+    # 1.47x with its interval within 1.39..1.49 (clearly under); 1.47x within 1.43..1.56 (under by the point alone);
+    # 5x (not under)
+    grid = sweep_readme.models_grid(curves.by_model([at(1, [20.0] * 3), at(2, [67.0, 68.0, 72.0]),
+                                                     at(4, [64.0, 68.0, 70.0])]))
+    assert grid[-1] == "| graph[reuse] | 1.47x to 5.00x (2 of 3 points under 1.5x, 1 by the point estimate alone) |"
+
+
 def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_per_model_and_the_repeats():
     from rollout_study.present import sweep_readme
 

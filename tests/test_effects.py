@@ -29,18 +29,30 @@ def test_effects_are_drift_when_real_and_control_agree():
     assert effects.effects(make_result())[0].verdict == effects.VERDICT_NO_CONTROL
 
 
+def eager_after(controls: list[list[float]], *real: float) -> dict:
+    """The fixture (generate()'s steady before: 50 ms x3) with these after-update samples for each control cycle,
+    then every call of each real cycle's steady after the update at that many ms."""
+    data = with_control(make_result_dict(), cycles=len(controls))
+    for cycle, samples in enumerate(controls):
+        set_samples(data, "eager", cycle, "steady_after_update", samples)
+    for cycle, ms in enumerate(real, start=len(controls)):
+        retime(data, "eager", "steady_after_update", ms, cycle=cycle)
+    return data
+
+
+def eager_rows(controls: list[list[float]], *real: float) -> dict:
+    return {e.cycle: e for e in effects.effects(Result.from_dict(eager_after(controls, *real))) if e.variant == "eager"}
+
+
 def test_a_real_effect_clears_the_control_interval():
     # eager before 50 (x3); control cycle 0 after: 49, 50, 51 -> ratios within 0.98..1.02;
     # real cycle 1 after: 80 (x3) -> 1.6 exactly: beyond drift. Real cycle 2 after: 50.5 x3: within the control's.
-    data = with_control(make_result_dict())
-    set_samples(data, "eager", 0, "steady_after_update", [49.0, 50.0, 51.0])
-    retime(data, "eager", "steady_after_update", 80.0, cycle=1)
-    retime(data, "eager", "steady_after_update", 50.5, cycle=2)
-    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
-    control = rows[("eager", 0)].ratio
+    data = eager_after([[49.0, 50.0, 51.0]], 80.0, 50.5)
+    rows = eager_rows([[49.0, 50.0, 51.0]], 80.0, 50.5)
+    control = rows[0].ratio
     assert 0.98 <= control.low <= 1.0 <= control.high <= 1.02
-    assert rows[("eager", 1)].ratio == (1.6, 1.6, 1.6) and rows[("eager", 1)].verdict == effects.VERDICT_REAL
-    assert rows[("eager", 2)].verdict == effects.VERDICT_DRIFT
+    assert rows[1].ratio == (1.6, 1.6, 1.6) and rows[1].verdict == effects.VERDICT_REAL
+    assert rows[2].verdict == effects.VERDICT_DRIFT
     answer = analysis.headline(Result.from_dict(data))
     assert [(e.variant, e.cycle) for e in answer.beyond_drift] == [("eager", 1)] and answer.controls == 1
 
@@ -49,15 +61,11 @@ def test_an_effect_must_also_clear_the_margin_around_every_control():
     # Control after: 54, 55, 56 over 50 -> 1.1 (interval within 1.08..1.12). Cycle 1: 57.5 -> 1.15, clear of the
     # control's interval and 1.15 beyond 1, yet 1.15 / 1.1 = 1.045 lies within 5% of the control's: drift. Cycle 2:
     # 58 -> 1.16, 1.16 / 1.1 = 1.055: beyond the margin, a real effect.
-    data = with_control(make_result_dict())
-    set_samples(data, "eager", 0, "steady_after_update", [54.0, 55.0, 56.0])
-    retime(data, "eager", "steady_after_update", 57.5, cycle=1)
-    retime(data, "eager", "steady_after_update", 58.0, cycle=2)
-    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
-    assert rows[("eager", 0)].ratio.high < rows[("eager", 1)].ratio.low  # the interval alone would call it real
-    assert rows[("eager", 1)].verdict == effects.margin_verdict()
+    rows = eager_rows([[54.0, 55.0, 56.0]], 57.5, 58.0)
+    assert rows[0].ratio.high < rows[1].ratio.low  # the interval alone would call it real
+    assert rows[1].verdict == effects.margin_verdict()
     assert effects.margin_verdict() == "within drift (within 5% of a control's after / before: the margin)"
-    assert rows[("eager", 2)].verdict == effects.VERDICT_REAL
+    assert rows[2].verdict == effects.VERDICT_REAL
     assert effects.within_margin(1.05) and effects.within_margin(1 / 1.05) and not effects.within_margin(1.051)
     assert effects.within_margin(1.155, 1.1) and not effects.within_margin(1.156, 1.1)  # around the reference
 
@@ -65,25 +73,16 @@ def test_an_effect_must_also_clear_the_margin_around_every_control():
 def test_with_several_controls_an_effect_must_clear_the_margin_of_each():
     # Controls after: 49, 50, 51 (1.0) and 55, 56, 57 (1.12). Real cycle 2: 58 -> 1.16, clear of both intervals and
     # 16% from the first control, yet 1.16 / 1.12 = 1.036 from the second: drift. Real cycle 3: 62 -> 1.24, beyond both.
-    data = with_control(make_result_dict(), cycles=2)
-    set_samples(data, "eager", 0, "steady_after_update", [49.0, 50.0, 51.0])
-    set_samples(data, "eager", 1, "steady_after_update", [55.0, 56.0, 57.0])
-    retime(data, "eager", "steady_after_update", 58.0, cycle=2)
-    retime(data, "eager", "steady_after_update", 62.0, cycle=3)
-    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
-    assert all(rows[("eager", 2)].ratio.excludes(rows[("eager", c)].ratio) for c in (0, 1))
-    assert rows[("eager", 2)].verdict == effects.margin_verdict()
-    assert rows[("eager", 3)].verdict == effects.VERDICT_REAL
+    rows = eager_rows([[49.0, 50.0, 51.0], [55.0, 56.0, 57.0]], 58.0, 62.0)
+    assert all(rows[2].ratio.excludes(rows[c].ratio) for c in (0, 1))
+    assert rows[2].verdict == effects.margin_verdict()
+    assert rows[3].verdict == effects.VERDICT_REAL
 
 
 def test_a_control_without_a_positive_median_tells_no_effect_apart():
     assert effects.within_margin(1.6, 0.0) and effects.within_margin(float("nan"), 1.0)
     # A control whose after median is 0 ms: its interval is [0, 0], every real cycle clears it; no division by it.
-    data = with_control(make_result_dict())
-    retime(data, "eager", "steady_after_update", 0.0, cycle=0)
-    retime(data, "eager", "steady_after_update", 80.0, cycle=1)
-    rows = {(e.variant, e.cycle): e for e in effects.effects(Result.from_dict(data))}
-    assert rows[("eager", 1)].verdict == effects.margin_verdict()
+    assert eager_rows([[0.0, 0.0, 0.0]], 80.0)[1].verdict == effects.margin_verdict()
 
 
 def test_each_effect_carries_generates_move_in_the_same_cycle():

@@ -56,10 +56,11 @@ def margin_verdict() -> str:
 
 
 def control_cycles(result: Result) -> set[int]:
-    """Cycles whose update took no optimizer step: flagged on the update, or the first N the metadata names."""
-    flagged = {u.cycle for u in result.updates if u.extra.get("control")}
-    declared = int((result.metadata.get("training") or {}).get("control_cycles") or 0)
-    return flagged | set(range(declared))
+    """Cycles whose update took no optimizer step: flagged on the update (every update says, since controls could
+    be interleaved), or, in a file whose updates say nothing, the first N the metadata names."""
+    if any("control" in u.extra for u in result.updates):
+        return {u.cycle for u in result.updates if u.extra.get("control")}
+    return set(range(int((result.metadata.get("training") or {}).get("control_cycles") or 0)))
 
 
 def failed_updates(result: Result) -> set[int]:

@@ -18,6 +18,7 @@ POLICY_CHOICES = POLICIES + ("both",) + DIAGNOSTIC_POLICIES + ("all",)
 OPTIMIZERS = ("sgd", "adamw")
 OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
+CONTROL_PLACEMENTS = ("first", "interleaved")
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
 MASTER_DTYPES = ("auto", "float32", "bfloat16")
 DTYPES = ("auto", "float16", "bfloat16", "float32")
@@ -180,6 +181,7 @@ CHECKS = {
     "iterations": _int_at_least(1, 10000),
     "cycles": _int_at_least(1, 100),
     "control_cycles": _int_at_least(0, 10),
+    "control_placement": _one_of(CONTROL_PLACEMENTS),
     "seed": _int_at_least(0, 2 ** 63 - 1),  # what torch.manual_seed takes
     "optimizer": _one_of(OPTIMIZERS),
     "lr": _positive_float,

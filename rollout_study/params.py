@@ -41,6 +41,9 @@ class StudyParams:
     iterations: int = 10
     cycles: int = 1
     control_cycles: int = 0  # cycles whose update runs forward and backward but takes no step
+    # first: every control before the real updates; interleaved: spread among them, so drift that grows over a run
+    # reaches the controls as it reaches the real updates (with the controls first it favours a "real effect")
+    control_placement: str = "first"
     seed: int = 0
     optimizer: str = "sgd"
     lr: float = 1e-2
@@ -210,6 +213,15 @@ class StudyParams:
         if self.prompts != "auto":
             return self.prompts
         return "chat" if has_tokenizer else "random"
+
+    def update_schedule(self) -> list[tuple[int, bool]]:
+        """(cycle, control) in run order. first: the control cycles, then the real updates. interleaved: each
+        control last in an even share of the run (1 control, 2 real: real, real, control; 2 and 2: real, control,
+        real, control), so the controls' drift spans the real updates' and a slow drift cannot pass for an effect."""
+        controls, total = self.control_cycles, self.control_cycles + self.cycles
+        if self.control_placement == "first":
+            return [(cycle, cycle < controls) for cycle in range(total)]
+        return [(cycle, (cycle + 1) * controls // total > cycle * controls // total) for cycle in range(total)]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -5,8 +5,8 @@ Order of one run (STUDY.md):
   cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
             (reference)  generate() with logits for these weights, outside any timed region
             steady       `iterations` rounds; in each round every engine makes one call, in turn
-  each cycle c: update   control cycles first (forward and backward, no step: the weights stay),
-                         then real optimizer steps; every engine is told of each update
+  each cycle c: update   control cycles (forward and backward, no step: the weights stay) first, or
+                         interleaved with the real optimizer steps; every engine is told of each update
             first_after_update, (reference), steady_after_update
   after all measured phases: instrumented eager calls (prefill/decode split, and what the
             instrument costs), taken in turns with untouched ones
@@ -237,9 +237,8 @@ class Study:
         self._reference = None  # the weights (may have) changed: the next calls wait for a new reference
 
     def schedule(self) -> list[tuple[int, bool]]:
-        """(cycle, control) in run order: the control cycles first, then the real updates."""
-        controls = self.params.control_cycles
-        return [(c, c < controls) for c in range(controls + self.params.cycles)]
+        """(cycle, control) in run order."""
+        return self.params.update_schedule()
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> Result:
@@ -332,7 +331,8 @@ class Study:
                          "max_new_tokens": params.max_new_tokens, "iterations": params.iterations,
                          "cycles": params.cycles, "seed": params.seed, **self.workload.describe()},
             "training": {"optimizer": params.optimizer, "lr": params.lr,
-                         "control_cycles": params.control_cycles, **self.trainer.describe(),
+                         "control_cycles": params.control_cycles, "control_placement": params.control_placement,
+                         **self.trainer.describe(),
                          "loss": "mean negative log-likelihood of the latest rollout's response tokens"},
             "mode": self.mode,
             "threads": environment.threads(),

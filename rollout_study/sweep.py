@@ -162,9 +162,15 @@ def point_file(folder_name: str, slug: str, digest: str) -> str:
     return f"{folder_name}/{cut}-{digest}.json"
 
 
+# Parameters added after sweeps were published, with the value every earlier point ran with: at that value they
+# leave a point's hash as it was, so published and pinned sweeps keep their file names and resume.
+LATER_PARAMETERS = {"control_placement": "first"}
+
+
 def point_hash(params: StudyParams) -> str:
     """Of everything that shapes the point's result (the name aside)."""
-    values = {k: v for k, v in params.to_dict().items() if k != "name"}
+    values = {k: v for k, v in params.to_dict().items()
+              if k != "name" and not (k in LATER_PARAMETERS and v == LATER_PARAMETERS[k])}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
 
 

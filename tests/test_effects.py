@@ -19,6 +19,14 @@ def test_control_cycles_from_updates_and_metadata():
     assert effects.control_cycles(result) == {0} and effects.real_cycles(result) == [1, 2]
     data["metadata"]["training"]["control_cycles"] = 0  # the update record alone says so
     assert effects.control_cycles(Result.from_dict(data)) == {0}
+    # interleaved: the control is the last update; the metadata's count must not also mark cycle 0
+    for update in data["updates"]:
+        update["control"] = update["cycle"] == 2
+    data["metadata"]["training"]["control_cycles"] = 1
+    assert effects.control_cycles(Result.from_dict(data)) == {2}
+    for update in data["updates"]:  # a file from before updates said so: the first N the metadata names
+        del update["control"]
+    assert effects.control_cycles(Result.from_dict(data)) == {0}
     assert effects.control_cycles(make_result()) == set() and effects.real_cycles(make_result()) == [0, 1]
 
 
@@ -172,3 +180,20 @@ def test_no_verdict_from_too_few_samples_and_failed_updates_are_not_real():
     failed["failures"] = [{"engine": None, "policy": None, "cycle": last, "phase": "update", "error": "OOM"}]
     assert last not in fx.real_cycles(Result.from_dict(failed))
     assert all(e.cycle != last for e in fx.effects(Result.from_dict(failed)))
+
+
+def test_a_run_with_interleaved_controls_records_and_reads_them_where_they_ran():
+    from rollout_study.params import StudyParams
+    from rollout_study.protocol import run_in_process
+
+    params = StudyParams.from_dict({"name": "interleaved", "device": "cpu", "engines": ["eager", "graph"],
+                                    "policy": "reuse", "requests": 2, "batch_size": 2, "prompt_len": 8,
+                                    "max_new_tokens": 2, "iterations": 3, "cycles": 2, "control_cycles": 1,
+                                    "control_placement": "interleaved", "profile": False, "instrument": False})
+    result = run_in_process(params)
+    assert result.is_valid and [(u.cycle, u.extra["control"]) for u in result.updates] == [(0, False), (1, False),
+                                                                                            (2, True)]
+    assert result.metadata["training"]["control_placement"] == "interleaved"
+    assert effects.control_cycles(result) == {2} and effects.real_cycles(result) == [0, 1]
+    rows = {(e.variant, e.cycle): e for e in effects.effects(result)}
+    assert rows[("eager", 2)].verdict == effects.VERDICT_CONTROL and not rows[("eager", 0)].control

@@ -40,6 +40,7 @@ def test_defaults_are_the_reference_workload():
     ("attn", "flash", "attn must be one of sdpa, eager"),
     ("device", "tpu", "device must be one of auto, cpu, cuda"),
     ("instrument", "no", "instrument must be true or false"),
+    ("control_placement", "last", "control_placement must be one of first, interleaved"),
 ])
 def test_bad_values_name_the_parameter_and_range(key, value, fragment):
     with pytest.raises(ParameterError) as err:
@@ -185,3 +186,25 @@ def test_every_parameter_has_its_check_and_every_check_its_parameter():
     from rollout_study.param_values import CHECKS
 
     assert set(CHECKS) == {f.name for f in dataclasses.fields(StudyParams)}
+
+
+@pytest.mark.parametrize("controls, cycles, expected", [
+    (1, 2, "RRC"), (2, 2, "RCRC"), (2, 5, "RRRCRRC"), (1, 1, "RC"), (0, 3, "RRR"), (3, 1, "RCCC")])
+def test_interleaved_controls_are_spread_over_the_run(controls, cycles, expected):
+    placed = StudyParams.from_dict({"control_cycles": controls, "cycles": cycles, "control_placement": "interleaved"})
+    schedule = placed.update_schedule()
+    assert [cycle for cycle, _ in schedule] == list(range(controls + cycles))
+    assert "".join("C" if control else "R" for _, control in schedule) == expected
+    first = dataclasses.replace(placed, control_placement="first").update_schedule()
+    assert "".join("C" if control else "R" for _, control in first) == "C" * controls + "R" * cycles
+
+
+def test_a_later_parameter_at_its_old_value_leaves_a_points_hash_as_it_was():
+    import hashlib
+    import json
+    from rollout_study import sweep
+
+    params = StudyParams.from_dict({"requests": 4, "cycles": 2, "control_cycles": 1})
+    before = {k: v for k, v in params.to_dict().items() if k not in ("name", "control_placement")}
+    assert sweep.point_hash(params) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert sweep.point_hash(dataclasses.replace(params, control_placement="interleaved")) != sweep.point_hash(params)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from .breakeven import (BreakEven, BreakEvenRow, break_even_pairs, break_even_rollouts,  # noqa: F401
                         break_even_rows, costs_after_update, interval_excludes_one, rollouts_cost)
 from .engines import BASELINE, variant_rank
-from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, control_cycles, effects,  # noqa: F401
-                      failed_updates, instrumented_calls, real_cycles, samples_in, timing_checked, timing_flagged,
-                      untouched_variants)
+from .effects import (VERDICT_REAL, Effect, Instrumented, all_profiles, before_text, control_cycles,  # noqa: F401
+                      effects, instrumented_calls, real_cycles, samples_in, timing_checked,
+                      timing_flagged, untouched_variants)
 from .record import PARTS, Call, run_order
 from .result import Result
 from .stats import Ratio, Samples, ratio_interval, resampled_sides  # noqa: F401
@@ -212,10 +212,8 @@ def _after_update_goal(result: Result, variant: str, real: list[int], add) -> No
     after = dict(pairs)[worst]
     # The goal reads the ratio alone, as the issue set it; what a control cycle moved stands beside it, so a reader
     # sees when a miss is no more than the drift (the effects table gives the verdict).
-    controls = [(cycle, result.samples(variant, cycle, "steady_after_update"))
-                for cycle in sorted(control_cycles(result) - failed_updates(result))]
-    drift = "; ".join(f"control update {cycle} moved it {samples.median / before.median:.3f}x"
-                      for cycle, samples in controls if samples is not None)
+    drift = "; ".join(f"control update {e.cycle} moved it {e.ratio.point:.3f}x"
+                      for e in effects(result) if e.variant == variant and e.control)
     add(name, ratios[worst].point, threshold,
         all(abs(r.point - 1) <= MAX_REUSE_AFTER_DRIFT + 1e-12 for r in ratios.values()),
         (("worst: update", worst, ""), ("before", before.median, "ms"), ("after", after.median, "ms")), note=drift,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from .params import LATER_PARAMETERS
 from .result import Result
 
 # Parameters that change how much is measured, not what is generated.
@@ -45,7 +46,8 @@ class Comparison:
 
 
 def _workload(result: Result) -> dict:
-    params = dict(result.metadata.get("params") or {})
+    # a result from before a parameter existed ran with the value it was added at
+    params = {**LATER_PARAMETERS, **(result.metadata.get("params") or {})}
     params["dtype"] = result.metadata.get("dtype")
     params["model"] = (result.metadata.get("model") or {}).get("name")
     params["prompt_len"] = (result.metadata.get("workload") or {}).get("prompt_len")

@@ -1,8 +1,8 @@
 """After-update effects against control cycles, and the protocol's side records, with no formatting.
 
 A control cycle's update runs forward and backward but takes no optimizer step, so the weights stay:
-whatever its steady state moves against the cycle-0 steady state is drift of the host, not the
-update. A real cycle's effect counts only when its bootstrap interval clears every control's and it differs
+whatever its steady state moves against the cycle-0 steady state (with interleaved controls, against the
+steady phase just before it) is drift of the host, not the update. A real cycle's effect counts only when its bootstrap interval clears every control's and it differs
 by more than STEADY_MARGIN from every control's after/before: a control is one sample of the drift, and two
 replays of the same kernels in one run differ by more than their intervals. Beside each effect, for context
 only, what generate() (which keeps no graph) moved in the same cycle, in turns with it: the host's drift then.
@@ -21,7 +21,7 @@ from .result import Result
 from .stats import Samples
 from .stats import Ratio, ratio_interval
 
-BEFORE = (0, "steady")  # what every after-update steady state is compared with
+BEFORE = (0, "steady")  # what after-update steady states are compared with (the controls first; see _after_over_before)
 AFTER = "steady_after_update"
 VERDICT_REAL = "real effect"
 VERDICT_DRIFT = "within drift (control)"
@@ -100,14 +100,34 @@ class Effect:
     generate_ratio: Ratio | None = None
 
 
+def interleaved(result: Result) -> bool:
+    """Whether the run spread its control cycles among the real updates (params.control_placement)."""
+    return (result.metadata.get("training") or {}).get("control_placement") == "interleaved"
+
+
+def before_text(result: Result) -> str:
+    """What each after-update steady state is compared with, in words."""
+    return "the steady phase just before the update" if interleaved(result) else "cycle 0 steady"
+
+
 def _after_over_before(result: Result, variant: str, failed: set[int]) -> dict[int, tuple[Samples, Samples, Ratio]]:
-    """cycle -> (before, after, after/before with its interval) for one variant; empty without a steady before."""
-    before = result.samples(variant, *BEFORE)
-    if before is None or before.median <= 0:
+    """cycle -> (before, after, after/before with its interval) for one variant; empty without a steady before.
+
+    Before: cycle 0's steady phase, with the controls first (no weights changed before them). With interleaved
+    controls, the steady phase just before each update: a control after real updates compared with cycle 0 would
+    carry their lasting effect and call it drift (and every real update after it too)."""
+    first = result.samples(variant, *BEFORE)
+    if first is None or first.median <= 0:
         return {}
-    cycles = sorted({c.cycle for c in result.calls_of(variant, phase=AFTER)} - failed)
-    return {cycle: (before, after, ratio_interval(after, before))
-            for cycle, after in ((cycle, result.samples(variant, cycle, AFTER)) for cycle in cycles)}
+    measured = {c.cycle for c in result.calls_of(variant, phase=AFTER)}
+    rows = {}
+    for cycle in sorted(measured - failed):
+        earlier = [c for c in measured if c < cycle] if interleaved(result) else []
+        before = result.samples(variant, max(earlier), AFTER) if earlier else first
+        after = result.samples(variant, cycle, AFTER)
+        if before.median > 0:
+            rows[cycle] = (before, after, ratio_interval(after, before))
+    return rows
 
 
 def verdict(ratio: Ratio, drift: list[Ratio]) -> str:

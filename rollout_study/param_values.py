@@ -17,8 +17,8 @@ DIAGNOSTIC_POLICIES = ("version-only", "unchecked")
 POLICY_CHOICES = POLICIES + ("both",) + DIAGNOSTIC_POLICIES + ("all",)
 OPTIMIZERS = ("sgd", "adamw")
 OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
-# How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 CONTROL_PLACEMENTS = ("first", "interleaved")
+# How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
 MASTER_DTYPES = ("auto", "float32", "bfloat16")
 DTYPES = ("auto", "float16", "bfloat16", "float32")

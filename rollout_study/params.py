@@ -24,6 +24,11 @@ NOTEBOOK_NAMES = ("output_dir", "command")
 _KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
 
 
+# Parameters added after results were published, with the value every earlier run ran with: a result without one
+# ran with that value (compare), and a sweep point's hash leaves it out there (sweep.point_hash).
+LATER_PARAMETERS = {"control_placement": "first"}
+
+
 @dataclass(frozen=True)
 class StudyParams:
     # Defaults are the reference workload of STUDY.md (one cycle, recapture policy).
@@ -217,7 +222,8 @@ class StudyParams:
     def update_schedule(self) -> list[tuple[int, bool]]:
         """(cycle, control) in run order. first: the control cycles, then the real updates. interleaved: each
         control last in an even share of the run (1 control, 2 real: real, real, control; 2 and 2: real, control,
-        real, control), so the controls' drift spans the real updates' and a slow drift cannot pass for an effect."""
+        real, control), so the controls' drift spans the real updates'; each update is then compared with the
+        steady phase just before it (effects.py), not cycle 0's, which a control after real updates would not be."""
         controls, total = self.control_cycles, self.control_cycles + self.cycles
         if self.control_placement == "first":
             return [(cycle, cycle < controls) for cycle in range(total)]

@@ -44,7 +44,7 @@ from pathlib import Path
 from .files import write_json_atomic
 from .launch import LAUNCHERS
 from .param_values import ParameterError
-from .params import StudyParams
+from .params import LATER_PARAMETERS, StudyParams
 from .record import ResultError, excerpt
 from .result import Result
 # Whether a sweep folder may be published: in sweep_validity.py, read from here by its callers
@@ -162,13 +162,10 @@ def point_file(folder_name: str, slug: str, digest: str) -> str:
     return f"{folder_name}/{cut}-{digest}.json"
 
 
-# Parameters added after sweeps were published, with the value every earlier point ran with: at that value they
-# leave a point's hash as it was, so published and pinned sweeps keep their file names and resume.
-LATER_PARAMETERS = {"control_placement": "first"}
-
-
 def point_hash(params: StudyParams) -> str:
-    """Of everything that shapes the point's result (the name aside)."""
+    """Of everything that shapes the point's result (the name aside); a parameter added after sweeps were
+    published (LATER_PARAMETERS) at the value every earlier point ran with leaves the hash as it was, so published
+    and pinned sweeps keep their file names and resume."""
     values = {k: v for k, v in params.to_dict().items()
               if k != "name" and not (k in LATER_PARAMETERS and v == LATER_PARAMETERS[k])}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]

@@ -44,6 +44,16 @@ def test_a_control_cycle_makes_a_different_workload():
     assert not compare(Result.from_dict(a), Result.from_dict(b)).same_workload
 
 
+def test_a_result_from_before_a_parameter_existed_ran_with_its_first_value():
+    a = _with_hashes(make_result_dict())
+    b = copy.deepcopy(a)
+    a["metadata"]["params"].pop("control_placement", None)  # written before control_placement existed
+    b["metadata"]["params"]["control_placement"] = "first"
+    assert compare(Result.from_dict(a), Result.from_dict(b)).same_workload
+    b["metadata"]["params"]["control_placement"] = "interleaved"
+    assert not compare(Result.from_dict(a), Result.from_dict(b)).same_workload
+
+
 def test_files_without_hashes_compare_nothing():
     comparison = compare(Result.from_dict(make_result_dict()), Result.from_dict(make_result_dict()))
     assert comparison.compared == 0 and not comparison.tokens_match and "no calls to compare" in comparison.text()

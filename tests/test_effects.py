@@ -197,3 +197,24 @@ def test_a_run_with_interleaved_controls_records_and_reads_them_where_they_ran()
     assert effects.control_cycles(result) == {2} and effects.real_cycles(result) == [0, 1]
     rows = {(e.variant, e.cycle): e for e in effects.effects(result)}
     assert rows[("eager", 2)].verdict == effects.VERDICT_CONTROL and not rows[("eager", 0)].control
+
+
+def test_with_interleaved_controls_each_update_is_compared_with_the_phase_just_before_it():
+    # Run order: real 0, real 1, control 2. Real update 0 slows generate() 10% for good (50 -> 55 ms): with cycle 0 as
+    # every update's before, the control after it would read 1.1x too and call that lasting effect drift.
+    data = eager_after([[54.0, 55.0, 56.0]], 55.0, 55.0)  # with_control's cycle 0 is the control: re-placed below
+    set_samples(data, "eager", 0, "steady", [49.0, 50.0, 51.0])
+    set_samples(data, "eager", 2, "steady_after_update", [54.5, 55.0, 55.5])  # the control, last
+    for update in data["updates"]:
+        update["control"] = update["cycle"] == 2
+    first = {e.cycle: e for e in effects.effects(Result.from_dict(data)) if e.variant == "eager"}
+    assert first[0].verdict == effects.VERDICT_DRIFT and first[2].ratio.point == pytest.approx(1.1)
+    data["metadata"]["training"]["control_placement"] = "interleaved"
+    placed = Result.from_dict(data)
+    rows = {e.cycle: e for e in effects.effects(placed) if e.variant == "eager"}
+    assert rows[0].before.median == 50.0 and rows[1].before.median == rows[2].before.median == 55.0
+    assert rows[2].control and rows[2].ratio.point == 1.0
+    assert rows[0].verdict == effects.VERDICT_REAL and rows[1].verdict == effects.VERDICT_DRIFT
+    assert effects.before_text(placed) == "the steady phase just before the update"
+    assert effects.before_text(Result.from_dict({**data, "metadata": {**data["metadata"], "training": {}}})) == \
+        "cycle 0 steady"

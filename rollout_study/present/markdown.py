@@ -16,6 +16,7 @@ from .floors import floors_markdown
 from .other_split import split_markdown
 from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
+from ..effects import before_text
 from .text import (MIB, effects_rule, goal_detail, goal_measured, headline_lines, number, phase_name, table,
                    timing_line)
 
@@ -56,7 +57,7 @@ def measurement_sections(result: Result) -> list[str]:
                          [[v, str(c), phase_name(controls, c, p), *_interval_cells(r)] for v, c, p, r in speedups]), ""]
     effects = analysis.effects(result)
     if effects:
-        lines += ["## Steady state after an update over before (cycle 0 steady), against control cycles", "",
+        lines += [f"## Steady state after an update over before ({before_text(result)}), against control cycles", "",
                   effects_rule(), "",
                   *table(["variant", "cycle", "update", "before ms", "after ms", "after / before", "95% low",
                           "95% high", "generate() after / before", "verdict"],
@@ -210,6 +211,7 @@ def readme_results(result: Result, with_original: bool) -> str:
     variants = result.variants()
     real = analysis.real_cycles(result)
     after = real[0] if real else 0
+    controls_before = sum(cycle < after for cycle in analysis.control_cycles(result))
     wanted = {"first": 0, "steady": 0, "first_after_update": after, "steady_after_update": after}
     medians = {(r.variant, r.phase): r.samples.median for r in analysis.summary_rows(result)
                if r.cycle == wanted[r.phase]}
@@ -232,7 +234,7 @@ def readme_results(result: Result, with_original: bool) -> str:
             f"{commit_text(meta.get('git'))}): valid **{result.is_valid}**; first update "
             f"({update.optimizer if update else '-'}) {number(update.ms if update else None)} ms; "
             f"goals met {sum(1 for g in checks if g.met)}/{len(checks)} (see `reports/{result.run_name}/summary.md`)."
-            + (f" Rows after an update: update {after}, the first real one ({after} control "
+            + (f" Rows after an update: update {after}, the first real one ({controls_before} control "
                f"cycle(s) before it)." if after else "")]
     return "\n".join(lines)
 

@@ -78,8 +78,8 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         Block("table", "Goals of the issues, checked against this result", tables.goals_table(result)),
         Block("table", "Speed-up over generate() per steady phase, with 95% bootstrap intervals",
               tables.speedup_table(one)),
-        Block("table", "Steady after an update over steady before (cycle 0), against control cycles. "
-              + effects_rule(), tables.effects_table(one)),
+        Block("table", f"Steady after an update over steady before ({analysis.before_text(result)}), against "
+                       "control cycles. " + effects_rule(), tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
               tables.break_even_table(one)),
         Block("table", "Disjoint breakdown of the median call (ms)" + breakdown_note, tables.breakdown_table(one)),

@@ -1,11 +1,12 @@
 """After-update effects against control cycles, and the protocol's side records, with no formatting.
 
-A control cycle's update runs forward and backward but takes no optimizer step, so the weights stay:
-whatever its steady state moves against the cycle-0 steady state (with interleaved controls, against the
-steady phase just before it) is drift of the host, not the update. A real cycle's effect counts only when its bootstrap interval clears every control's and it differs
-by more than STEADY_MARGIN from every control's after/before: a control is one sample of the drift, and two
-replays of the same kernels in one run differ by more than their intervals. Beside each effect, for context
-only, what generate() (which keeps no graph) moved in the same cycle, in turns with it: the host's drift then.
+A control cycle's update runs forward and backward but takes no optimizer step, so the weights stay: whatever
+its steady state moves against the cycle-0 steady state (with interleaved controls, against the steady phase
+just before it) is drift of the host, not the update. A real cycle's effect counts only when its bootstrap
+interval clears every control's and it differs by more than STEADY_MARGIN from every control's after/before: a
+control is one sample of the drift, and two replays of the same kernels in one run differ by more than their
+intervals. Beside each effect, for context only, what generate() (which keeps no graph) moved in the same
+cycle, in turns with it: the host's drift then.
 Also here: the instrumented eager calls (the prefill/decode split), every profile of the profiling
 process, and the per-call timing check. Old result files have none of these: every function then
 returns what an absent record means (no controls, no rows, no checks).
@@ -42,10 +43,15 @@ MIN_SAMPLES = 3  # a bootstrap interval from fewer samples per side (a median of
 STEADY_MARGIN = 0.05
 
 
+def measurable(*ratios: float) -> bool:
+    """Every ratio a positive finite number: one that is not (a control whose median was 0) tells no gap apart."""
+    return all(math.isfinite(x) and x > 0 for x in ratios)
+
+
 def within_margin(ratio: float, reference: float = 1.0) -> bool:
-    """True where `ratio` lies within STEADY_MARGIN of `reference` either way (the bounds included). A reference
-    or ratio that is no positive finite number (a control whose median was 0) tells no gap apart: within."""
-    if not all(math.isfinite(x) and x > 0 for x in (ratio, reference)):
+    """True where `ratio` lies within STEADY_MARGIN of `reference` either way (the bounds included), or where the
+    two are not `measurable`: for a verdict, the cautious reading."""
+    if not measurable(ratio, reference):
         return True
     return reference / (1 + STEADY_MARGIN) <= ratio <= reference * (1 + STEADY_MARGIN)
 
@@ -119,10 +125,10 @@ def _after_over_before(result: Result, variant: str, failed: set[int]) -> dict[i
     first = result.samples(variant, *BEFORE)
     if first is None or first.median <= 0:
         return {}
-    measured = {c.cycle for c in result.calls_of(variant, phase=AFTER)}
+    measured, just_before = {c.cycle for c in result.calls_of(variant, phase=AFTER)}, interleaved(result)
     rows = {}
     for cycle in sorted(measured - failed):
-        earlier = [c for c in measured if c < cycle] if interleaved(result) else []
+        earlier = [c for c in measured if c < cycle] if just_before else []
         before = result.samples(variant, max(earlier), AFTER) if earlier else first
         after = result.samples(variant, cycle, AFTER)
         if before.median > 0:
@@ -143,10 +149,10 @@ def verdict(ratio: Ratio, drift: list[Ratio]) -> str:
 def effects(result: Result) -> list[Effect]:
     """Per variant (registry order) and cycle: after/before with its interval and the verdict against controls."""
     controls, failed = control_cycles(result), failed_updates(result)
-    generate_ratios = {cycle: ratio for cycle, (_, _, ratio) in _after_over_before(result, BASELINE, failed).items()}
+    per_variant = {variant: _after_over_before(result, variant, failed) for variant in result.variants()}
+    generate_ratios = {cycle: ratio for cycle, (_, _, ratio) in per_variant.get(BASELINE, {}).items()}
     rows = []
-    for variant in result.variants():
-        measured = _after_over_before(result, variant, failed)
+    for variant, measured in per_variant.items():
         drift = [ratio for cycle, (_, _, ratio) in measured.items() if cycle in controls]
         for cycle, (before, after, ratio) in measured.items():
             if cycle in controls:

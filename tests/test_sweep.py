@@ -91,12 +91,17 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert steady.later == () and steady.text == "batch 2 (1.25x; 5.00x at batch 1)"
 
 
+def _graph_over_eager(batch: int, samples: list[float], variant: str, tokens: int) -> curves.Point:
+    """A point whose eager steady state is 100 ms (x3) and the variant's these samples."""
+    return curves.Point(f"b{batch}", point(batch, tokens, {"eager": (1, 100.0, 1, 1), variant: (1, 1, 1, 1)},
+                                           steady_samples={(variant, "steady"): samples}))
+
+
 def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     # eager 100 (x3); graph 67, 68, 72 at batch 2: 1.47x by the medians, its interval about 1.39 to 1.49: under.
     # graph 64, 68, 70 at batch 4: 1.47x again, yet its interval (about 1.43 to 1.56) includes 1.5x: the point alone.
     def at(batch, samples):
-        return curves.Point(f"b{batch}", point(batch, 64, {"eager": (1, 100.0, 1, 1), "graph[recapture]": (1, 1, 1, 1)},
-                                               steady_samples={("graph[recapture]", "steady"): samples}))
+        return _graph_over_eager(batch, samples, "graph[recapture]", 64)
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [67.0, 68.0, 72.0])])
     assert clear.interval[1] < curves.CROSSOVER and not clear.interval_includes_threshold
     assert clear.text == "batch 2 (1.47x; 5.00x at batch 1)"
@@ -214,9 +219,8 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
 def test_the_models_grid_counts_points_under_the_threshold_by_their_point_estimate_alone():
     from rollout_study.present import sweep_readme
 
-    def at(batch, samples):  # eager 100 x3 over graph's samples
-        return curves.Point(f"b{batch}", point(batch, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 1, 1, 1)},
-                                               steady_samples={("graph[reuse]", "steady"): samples}))
+    def at(batch, samples):
+        return _graph_over_eager(batch, samples, "graph[reuse]", 16)
     # 1.47x with its interval within 1.39..1.49 (clearly under); 1.47x within 1.43..1.56 (under by the point alone);
     # 5x (not under)
     grid = sweep_readme.models_grid(curves.by_model([at(1, [20.0] * 3), at(2, [67.0, 68.0, 72.0]),

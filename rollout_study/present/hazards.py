@@ -90,7 +90,7 @@ def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
     right = hazards.proven_right(cells)
     lines = []
     for u in hazards.ROLLOUTS_PER_UPDATE:
-        costed = sorted(((c.rl_step_ms(u), c) for c in right if c.rl_step_ms(u) is not None), key=lambda p: p[0])
+        costed = sorted(((ms, c) for c in right if (ms := c.rl_step_ms(u)) is not None), key=lambda p: p[0])
         if not costed:
             continue
         (ms, best), rest = costed[0], costed[1:]

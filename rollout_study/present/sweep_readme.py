@@ -58,7 +58,7 @@ def models_grid(models: dict) -> list[str]:
             ratios = [r.point for r in mine]
             under = [r for r in mine if r.point < curves.CROSSOVER]
             # under by the point estimate alone: the interval includes the threshold (as the crossover says)
-            alone = sum(r.has_interval and r.low <= curves.CROSSOVER <= r.high for r in under)
+            alone = sum(r.contains(curves.CROSSOVER) for r in under)
             cells.append(f"{min(ratios):.2f}x to {max(ratios):.2f}x ({len(under)} of {len(ratios)} points under "
                          f"{curves.CROSSOVER}x" + (f", {alone} by the point estimate alone" if alone else "") + ")"
                          if ratios else "-")

@@ -182,11 +182,11 @@ def _beside_generate(effect) -> str:
     other = effect.generate_ratio
     if other is None:
         return ""
-    # within_margin calls a side that is no positive number "within" (for a verdict, the cautious reading); here
+    # within_margin calls ratios that are not measurable "within" (for a verdict, the cautious reading); here
     # that would print a closeness nobody measured
-    measured = all(math.isfinite(x) and x > 0 for x in (effect.ratio.point, other.point))
+    points = (effect.ratio.point, other.point)
     close = (f", within {effects.STEADY_MARGIN:.0%} of it"
-             if measured and effects.within_margin(effect.ratio.point, other.point) else "")
+             if effects.measurable(*points) and effects.within_margin(*points) else "")
     return f" (generate() {other.point:.3f}x in that cycle{close})"
 
 

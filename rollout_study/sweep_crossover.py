@@ -5,7 +5,10 @@
                 (point estimates, as the crossing's): the speed-up need not fall steadily with the batch. Where
                 the speed-up's 95% interval at the crossing includes CROSSOVER, the text gives it: the crossing is
                 then the point estimate's alone (from 3 samples a side the interval spans about the samples' range).
-                Only the crossing's interval is read here; the sweep's speed-up table gives every point's
+                Before the crossing (at every batch, where none is under), a batch over CROSSOVER whose interval
+                includes it is named too: over it by the point estimate alone, so "none in range" or "first under
+                at batch 8" does not hide a point the samples cannot place on either side. The sweep's speed-up
+                table gives every point's interval
 """
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ class Crossover:
     # need not fall steadily with the batch
     later: tuple[tuple[int, float], ...] = ()
     interval: tuple[float, float] | None = None  # the speed-up's 95% interval at the crossing (None: none)
+    # the batches before the crossing (every batch, where none is under) over CROSSOVER by the point estimate whose
+    # 95% interval includes it
+    unclear: tuple[int, ...] = ()
 
     @property
     def interval_includes_threshold(self) -> bool:
@@ -46,10 +52,18 @@ class Crossover:
     @property
     def text(self) -> str:
         if self.batch is None:
-            return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
+            return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})" + self._unclear
         if self.before is None:
             return _already_under(self.batch, [self.speed_text]) + self._later
-        return f"batch {self.batch} ({self.speed_text}; {self.before[1]:.2f}x at batch {self.before[0]})" + self._later
+        return (f"batch {self.batch} ({self.speed_text}; {self.before[1]:.2f}x at batch {self.before[0]})"
+                + self._unclear + self._later)
+
+    @property
+    def _unclear(self) -> str:
+        if not self.unclear:
+            return ""
+        batches = _words([str(b) for b in self.unclear])
+        return f", over {CROSSOVER}x by the point estimate alone at batch {batches} (its 95% interval includes it)"
 
     @property
     def _later(self) -> str:
@@ -64,19 +78,24 @@ def _already_under(batch: int, speedups: list[str]) -> str:
     return f"batch {batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a valid point"
 
 
+def _words(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+
+
 def _counts(tokens: list[int]) -> str:
-    words = [str(t) for t in tokens]
-    return (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]) + " tokens"
+    return _words([str(t) for t in tokens]) + " tokens"
 
 
 def crossing_summary(rows: list[Crossover]) -> str:
     """One variant's crossovers, one clause per outcome: new-token counts with the same outcome (none in the same
-    range; already under at the same smallest batch, and under at every larger one) are named together; a crossing
+    range, with no batch over the threshold by the point estimate alone; already under at the same smallest batch, and under at every larger one) are named together; a crossing
     within the range, or one not under at every larger batch, on its own."""
     groups: dict[tuple, list[Crossover]] = {}
     for c in rows:
-        key = (("none", c.swept[0], c.swept[-1]) if c.batch is None
-               else ("first", c.batch) if c.before is None and not c.later else ("own", c.new_tokens))
+        if c.batch is None:
+            key = ("none", c.swept[0], c.swept[-1]) if not c.unclear else ("own", c.new_tokens)
+        else:
+            key = ("first", c.batch) if c.before is None and not c.later else ("own", c.new_tokens)
         groups.setdefault(key, []).append(c)
     clauses = []
     for (kind, *_), group in groups.items():
@@ -94,8 +113,9 @@ def crossovers(points: list[Point]) -> list[Crossover]:
         rows.sort(key=lambda r: r.batch)
         under = next((i for i, r in enumerate(rows) if r.ratio.point < CROSSOVER), None)
         swept = tuple(r.batch for r in rows)
+        unclear = tuple(r.batch for r in rows[:under] if r.ratio.contains(CROSSOVER))
         if under is None:
-            out.append(Crossover(variant, tokens, None, None, None, swept))
+            out.append(Crossover(variant, tokens, None, None, None, swept, unclear=unclear))
         else:
             before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
             later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
@@ -103,5 +123,5 @@ def crossovers(points: list[Point]) -> list[Crossover]:
                 later = ()
             ratio = rows[under].ratio
             out.append(Crossover(variant, tokens, rows[under].batch, ratio.point, before, swept, later,
-                                 (ratio.low, ratio.high) if ratio.has_interval else None))
+                                 (ratio.low, ratio.high) if ratio.has_interval else None, unclear))
     return out

@@ -125,6 +125,28 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     assert single.interval is None and single.text.startswith("batch 1 (1.25x): already under")
 
 
+def test_a_batch_over_the_threshold_by_the_point_alone_is_named_before_the_crossing_or_with_none():
+    # graph 64, 66, 68 against eager 100: 1.52x by the medians, the interval about 1.47 to 1.56: over by the point alone
+    def at(batch, samples, tokens=64):
+        return _graph_over_eager(batch, samples, "graph[recapture]", tokens)
+    (none,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [64.0, 66.0, 68.0]), at(4, [50.0] * 3)])
+    assert none.batch is None and none.unclear == (2,)
+    assert none.text == ("none in the valid points' range (batch 1 to 4), over 1.5x by the point estimate alone at "
+                         "batch 2 (its 95% interval includes it)")
+    (found,) = crossing.crossovers([at(1, [64.0, 66.0, 68.0]), at(2, [20.0] * 3), at(4, [64.0, 66.0, 68.0]),
+                                    at(8, [90.0] * 3), at(16, [64.0, 66.0, 68.0])])
+    assert (found.batch, found.unclear) == (8, (1, 4))  # the one after the crossing is not read
+    assert found.text.startswith("batch 8 (1.11x; 1.52x at batch 4), over 1.5x by the point estimate alone at "
+                                 "batch 1 and 4 (its 95% interval includes it), at or over 1.5x at a larger batch")
+    (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [60.0] * 3)])
+    assert clear.unclear == () and clear.text == "none in the valid points' range (batch 1 to 2)"
+    # a 'none' with a batch over by the point alone takes its own clause, apart from a plain one of the same range;
+    # the plain ones still share theirs
+    (plain,) = crossing.crossovers([at(1, [20.0] * 3, 16), at(2, [60.0] * 3, 16), at(4, [50.0] * 3, 16)])
+    assert crossing.crossing_summary([plain, none, dataclasses.replace(plain, new_tokens=256)]) == (
+        "16 and 256 tokens: none in the valid points' range (batch 1 to 4); 64 tokens: " + none.text)
+
+
 def test_the_sweep_definitions_follow_the_margin_when_read(monkeypatch):
     from rollout_study import effects
     assert any("only beyond 5% either way as well" in line for line in report.definitions())

@@ -63,7 +63,7 @@ class Crossover:
         if not self.unclear:
             return ""
         batches = _words([str(b) for b in self.unclear])
-        return f", over {CROSSOVER}x by the point estimate alone at batch {batches} (its 95% interval includes it)"
+        return f", over {CROSSOVER}x by the point estimate alone at batch {batches} (the 95% interval there includes it)"
 
     @property
     def _later(self) -> str:

@@ -132,12 +132,12 @@ def test_a_batch_over_the_threshold_by_the_point_alone_is_named_before_the_cross
     (none,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [64.0, 66.0, 68.0]), at(4, [50.0] * 3)])
     assert none.batch is None and none.unclear == (2,)
     assert none.text == ("none in the valid points' range (batch 1 to 4), over 1.5x by the point estimate alone at "
-                         "batch 2 (its 95% interval includes it)")
+                         "batch 2 (the 95% interval there includes it)")
     (found,) = crossing.crossovers([at(1, [64.0, 66.0, 68.0]), at(2, [20.0] * 3), at(4, [64.0, 66.0, 68.0]),
                                     at(8, [90.0] * 3), at(16, [64.0, 66.0, 68.0])])
     assert (found.batch, found.unclear) == (8, (1, 4))  # the one after the crossing is not read
     assert found.text.startswith("batch 8 (1.11x; 1.52x at batch 4), over 1.5x by the point estimate alone at "
-                                 "batch 1 and 4 (its 95% interval includes it), at or over 1.5x at a larger batch")
+                                 "batch 1 and 4 (the 95% interval there includes it), at or over 1.5x at a larger batch")
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [60.0] * 3)])
     assert clear.unclear == () and clear.text == "none in the valid points' range (batch 1 to 2)"
     # a 'none' with a batch over by the point alone takes its own clause, apart from a plain one of the same range;

@@ -5,16 +5,18 @@
                 (point estimates, as the crossing's): the speed-up need not fall steadily with the batch. Where
                 the speed-up's 95% interval at the crossing includes CROSSOVER, the text gives it: the crossing is
                 then the point estimate's alone (from 3 samples a side the interval spans about the samples' range).
-                Before the crossing (at every batch, where none is under), a batch over CROSSOVER whose interval
-                includes it is named too: over it by the point estimate alone, so "none in range" or "first under
-                at batch 8" does not hide a point the samples cannot place on either side. The sweep's speed-up
-                table gives every point's interval
+                Before the crossing (at every batch, where none is under), a batch at or over CROSSOVER whose
+                interval includes it is named too, with its interval: not under it by the point estimate alone, so
+                "none in range" or "first under at batch 8" does not hide a point the samples cannot place on either
+                side. Batches after the crossing are listed by the point estimate; the sweep's speed-up table gives
+                every point's interval
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .engines import variant_rank
+from .stats import Ratio
 from .sweep_curves import CROSSOVER, Point, SpeedUp, speedups
 
 
@@ -30,9 +32,9 @@ class Crossover:
     # need not fall steadily with the batch
     later: tuple[tuple[int, float], ...] = ()
     interval: tuple[float, float] | None = None  # the speed-up's 95% interval at the crossing (None: none)
-    # the batches before the crossing (every batch, where none is under) over CROSSOVER by the point estimate whose
-    # 95% interval includes it
-    unclear: tuple[int, ...] = ()
+    # the batches before the crossing (every batch, where none is under) at or over CROSSOVER by the point estimate
+    # whose 95% interval includes it, each with its speed-up
+    over_by_point_alone: tuple[tuple[int, Ratio], ...] = ()
 
     @property
     def interval_includes_threshold(self) -> bool:
@@ -45,25 +47,24 @@ class Crossover:
         just under the threshold may round to its interval's bound)."""
         if not self.interval_includes_threshold:
             return f"{self.speedup:.2f}x"
-        low, high = self.interval
-        # In brackets: several counts' speed-ups may share one clause, comma-separated
-        return f"{self.speedup:.3f}x [95% {low:.3f} to {high:.3f}, includes {CROSSOVER}x]"
+        return _with_interval(Ratio(self.speedup, *self.interval))
 
     @property
     def text(self) -> str:
         if self.batch is None:
-            return f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})" + self._unclear
+            return (f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
+                    + self._over_by_point_alone)
         if self.before is None:
             return _already_under(self.batch, [self.speed_text]) + self._later
         return (f"batch {self.batch} ({self.speed_text}; {self.before[1]:.2f}x at batch {self.before[0]})"
-                + self._unclear + self._later)
+                + self._over_by_point_alone + self._later)
 
     @property
-    def _unclear(self) -> str:
-        if not self.unclear:
+    def _over_by_point_alone(self) -> str:
+        if not self.over_by_point_alone:
             return ""
-        batches = _words([str(b) for b in self.unclear])
-        return f", over {CROSSOVER}x by the point estimate alone at batch {batches} (the 95% interval there includes it)"
+        each = _words([f"{b} ({_with_interval(r)})" for b, r in self.over_by_point_alone])
+        return f", at or over {CROSSOVER}x by the point estimate alone at batch {each}"
 
     @property
     def _later(self) -> str:
@@ -78,6 +79,12 @@ def _already_under(batch: int, speedups: list[str]) -> str:
     return f"batch {batch} ({speeds}): already under {CROSSOVER}x at the smallest batch with a valid point"
 
 
+def _with_interval(ratio: Ratio) -> str:
+    """A speed-up whose interval includes CROSSOVER, 3 decimals (a point near the threshold may round to its bound);
+    in brackets: several counts' speed-ups may share one clause, comma-separated."""
+    return f"{ratio.point:.3f}x [95% {ratio.low:.3f} to {ratio.high:.3f}, includes {CROSSOVER}x]"
+
+
 def _words(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
 
@@ -88,12 +95,13 @@ def _counts(tokens: list[int]) -> str:
 
 def crossing_summary(rows: list[Crossover]) -> str:
     """One variant's crossovers, one clause per outcome: new-token counts with the same outcome (none in the same
-    range, with no batch over the threshold by the point estimate alone; already under at the same smallest batch, and under at every larger one) are named together; a crossing
-    within the range, or one not under at every larger batch, on its own."""
+    range; already under at the same smallest batch, and under at every larger one) are named together; a crossing
+    within the range, one not under at every larger batch, or a 'none' with a batch at or over the threshold by the
+    point estimate alone, on its own."""
     groups: dict[tuple, list[Crossover]] = {}
     for c in rows:
         if c.batch is None:
-            key = ("none", c.swept[0], c.swept[-1]) if not c.unclear else ("own", c.new_tokens)
+            key = ("own", c.new_tokens) if c.over_by_point_alone else ("none", c.swept[0], c.swept[-1])
         else:
             key = ("first", c.batch) if c.before is None and not c.later else ("own", c.new_tokens)
         groups.setdefault(key, []).append(c)
@@ -113,9 +121,9 @@ def crossovers(points: list[Point]) -> list[Crossover]:
         rows.sort(key=lambda r: r.batch)
         under = next((i for i, r in enumerate(rows) if r.ratio.point < CROSSOVER), None)
         swept = tuple(r.batch for r in rows)
-        unclear = tuple(r.batch for r in rows[:under] if r.ratio.contains(CROSSOVER))
+        over_alone = tuple((r.batch, r.ratio) for r in rows[:under] if r.ratio.contains(CROSSOVER))
         if under is None:
-            out.append(Crossover(variant, tokens, None, None, None, swept, unclear=unclear))
+            out.append(Crossover(variant, tokens, None, None, None, swept, over_by_point_alone=over_alone))
         else:
             before = (rows[under - 1].batch, rows[under - 1].ratio.point) if under else None
             later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
@@ -123,5 +131,5 @@ def crossovers(points: list[Point]) -> list[Crossover]:
                 later = ()
             ratio = rows[under].ratio
             out.append(Crossover(variant, tokens, rows[under].batch, ratio.point, before, swept, later,
-                                 (ratio.low, ratio.high) if ratio.has_interval else None, unclear))
+                                 (ratio.low, ratio.high) if ratio.has_interval else None, over_alone))
     return out

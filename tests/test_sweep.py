@@ -125,26 +125,46 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     assert single.interval is None and single.text.startswith("batch 1 (1.25x): already under")
 
 
-def test_a_batch_over_the_threshold_by_the_point_alone_is_named_before_the_crossing_or_with_none():
-    # graph 64, 66, 68 against eager 100: 1.52x by the medians, the interval about 1.47 to 1.56: over by the point alone
+def test_a_batch_not_under_the_threshold_by_the_point_alone_is_named_before_the_crossing_or_with_none():
+    # graph 64, 66, 68 against eager 100: 1.52x by the medians, its interval includes 1.5x: not under by the point alone
     def at(batch, samples, tokens=64):
         return _graph_over_eager(batch, samples, "graph[recapture]", tokens)
     (none,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [64.0, 66.0, 68.0]), at(4, [50.0] * 3)])
-    assert none.batch is None and none.unclear == (2,)
-    assert none.text == ("none in the valid points' range (batch 1 to 4), over 1.5x by the point estimate alone at "
-                         "batch 2 (the 95% interval there includes it)")
+    ((batch, ratio),) = none.over_by_point_alone
+    assert none.batch is None and batch == 2 and ratio.low < curves.CROSSOVER < ratio.point
+    assert none.text == ("none in the valid points' range (batch 1 to 4), at or over 1.5x by the point estimate "
+                         f"alone at batch 2 (1.515x [95% {ratio.low:.3f} to {ratio.high:.3f}, includes 1.5x])")
     (found,) = crossing.crossovers([at(1, [64.0, 66.0, 68.0]), at(2, [20.0] * 3), at(4, [64.0, 66.0, 68.0]),
                                     at(8, [90.0] * 3), at(16, [64.0, 66.0, 68.0])])
-    assert (found.batch, found.unclear) == (8, (1, 4))  # the one after the crossing is not read
-    assert found.text.startswith("batch 8 (1.11x; 1.52x at batch 4), over 1.5x by the point estimate alone at "
-                                 "batch 1 and 4 (the 95% interval there includes it), at or over 1.5x at a larger batch")
+    # the one after the crossing is not read
+    assert (found.batch, [b for b, _ in found.over_by_point_alone]) == (8, [1, 4])
+    assert re.match(r"batch 8 \(1\.11x; 1\.52x at batch 4\), at or over 1\.5x by the point estimate alone at batch "
+                    r"1 \(1\.515x \[95% .*\]\) and 4 \(1\.515x \[95% .*\]\), at or over 1\.5x at a larger batch",
+                    found.text)
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [60.0] * 3)])
-    assert clear.unclear == () and clear.text == "none in the valid points' range (batch 1 to 2)"
-    # a 'none' with a batch over by the point alone takes its own clause, apart from a plain one of the same range;
-    # the plain ones still share theirs
+    assert clear.over_by_point_alone == () and clear.text == "none in the valid points' range (batch 1 to 2)"
+    # a 'none' with a batch not under by the point alone takes its own clause, apart from a plain one of the same
+    # range; the plain ones still share theirs
     (plain,) = crossing.crossovers([at(1, [20.0] * 3, 16), at(2, [60.0] * 3, 16), at(4, [50.0] * 3, 16)])
     assert crossing.crossing_summary([plain, none, dataclasses.replace(plain, new_tokens=256)]) == (
         "16 and 256 tokens: none in the valid points' range (batch 1 to 4); 64 tokens: " + none.text)
+
+
+def test_which_batches_are_not_under_by_the_point_alone_at_the_bounds(monkeypatch):
+    from rollout_study.stats import Ratio
+
+    def crossover(ratios):
+        monkeypatch.setattr(crossing, "speedups", lambda points: [curves.SpeedUp("graph[recapture]", 64, b, r)
+                                                                  for b, r in ratios.items()])
+        (c,) = crossing.crossovers([])
+        return c
+    # an interval ending at 1.5x includes it; one sample a side (no interval) names nothing; the crossing and later
+    # batches are not read
+    c = crossover({1: Ratio(1.6, 1.5, 1.7), 2: Ratio(1.6, 1.4, 1.5), 4: Ratio(1.6, None, None), 8: Ratio(1.2, 1.1, 1.6),
+                   16: Ratio(1.6, 1.4, 1.7)})
+    assert (c.batch, [b for b, _ in c.over_by_point_alone]) == (8, [1, 2])
+    assert crossover({1: Ratio(1.4, 1.3, 1.6), 2: Ratio(1.6, 1.4, 1.7)}).over_by_point_alone == ()  # under at once
+    assert crossover({1: Ratio(1.6, 1.51, 1.7)}).over_by_point_alone == ()  # clear of 1.5x
 
 
 def test_the_sweep_definitions_follow_the_margin_when_read(monkeypatch):

@@ -60,9 +60,9 @@ def definitions() -> list[str]:
         "listed: the speed-up need not fall steadily with the batch (eager generate(), among other things, runs at the "
         "host's pace: see each point's host); where the crossing's 95% interval includes "
         f"{curves.CROSSOVER}x, the text gives it: under {curves.CROSSOVER}x by the point estimate alone; a batch "
-        f"before the crossing (any, for a 'none') whose speed-up is over {curves.CROSSOVER}x and whose interval "
-        "includes it is named: over by the point estimate alone. Batches after the crossing are listed by the point "
-        "estimate; the speed-up table gives every point's interval",
+        f"before the crossing (every batch, for a 'none') whose speed-up is at or over {curves.CROSSOVER}x and whose "
+        f"interval includes {curves.CROSSOVER}x is named with its interval: not under by the point estimate alone. "
+        "Batches after the crossing are listed by the point estimate; the speed-up table gives every point's interval",
         "only valid points are plotted or tabulated; failed and invalid points are listed apart. Invalid: a call's "
         "tokens, mask or response offsets differ from generate()'s; the report names the first difference, for a "
         "token with the reference's top-2 logit margin there (near zero: a near-tie that the engine's fused or "

@@ -1282,7 +1282,7 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     (tmp_path / "notebooks/sweep.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/hazards.ipynb").write_text('{"cells": []}')
     for reader in ("sweep_curves.py", "sweep_settings.py", "sweep_crossover.py", "sweep_validity.py",
-                   "compare.py"):  # they only read finished sweeps
+                   "compare.py", "policy_gap.py"):  # they only read finished sweeps or runs
         (tmp_path / "rollout_study" / reader).write_text("R = 1\n")
     assert code_fingerprint(str(tmp_path)) == first
     (tmp_path / "rollout_study/sweep.py").write_text("S = 1\n")  # sweep.py launches the points: it measures

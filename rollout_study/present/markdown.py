@@ -14,6 +14,7 @@ from . import host
 from .captures import captures_markdown
 from .floors import floors_markdown
 from .other_split import split_markdown
+from .policy_gaps import gaps_markdown
 from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
 from ..effects import before_text
@@ -178,6 +179,7 @@ def summary(result: Result) -> str:
                          [[name, p.wall_ms, p.kernel_ms, p.kernels, p.copy_ms] for name, p in result.profile.items()]),
                   ""]
     lines += floors_markdown(result) + split_markdown(result) + kernels_markdown(result) + captures_markdown(result)
+    lines += gaps_markdown(result)
     controls = analysis.control_cycles(result)
     lines += ["## Updates", "", *table(["cycle", "optimizer", "lr", "loss", "ms"] + (["update"] if controls else []),
                                        [[str(u.cycle), u.optimizer, number(u.lr), number(u.loss, 4), u.ms]

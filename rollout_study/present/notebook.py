@@ -21,7 +21,7 @@ import pandas as pd
 from .. import analysis
 from ..record import LABELS
 from ..result import Result
-from . import captures, figures, floors, kernels, other_split, tables
+from . import captures, figures, floors, kernels, other_split, policy_gaps, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, effects_rule, headline_lines, number, timing_line
 
 
@@ -82,6 +82,7 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
                        "control cycles. " + effects_rule(), tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
               tables.break_even_table(one)),
+        Block("table", f"{policy_gaps.TITLE}. {policy_gaps.NOTE}", policy_gaps.gaps_table(one)),
         Block("table", "Disjoint breakdown of the median call (ms)" + breakdown_note, tables.breakdown_table(one)),
         Block("table", "Memory and captures per phase", tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),

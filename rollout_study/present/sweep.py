@@ -14,7 +14,7 @@ from .. import effects, repeats
 from .. import sweep_crossover as crossing
 from .. import sweep_curves as curves
 from .. import sweep_settings as settings
-from . import sweep_repeats, sweep_scale
+from . import policy_gaps, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
 from ..sweep import missing_points, was_kept
@@ -53,6 +53,7 @@ def definitions() -> list[str]:
         "differ by a few percent in one run), else the first calls alone decide (no 'up to U' drawn from noise), and "
         "where those are within their interval too the verdict is 'no difference'; steady / baseline's: the "
         "candidate's steady median after the update over the baseline's, the gap the verdict read",
+        "recapture over reuse: " + policy_gaps.SWEEP_NOTE,
         "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
         "R^2 of the fit)",
         f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
@@ -194,6 +195,7 @@ MODEL_TABLES = (
     ("Capture time and memory of the first call", capture_table),
     ("First call after a real update", after_update_table),
     ("Break-even rollouts per update", break_even_table),
+    (policy_gaps.SWEEP_TITLE, policy_gaps.persistence_table),
     ("Steady time vs new tokens: least-squares fit", growth_table),
 )
 

@@ -1,23 +1,26 @@
 """Recapture against reuse in one run: the steady gap between two graph policies of one engine, phase by phase.
 
-Both policies of an engine replay the same kernels, yet their steady states differ by up to about 3% in one run
-(sweep-h200), either way, which is why the break-even reads a steady gap between them only beyond a margin
+Both policies of an engine replay the same kernels, yet their steady states differ by a few percent in one run,
+either way, which is why the break-even reads a steady gap between them only beyond a margin
 (effects.STEADY_MARGIN). `recapture` drops its graphs after every update and captures new ones into a new pool;
-`reuse` keeps its graphs; each engine keeps its runner (static inputs, KV cache) through updates either way.
-Phase by phase, the gap tells apart:
-  - noise of the samples or drift: the gap after an update would not follow the gap before it, across runs;
-  - the order of the engines in a round (the same in every run): the gap would take one sign;
-  - an offset fixed for the run, per engine instance in its process: the gap after the last update follows the
-    gap before the first, across runs, whatever its sign. More samples narrow an interval but not such an
-    offset, so only a margin keeps it from reading as a policy's cost. A recapture need not redraw where its
-    graphs sit (the caching allocator may hand the freed pool's blocks back), so this does not say which of
-    the instance's buffers sets the offset.
+`reuse` keeps its graphs (unless an address or the layout moved); each engine keeps its runner (static inputs,
+KV cache) through updates either way. Phase by phase, the gap tells apart:
+  - noise of the samples or drift between phases: the gap after the updates would not follow the gap before
+    them, across runs;
+  - a gap fixed within a run, which the recaptures do not redraw: it would follow, whatever its sign. More
+    samples narrow an interval but not such a gap, so only a margin keeps it from reading as a policy's cost.
+It does not tell what fixes it: the two instances' buffers, the order they were allocated in, or their turn in
+each round (`recapture` always takes its turn first and allocates first; no run has changed that), any of which
+may depend on the workload and so fall either way across runs. A recapture need not redraw where its graphs sit
+either: the caching allocator may hand the freed pool's blocks back.
 
     phase_gaps   per engine with both policies in a run: recapture's steady median over reuse's in each steady
                  phase, in run order, with its 95% bootstrap interval
-    persistence  over many runs (a sweep's points, each its own process): per engine, the gap in the first
-                 steady phase against the gap in the last (after the last recapture): how many runs, the mean and
-                 spread of each, and their correlation (Pearson) with a 95% bootstrap interval over the runs
+    persistence  over many runs (a sweep's points, each its own process): per engine, the gap in cycle 0's steady
+                 phase (before any update) against the gap in the last steady phase after an update (after the
+                 last recapture), over the runs that measured both: their correlation, Pearson's with a 95%
+                 bootstrap interval over the runs (from MIN_RUNS_FOR_INTERVAL runs) and Spearman's (the ranks',
+                 which one outlying run moves less)
 """
 from __future__ import annotations
 
@@ -28,9 +31,10 @@ from dataclasses import dataclass
 
 from .analysis import STEADY_PHASES
 from .result import Result
-from .stats import LEVEL, Ratio, percentile, ratio_interval
+from .stats import LEVEL, RESAMPLES, Ratio, percentile, ratio_interval
 
-RESAMPLES = 2000  # of the runs, for the correlation's interval
+BEFORE = (0, "steady")  # cycle 0's steady phase: before any update, the two policies one engine captured alike
+MIN_RUNS_FOR_INTERVAL = 10  # under it the resampled correlations are mostly +-1 or undefined: no interval
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,8 @@ class PhaseGap:
 
 
 def phase_gaps(result: Result) -> list[PhaseGap]:
-    """Each engine with both `recapture` and `reuse` variants: the gap in every steady phase both measured."""
-    variants = set(result.variants())
-    engines = sorted({v.split("[")[0] for v in variants
-                      if f"{v.split('[')[0]}[recapture]" in variants and f"{v.split('[')[0]}[reuse]" in variants})
+    """Each engine with both `recapture` and `reuse` calls: the gap in every steady phase both measured."""
+    engines = sorted({v.partition("[")[0] for v in result.variants() if v.endswith("[recapture]")})
     gaps = []
     for engine in engines:
         for cycle, phase in result.phase_groups():
@@ -61,27 +63,17 @@ def phase_gaps(result: Result) -> list[PhaseGap]:
 @dataclass(frozen=True)
 class Persistence:
     engine: str
-    runs: int
-    first: tuple[float, ...]  # each run's gap in its first steady phase
-    last: tuple[float, ...]  # and in its last, in the same run order
-    correlation: float | None  # Pearson, first against last; None: under 3 runs or no spread
-    interval: tuple[float, float] | None  # its 95% bootstrap interval over the runs (None: none)
-
-    @property
-    def text(self) -> str:
-        if self.correlation is None:
-            return f"{self.engine}: {self.runs} run(s), too few or no spread for a correlation"
-        low, high = self.interval
-        return (f"{self.engine}: over {self.runs} runs, recapture / reuse {_spread(self.first)} in the first steady "
-                f"phase and {_spread(self.last)} in the last (after the last recapture); correlation "
-                f"{self.correlation:.2f} [95% {low:.2f} to {high:.2f}]")
-
-
-def _spread(values: tuple[float, ...]) -> str:
-    return f"mean {statistics.fmean(values):.4f} (sd {statistics.pstdev(values):.4f})"
+    runs: int  # runs with both phases
+    before: tuple[float, ...]  # each run's gap in cycle 0's steady phase
+    after: tuple[float, ...]  # and in its last steady phase after an update, in the same run order
+    pearson: float | None  # None: under 3 runs, or no spread
+    interval: tuple[float, float] | None  # Pearson's 95% bootstrap interval (None: under MIN_RUNS_FOR_INTERVAL)
+    spearman: float | None
 
 
 def pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) != len(ys):
+        raise ValueError(f"pearson needs pairs: {len(xs)} x against {len(ys)} y")
     if len(xs) < 3:
         return None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -89,16 +81,38 @@ def pearson(xs: list[float], ys: list[float]) -> float | None:
     sy = math.fsum((y - my) ** 2 for y in ys)
     if sx == 0 or sy == 0:
         return None
-    return math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(sx * sy)
+    r = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(sx * sy)
+    return max(-1.0, min(1.0, r))  # rounding can step past the bounds
 
 
-def _correlation_interval(xs: list[float], ys: list[float], seed: int = 0) -> tuple[float, float] | None:
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start:end + 1]:
+            out[i] = (start + end) / 2 + 1
+        start = end + 1
+    return out
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    return pearson(ranks(xs), ranks(ys))
+
+
+def _pearson_interval(xs: list[float], ys: list[float], seed: int = 0) -> tuple[float, float] | None:
+    if len(xs) < MIN_RUNS_FOR_INTERVAL:
+        return None
     rng = random.Random(seed)
     values = []
     for _ in range(RESAMPLES):
         picks = [rng.randrange(len(xs)) for _ in xs]
         r = pearson([xs[i] for i in picks], [ys[i] for i in picks])
-        if r is not None:  # a resample of one repeated run has no spread
+        if r is not None:  # a resample without spread (from 10 runs up, rare) has no correlation
             values.append(r)
     if not values:
         return None
@@ -107,20 +121,29 @@ def _correlation_interval(xs: list[float], ys: list[float], seed: int = 0) -> tu
     return percentile(values, tail), percentile(values, 1 - tail)
 
 
+def before_and_after(result: Result) -> dict[str, tuple[float, float]]:
+    """Per engine: the gap before any update and after the last, where the run measured both."""
+    out: dict[str, tuple[float, float]] = {}
+    by_engine: dict[str, list[PhaseGap]] = {}
+    for gap in phase_gaps(result):
+        by_engine.setdefault(gap.engine, []).append(gap)
+    for engine, gaps in by_engine.items():
+        before = next((g for g in gaps if (g.cycle, g.phase) == BEFORE), None)
+        after = [g for g in gaps if g.phase == "steady_after_update"]
+        if before and after:
+            out[engine] = (before.ratio.point, after[-1].ratio.point)
+    return out
+
+
 def persistence(results: list[Result]) -> list[Persistence]:
-    """Per engine, over the runs with at least two steady phases of both policies."""
     pairs: dict[str, list[tuple[float, float]]] = {}
     for result in results:
-        by_engine: dict[str, list[PhaseGap]] = {}
-        for gap in phase_gaps(result):
-            by_engine.setdefault(gap.engine, []).append(gap)
-        for engine, gaps in by_engine.items():
-            if len(gaps) >= 2:
-                pairs.setdefault(engine, []).append((gaps[0].ratio.point, gaps[-1].ratio.point))
+        for engine, pair in before_and_after(result).items():
+            pairs.setdefault(engine, []).append(pair)
     out = []
     for engine, rows in sorted(pairs.items()):
-        first, last = [a for a, _ in rows], [b for _, b in rows]
-        r = pearson(first, last)
-        out.append(Persistence(engine, len(rows), tuple(first), tuple(last), r,
-                               _correlation_interval(first, last) if r is not None else None))
+        before, after = [a for a, _ in rows], [b for _, b in rows]
+        r = pearson(before, after)
+        out.append(Persistence(engine, len(rows), tuple(before), tuple(after), r,
+                               _pearson_interval(before, after) if r is not None else None, spearman(before, after)))
     return out

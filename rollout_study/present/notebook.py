@@ -82,7 +82,6 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
                        "control cycles. " + effects_rule(), tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
               tables.break_even_table(one)),
-        Block("table", f"{policy_gaps.TITLE}. {policy_gaps.NOTE}", policy_gaps.gaps_table(one)),
         Block("table", "Disjoint breakdown of the median call (ms)" + breakdown_note, tables.breakdown_table(one)),
         Block("table", "Memory and captures per phase", tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
@@ -90,6 +89,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         Block("table", floors.TITLE, floors.floors_table(one)),
         Block("note", floors.floor_note(result)),
     ]
+    gaps = policy_gaps.gaps_table(one)
+    if not gaps.empty:
+        blocks.append(Block("table", f"{policy_gaps.TITLE}. {policy_gaps.NOTE}", gaps))
     outside = other_split.split_table(one)
     if not outside.empty:
         blocks += [Block("table", other_split.TITLE, outside), Block("note", other_split.NOTE)]

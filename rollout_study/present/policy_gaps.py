@@ -2,8 +2,8 @@
 
 A run's table says whether the two policies' steady gap stays through the run's recaptures; a sweep's, over
 its points (each a process of its own), whether the gap after the last update follows the gap before the
-first: an offset fixed for each run, which more samples do not narrow, so the break-even reads a gap between
-two policies only beyond its margin.
+first: a gap fixed within each run, which more samples do not narrow, so the break-even reads a gap between
+two policies only beyond its margin. What fixes it, neither says (policy_gap.py).
 """
 from __future__ import annotations
 
@@ -13,28 +13,30 @@ import pandas as pd
 
 from .. import analysis
 from ..effects import STEADY_MARGIN
-from ..policy_gap import persistence, phase_gaps
+from ..policy_gap import MIN_RUNS_FOR_INTERVAL, persistence, phase_gaps
 from ..result import Result
 from .tables import typed_frame
 from .text import phase_name, table
 
 TITLE = "Recapture over reuse per steady phase: the same kernels, graphs recaptured after every update"
 NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval. Before the first update the two "
-        "are one engine captured the same way, so a gap there is the two instances' offset in this process (or "
-        "their turn in each round, which would give it one sign in every run: a sweep report's table of this gap "
-        "over its points says which); a gap that stays the same after the recaptures is that offset again, not a "
-        "cost of either policy, and more samples narrow its interval but not the offset: the break-even reads a "
-        f"steady gap between two policies only beyond {STEADY_MARGIN:.0%} as well as its interval.")
+        "are one engine captured the same way, though in two instances, allocated one after the other and taking "
+        "their turns in a fixed order (recapture first); a gap that stays the same after the recaptures is fixed "
+        "within the run, not a cost of either policy, and more samples narrow its interval but not the gap: the "
+        f"break-even reads a steady gap between two policies only beyond {STEADY_MARGIN:.0%} as well as its "
+        "interval.")
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
 
 SWEEP_TITLE = "Recapture over reuse before the first update and after the last, over the points"
-SWEEP_NOTE = ("Each point is a process of its own. first and last: recapture's steady median over reuse's in a "
-              "point's first steady phase and in its last (after the last recapture); correlation: Pearson's over "
-              "the points, with a 95% bootstrap interval over them. Near 1: each run's gap is an offset that stays "
-              "through its recaptures; near 0: drawn anew (noise or drift). Where the gaps' spread is about the "
-              "samples' own, no correlation is expected.")
-SWEEP_COLUMNS = ["engine", "points", "first mean", "first sd", "last mean", "last sd", "correlation", "95% low",
-                 "95% high"]
+SWEEP_NOTE = ("Each point is a process of its own. before and after: recapture's steady median over reuse's in a "
+              "point's cycle-0 steady phase and in its last steady phase after an update (after the last "
+              "recapture); Pearson's correlation over the points, with a 95% bootstrap interval over them (from "
+              f"{MIN_RUNS_FOR_INTERVAL} points), and Spearman's (of the ranks: one outlying point moves it less). "
+              "Near 1: each point's gap is fixed within its run, not redrawn by the recaptures; near 0: drawn anew "
+              "(noise or drift between phases). Which fixes it (the instances' buffers, their allocation order, "
+              "their turn in each round: recapture always goes first) this cannot tell.")
+SWEEP_COLUMNS = ["engine", "points", "before mean", "before sd", "after mean", "after sd", "Pearson", "95% low",
+                 "95% high", "Spearman"]
 
 
 def gap_rows(result: Result) -> list[list]:
@@ -58,6 +60,6 @@ def persistence_table(points) -> pd.DataFrame:
     rows = []
     for p in persistence([point.result for point in points]):
         low, high = p.interval or (None, None)
-        rows.append([p.engine, p.runs, statistics.fmean(p.first), statistics.pstdev(p.first), statistics.fmean(p.last),
-                     statistics.pstdev(p.last), p.correlation, low, high])
+        rows.append([p.engine, p.runs, statistics.fmean(p.before), statistics.pstdev(p.before),
+                     statistics.fmean(p.after), statistics.pstdev(p.after), p.pearson, low, high, p.spearman])
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)

@@ -28,7 +28,7 @@ NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval.
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
 
 SWEEP_TITLE = "Recapture over reuse before the first update and after the last, over the points"
-SWEEP_NOTE = ("Each point is a process of its own. before and after: recapture's steady median over reuse's in a "
+SWEEP_NOTE = ("each point is a process of its own. before and after: recapture's steady median over reuse's in a "
               "point's cycle-0 steady phase and in its last steady phase after an update (after the last "
               "recapture); Pearson's correlation over the points, with a 95% bootstrap interval over them (from "
               f"{MIN_RUNS_FOR_INTERVAL} points), and Spearman's (of the ranks: one outlying point moves it less). "

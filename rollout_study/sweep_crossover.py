@@ -37,9 +37,14 @@ class Crossover:
     over_by_point_alone: tuple[tuple[int, Ratio], ...] = ()
 
     @property
+    def ratio(self) -> Ratio:
+        """The speed-up at the crossing with its interval (none where it had none), as the speed-up rows hold it."""
+        return Ratio(self.speedup, *(self.interval or (None, None)))
+
+    @property
     def interval_includes_threshold(self) -> bool:
         """The interval at the crossing includes CROSSOVER: under it by the point estimate alone."""
-        return self.interval is not None and self.interval[0] <= CROSSOVER <= self.interval[1]
+        return self.ratio.contains(CROSSOVER)
 
     @property
     def speed_text(self) -> str:
@@ -47,7 +52,7 @@ class Crossover:
         just under the threshold may round to its interval's bound)."""
         if not self.interval_includes_threshold:
             return f"{self.speedup:.2f}x"
-        return _with_interval(Ratio(self.speedup, *self.interval))
+        return _with_interval(self.ratio)
 
     @property
     def text(self) -> str:

@@ -18,6 +18,9 @@ POLICY_CHOICES = POLICIES + ("both",) + DIAGNOSTIC_POLICIES + ("all",)
 OPTIMIZERS = ("sgd", "adamw")
 OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
 CONTROL_PLACEMENTS = ("first", "interleaved")
+# Who calls first in each round of a phase: `fixed` the registry's order every round (eager first, as in the
+# reference benchmark); `rotate` each round starting one engine later, so every engine takes every place in turn.
+TURN_ORDERS = ("fixed", "rotate")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
 MASTER_DTYPES = ("auto", "float32", "bfloat16")
@@ -182,6 +185,7 @@ CHECKS = {
     "cycles": _int_at_least(1, 100),
     "control_cycles": _int_at_least(0, 10),
     "control_placement": _one_of(CONTROL_PLACEMENTS),
+    "turn_order": _one_of(TURN_ORDERS),
     "seed": _int_at_least(0, 2 ** 63 - 1),  # what torch.manual_seed takes
     "optimizer": _one_of(OPTIMIZERS),
     "lr": _positive_float,

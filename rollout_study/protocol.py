@@ -4,7 +4,8 @@ Order of one run (STUDY.md):
   initialize CUDA and the model's libraries (one plain forward, no engine touched)
   cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
             (reference)  generate() with logits for these weights, outside any timed region
-            steady       `iterations` rounds; in each round every engine makes one call, in turn
+            steady       `iterations` rounds; in each round every engine makes one call, in turn (in registry
+                         order, or each round starting one later: turn_order rotate)
   each cycle c: update   control cycles (forward and backward, no step: the weights stay) first, or
                          interleaved with the real optimizer steps; every engine is told of each update
             first_after_update, (reference), steady_after_update
@@ -139,11 +140,13 @@ class Study:
         return checked
 
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
-        """`samples` rounds; in each, every engine still running makes one call, in registry order."""
+        """`samples` rounds; in each, every engine still running makes one call: in registry order, or (turn_order
+        rotate) from the round's index on, wrapping round, so over the rounds each engine takes each place."""
         running = list(self.engines)
         self.collector.full()  # what set-up, an update or a reference left (collection.py)
         for index in range(samples):
-            for engine in list(running):
+            start = index % len(running) if self.params.turn_order == "rotate" and running else 0
+            for engine in running[start:] + running[:start]:
                 try:
                     self._measure(engine, cycle, phase, index)
                     self.bar.step(f"c{cycle} {phase} {engine.variant}")
@@ -332,6 +335,7 @@ class Study:
                          "cycles": params.cycles, "seed": params.seed, **self.workload.describe()},
             "training": {"optimizer": params.optimizer, "lr": params.lr,
                          "control_cycles": params.control_cycles, "control_placement": params.control_placement,
+                         "turn_order": params.turn_order,
                          **self.trainer.describe(),
                          "loss": "mean negative log-likelihood of the latest rollout's response tokens"},
             "mode": self.mode,

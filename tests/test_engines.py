@@ -25,6 +25,9 @@ def test_parameters_expand_in_registry_order():
     params = StudyParams.from_dict({"engines": ["graph", "eager"], "policy": "both"})
     assert engines.variants(params.engines, params.policies) == [("eager", None), ("graph", "recapture"),
                                                                   ("graph", "reuse")]
+    # an engine's policies in the order `policy` lists them: that order builds them and gives them their turns
+    assert engines.variants(["eager", "graph"], ("reuse", "recapture")) == [("eager", None), ("graph", "reuse"),
+                                                                             ("graph", "recapture")]
     assert sorted(["graph[reuse]", "zzz", "eager", "graph[recapture]"], key=engines.variant_rank) == [
         "eager", "graph[recapture]", "graph[reuse]", "zzz"]
     assert engines.variant_color("graph[reuse]") != engines.variant_color("graph[recapture]")
@@ -161,3 +164,23 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
     result.metadata["old_garbage"] = collector.old_garbage
     assert ("- device memory only a full garbage collection freed, after the calls of: c1 steady_after_update "
             "1.00 MiB" in markdown.summary(result))
+
+
+@pytest.mark.parametrize("turn_order", ["fixed", "rotate"])
+def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
+    from rollout_study.protocol import run_in_process
+
+    params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "graph"], "policy": ["reuse", "recapture"],
+                                    "requests": 2, "batch_size": 2, "prompt_len": 8, "max_new_tokens": 3,
+                                    "iterations": 4, "cycles": 1, "profile": False, "instrument": False,
+                                    "turn_order": turn_order})
+    result = run_in_process(params)
+    assert result.is_valid and result.metadata["training"]["turn_order"] == turn_order
+    built = ["eager", "graph[reuse]", "graph[recapture]"]
+    assert [c.variant for c in result.calls if c.phase == "first"] == built  # one call each: no round to rotate
+    for phase in ("steady", "steady_after_update"):
+        calls = [c for c in result.calls if c.phase == phase]
+        rounds = [[c.variant for c in calls if c.index == i] for i in range(4)]
+        assert [c.variant for c in calls] == [v for r in rounds for v in r]  # round after round, in call order
+        starts = [0, 1, 2, 0] if turn_order == "rotate" else [0, 0, 0, 0]
+        assert rounds == [built[s:] + built[:s] for s in starts]

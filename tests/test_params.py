@@ -41,6 +41,7 @@ def test_defaults_are_the_reference_workload():
     ("device", "tpu", "device must be one of auto, cpu, cuda"),
     ("instrument", "no", "instrument must be true or false"),
     ("control_placement", "last", "control_placement must be one of first, interleaved"),
+    ("turn_order", "random", "turn_order must be one of fixed, rotate"),
 ])
 def test_bad_values_name_the_parameter_and_range(key, value, fragment):
     with pytest.raises(ParameterError) as err:
@@ -205,6 +206,7 @@ def test_a_later_parameter_at_its_old_value_leaves_a_points_hash_as_it_was():
     from rollout_study import sweep
 
     params = StudyParams.from_dict({"requests": 4, "cycles": 2, "control_cycles": 1})
-    before = {k: v for k, v in params.to_dict().items() if k not in ("name", "control_placement")}
+    before = {k: v for k, v in params.to_dict().items() if k not in ("name", "control_placement", "turn_order")}
     assert sweep.point_hash(params) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert sweep.point_hash(dataclasses.replace(params, control_placement="interleaved")) != sweep.point_hash(params)
+    assert sweep.point_hash(dataclasses.replace(params, turn_order="rotate")) != sweep.point_hash(params)

@@ -32,7 +32,8 @@ def _policies_of(engine: type[Engine], policies: tuple[str, ...]) -> list[str | 
 
 
 def variants(engine_names, policies: tuple[str, ...]) -> list[tuple[str, str | None]]:
-    """(engine, policy) pairs the parameters ask for, in registry order."""
+    """(engine, policy) pairs the parameters ask for, in registry order; an engine's policies in the order `policy`
+    lists them, which is the order they are built in and take their turns in."""
     ordered = [name for name in REGISTRY if name in engine_names]
     return [(name, policy) for name in ordered for policy in _policies_of(REGISTRY[name], policies)]
 

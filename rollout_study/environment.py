@@ -122,7 +122,8 @@ def _git(*args, root: str = ROOT) -> str | None:
 # its last session).
 NOT_MEASURING = ("rollout_study/present/", "rollout_study/sweep_curves.py", "rollout_study/sweep_settings.py",
                  "rollout_study/sweep_crossover.py", "rollout_study/sweep_validity.py",
-                 "rollout_study/compare.py", "rollout_study/policy_gap.py", "notebooks/report.ipynb",
+                 "rollout_study/compare.py", "rollout_study/policy_gap.py",
+                 "rollout_study/policy_order.py", "notebooks/report.ipynb",
                  "notebooks/hazards.ipynb",
                  "notebooks/sweep.ipynb")
 

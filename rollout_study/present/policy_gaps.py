@@ -14,6 +14,7 @@ import pandas as pd
 from .. import analysis
 from ..effects import STEADY_MARGIN
 from ..policy_gap import MIN_RUNS_FOR_INTERVAL, persistence, phase_gaps
+from ..policy_order import order_rows
 from ..result import Result
 from .tables import typed_frame
 from .text import phase_name, table
@@ -63,3 +64,51 @@ def persistence_table(points) -> pd.DataFrame:
         rows.append([p.engine, p.runs, statistics.fmean(p.before), statistics.pstdev(p.before),
                      statistics.fmean(p.after), statistics.pstdev(p.after), p.pearson, low, high, p.spearman])
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
+ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the "
+              "first listed is built first and, under turn_order fixed, calls first in every round): recapture's "
+              "steady median over reuse's, the range over a place's points in each order (their count in brackets), "
+              "before any update and in the last steady phase after one; first / second: the geometric mean over "
+              "both orders of the instance built first's steady median over the second's (under 1: the first is "
+              "faster). Verdict: follows the order where every point's 95% interval is clear of 1, on one side "
+              "with recapture first and on the other with reuse first; follows the policy where all are clear on "
+              "the same side; no gap where every interval includes 1; else mixed.")
+ORDER_COLUMNS = ["engine", "turn order", "batch", "new tokens", "recapture first: before", "reuse first: before",
+                 "first / second before", "verdict before", "recapture first: after", "reuse first: after",
+                 "first / second after", "verdict after"]
+
+
+def _range(gaps) -> str:
+    if not gaps:
+        return "-"
+    low, high = min(g.point for g in gaps), max(g.point for g in gaps)
+    return f"{low:.3f} ({len(gaps)})" if low == high else f"{low:.3f} to {high:.3f} ({len(gaps)})"
+
+
+def order_table(points) -> pd.DataFrame:
+    """One row per engine and place of one model's points that ran in both orders (empty where none did)."""
+    rows = []
+    for row in order_rows([point.result for point in points]):
+        params = row.params
+        cells = [row.engine, params.get("turn_order"), params.get("batch_size"), params.get("max_new_tokens")]
+        for phase in ("before", "after"):
+            cells += [_range(row.gaps("recapture", phase)), _range(row.gaps("reuse", phase)),
+                      row.first_over_second(phase), row.verdict(phase) or "-"]
+        rows.append(cells)
+    return pd.DataFrame(rows, columns=ORDER_COLUMNS)
+
+
+def order_lines(points, model: str) -> list[str]:
+    """Per engine and turn order: how far the instance built first was from the second, and the verdicts."""
+    lines, rows = [], order_rows([point.result for point in points])
+    for engine, turns in dict.fromkeys((r.engine, r.params.get("turn_order")) for r in rows):
+        mine = [r for r in rows if (r.engine, r.params.get("turn_order")) == (engine, turns)]
+        ratios = [r.first_over_second("before") for r in mine]
+        verdicts = [r.verdict("before") for r in mine]
+        counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
+        lines.append(f"{model}: {engine} in both orders, turns {turns}: before any update the instance built first "
+                     f"ran at {min(ratios):.3f}x to {max(ratios):.3f}x the second's steady median over "
+                     f"{len(mine)} place(s); recapture over reuse {counts} (of {len(mine)})")
+    return lines

@@ -54,6 +54,7 @@ def definitions() -> list[str]:
         "where those are within their interval too the verdict is 'no difference'; steady / baseline's: the "
         "candidate's steady median after the update over the baseline's, the gap the verdict read",
         "recapture over reuse: " + policy_gaps.SWEEP_NOTE,
+        "in both orders: " + policy_gaps.ORDER_NOTE,
         "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
         "R^2 of the fit)",
         f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
@@ -271,7 +272,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
     for points in curves.by_model(usable).values():
-        lines += settings_lines(points)
+        lines += settings_lines(points) + policy_gaps.order_lines(points, model_name(points))
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
     return lines + host_lines(loaded) + [provenance_line([result for _, result in loaded if result is not None])]
@@ -306,6 +307,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             out += [Block("heading", settings_heading(points), 2),
                     Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)),
                     Block("table", settings_caption(points), settings_table(points))]
+        if not (ordered := policy_gaps.order_table(points)).empty:
+            out.append(Block("table", f"{model_name(points)}: {policy_gaps.ORDER_TITLE}", ordered))
     firsts, note = at_first_settings(models)
     if sweep_scale.scale_figure(firsts, figures_dir) is not None:
         out += [Block("heading", "The models side by side", 2),
@@ -342,6 +345,8 @@ def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") 
         if not (side_by_side := settings_table(points)).empty:
             lines += [f"## {settings_heading(points)}", "", settings_caption(points), ""]
             lines += _markdown(side_by_side) + [""]
+        if not (ordered := policy_gaps.order_table(points)).empty:
+            lines += [f"## {model_name(points)}: {policy_gaps.ORDER_TITLE}", ""] + _markdown(ordered) + [""]
     firsts, note = at_first_settings(models)
     if sweep_scale.tokens_shown(firsts) is not None:
         lines += ["## The models side by side", "", SCALE_CAPTION + note, ""]

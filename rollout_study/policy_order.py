@@ -1,0 +1,136 @@
+"""Which a steady gap between graph[recapture] and graph[reuse] follows: the policy, or the two instances' order.
+
+policy_gap.py finds recapture's steady median over reuse's fixed within a run, though both replay the same kernels.
+An engine's policies are built in the order `policy` lists them, and under `turn_order: fixed` that is also the
+order they call in, every round; `both` is recapture first. A sweep that runs each place in both orders
+(`policy: [recapture, reuse]` and `[reuse, recapture]`, params/probe-policy-order.yaml) tells the two apart, per
+engine, turn order and place (every parameter but the policies' order and the seed):
+
+    follows the order    every point with recapture first has its gap's 95% interval on one side of 1, and every
+                         point with reuse first on the other: the instance built first (and, under fixed turns,
+                         called first) is the faster or the slower one, whichever policy it holds
+    follows the policy   every point's interval on the same side of 1, in both orders
+    no gap               every point's interval includes 1
+    mixed                anything else (a point whose interval includes 1 beside points clear of it, say)
+
+`first_over_second` is the geometric mean, over both orders' points, of the instance built first's steady median
+over the second's: under 1, the first is faster. Read for the steady phase before any update (both captured
+alike) and for the last steady phase after an update (after recapture's last recapture).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from .params import LATER_PARAMETERS
+from .policy_gap import BEFORE
+from .result import Result
+from .stats import Ratio, ratio_interval
+
+POLICY_PAIR = ("recapture", "reuse")
+NOT_A_PLACE = ("name", "policy", "seed")  # what the points of one place may differ in
+ORDER, POLICY, NO_GAP, MIXED = "follows the order", "follows the policy", "no gap", "mixed"
+
+
+@dataclass(frozen=True)
+class OrderedGap:
+    """One point's gap, recapture's steady median over reuse's, with the policy built first."""
+    engine: str
+    first: str  # recapture or reuse
+    place: str  # the point's parameters less NOT_A_PLACE (LATER_PARAMETERS filled in), as sorted JSON
+    before: Ratio
+    after: Ratio | None  # the last steady phase after an update; None where the run has none
+
+    def first_over_second(self, phase: str) -> float | None:
+        gap = self.before if phase == "before" else self.after
+        if gap is None:
+            return None
+        return gap.point if self.first == "recapture" else 1 / gap.point
+
+
+def built_first(result: Result, engine: str) -> str | None:
+    """Which of recapture and reuse this run built first for the engine (the metadata lists engines as built)."""
+    built = [e.get("policy") for e in result.metadata.get("engines") or [] if e.get("engine") == engine]
+    built = [p for p in built if p in POLICY_PAIR]
+    return built[0] if set(built) == set(POLICY_PAIR) else None
+
+
+def place_of(result: Result) -> str:
+    params = {**LATER_PARAMETERS, **(result.metadata.get("params") or {})}
+    return json.dumps({k: v for k, v in params.items() if k not in NOT_A_PLACE}, sort_keys=True)
+
+
+def ordered_gaps(result: Result) -> list[OrderedGap]:
+    engines = sorted({v.partition("[")[0] for v in result.variants() if v.endswith("[recapture]")})
+    gaps = []
+    for engine in engines:
+        first = built_first(result, engine)
+        before = _gap(result, engine, *BEFORE)
+        if first is None or before is None:
+            continue
+        afters = [cycle for cycle, phase in result.phase_groups() if phase == "steady_after_update"]
+        after = _gap(result, engine, afters[-1], "steady_after_update") if afters else None
+        gaps.append(OrderedGap(engine, first, place_of(result), before, after))
+    return gaps
+
+
+def _gap(result: Result, engine: str, cycle: int, phase: str) -> Ratio | None:
+    recapture = result.samples(f"{engine}[recapture]", cycle, phase)
+    reuse = result.samples(f"{engine}[reuse]", cycle, phase)
+    return ratio_interval(recapture, reuse) if recapture and reuse else None
+
+
+def _side(ratio: Ratio) -> int:
+    """-1 or 1 where the interval is clear of 1, below or above; 0 where it includes 1 or there is none."""
+    if not ratio.has_interval:
+        return 0
+    return -1 if ratio.high < 1 else 1 if ratio.low > 1 else 0
+
+
+def verdict(recapture_first: list[Ratio], reuse_first: list[Ratio]) -> str | None:
+    """The module's rule; None where one order has no point (nothing to tell apart)."""
+    if not recapture_first or not reuse_first:
+        return None
+    a, b = {_side(r) for r in recapture_first}, {_side(r) for r in reuse_first}
+    if a == b == {0}:
+        return NO_GAP
+    if len(a) == len(b) == 1 and 0 not in a | b:
+        return ORDER if a != b else POLICY
+    return MIXED
+
+
+@dataclass(frozen=True)
+class OrderRow:
+    engine: str
+    place: str
+    recapture_first: tuple[OrderedGap, ...]
+    reuse_first: tuple[OrderedGap, ...]
+
+    @property
+    def params(self) -> dict:
+        return json.loads(self.place)
+
+    def gaps(self, first: str, phase: str) -> list[Ratio]:
+        rows = self.recapture_first if first == "recapture" else self.reuse_first
+        out = [g.before if phase == "before" else g.after for g in rows]
+        return [r for r in out if r is not None]
+
+    def verdict(self, phase: str) -> str | None:
+        return verdict(self.gaps("recapture", phase), self.gaps("reuse", phase))
+
+    def first_over_second(self, phase: str) -> float | None:
+        values = [v for g in self.recapture_first + self.reuse_first
+                  if (v := g.first_over_second(phase)) is not None]
+        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def order_rows(results: list[Result]) -> list[OrderRow]:
+    """Per engine and place (in the results' order) where points ran in both orders."""
+    groups: dict[tuple[str, str], list[OrderedGap]] = {}
+    for result in results:
+        for gap in ordered_gaps(result):
+            groups.setdefault((gap.engine, gap.place), []).append(gap)
+    rows = [OrderRow(engine, place, tuple(g for g in gaps if g.first == "recapture"),
+                     tuple(g for g in gaps if g.first == "reuse")) for (engine, place), gaps in groups.items()]
+    return [row for row in rows if row.recapture_first and row.reuse_first]

@@ -1,0 +1,110 @@
+"""Recapture over reuse in both orders (policy_order.py, present/policy_gaps.py's order table, the sweep report)."""
+from __future__ import annotations
+
+import pytest
+
+from result_fixture import sweep_entries, sweep_point
+from rollout_study import policy_order
+from rollout_study import sweep_curves as curves
+from rollout_study.present import policy_gaps
+from rollout_study.present import sweep as report
+from rollout_study.result import Result
+
+REUSE = [10.0, 10.01, 10.02]  # a spread of 0.2%: a 2% gap's interval is clear of 1
+
+
+def _point(first: str, before: float, after: float | None = None, batch: int = 1, seed: int = 0,
+           turns: str | None = "fixed") -> Result:
+    """A sweep point with graph's policies built in `first`'s order; recapture runs `before` x reuse's steady median
+    before the update and `after` x after it."""
+    after = before if after is None else after
+    samples = {("graph[reuse]", "steady"): REUSE, ("graph[reuse]", "steady_after_update"): REUSE,
+               ("graph[recapture]", "steady"): [before * v for v in REUSE],
+               ("graph[recapture]", "steady_after_update"): [after * v for v in REUSE]}
+    result = sweep_point(batch, 16, {"eager": (1, 100.0, 1, 100.0), "graph[recapture]": (1, 10.0, 1, 10.0),
+                                     "graph[reuse]": (1, 10.0, 1, 10.0)}, steady_samples=samples)
+    second = "reuse" if first == "recapture" else "recapture"
+    result.metadata["engines"] = [{"engine": "eager", "policy": None}, {"engine": "graph", "policy": first},
+                                  {"engine": "graph", "policy": second}]
+    params = {"name": f"p{seed}", "batch_size": batch, "max_new_tokens": 16, "seed": seed, "policy": [first, second]}
+    result.metadata["params"] = params if turns is None else {**params, "turn_order": turns}
+    return result
+
+
+def _rows(results):
+    return policy_order.order_rows(results)
+
+
+def test_a_gap_that_flips_with_the_order_follows_the_order_and_one_that_keeps_its_sign_the_policy():
+    flips = [_point("recapture", 0.98, seed=s) for s in (0, 1)] + [_point("reuse", 1 / 0.98, seed=s) for s in (0, 1)]
+    (row,) = _rows(flips)
+    assert (row.engine, len(row.recapture_first), len(row.reuse_first)) == ("graph", 2, 2)
+    assert row.verdict("before") == row.verdict("after") == policy_order.ORDER
+    assert row.first_over_second("before") == pytest.approx(0.98)  # the instance built first is 2% faster
+    keeps = [_point("recapture", 0.98), _point("reuse", 0.98, 0.98)]
+    (row,) = _rows(keeps)
+    assert row.verdict("before") == policy_order.POLICY and row.first_over_second("before") == pytest.approx(1)
+    # the phase after the update is read on its own: there the gap flips with the order
+    (row,) = _rows([_point("recapture", 0.98, 0.98), _point("reuse", 0.98, 1 / 0.98)])
+    assert (row.verdict("before"), row.verdict("after")) == (policy_order.POLICY, policy_order.ORDER)
+
+
+def test_intervals_that_include_one_are_no_gap_and_a_mix_is_mixed():
+    (row,) = _rows([_point("recapture", 1.0), _point("reuse", 1.0)])
+    assert row.verdict("before") == policy_order.NO_GAP
+    # one point of an order whose interval includes 1 beside one clear of it
+    (row,) = _rows([_point("recapture", 0.98), _point("recapture", 1.0, seed=1), _point("reuse", 1 / 0.98)])
+    assert row.verdict("before") == policy_order.MIXED
+    # a point whose gap has no interval (one sample a side) is clear of nothing
+    assert policy_order.verdict([policy_order.Ratio(0.9, None, None)], [policy_order.Ratio(1.1, 1.05, 1.2)]) == \
+        policy_order.MIXED
+    assert policy_order.verdict([policy_order.Ratio(0.9, 0.8, 0.95)], []) is None
+
+
+def test_a_place_is_every_parameter_but_the_order_and_the_seed_and_needs_both_orders():
+    results = [_point("recapture", 0.98, batch=1), _point("reuse", 1 / 0.98, batch=1, seed=3),
+               _point("recapture", 0.99, batch=4), _point("reuse", 1 / 0.99, batch=4, turns="rotate"),
+               _point("recapture", 0.99, batch=8)]  # batch 8 ran in one order only: no row
+    rows = _rows(results)
+    assert [(r.params["batch_size"], r.params["turn_order"]) for r in rows] == [(1, "fixed")]
+    # a result from before turn_order existed ran with fixed turns: it shares a place with one that names it
+    (row,) = _rows([_point("recapture", 0.98, turns=None), _point("reuse", 1 / 0.98)])
+    assert row.params["turn_order"] == "fixed"
+
+
+def test_the_policy_built_first_is_read_from_the_engines_as_built():
+    result = _point("reuse", 1.0)
+    assert policy_order.built_first(result, "graph") == "reuse"
+    result.metadata["engines"] = [{"engine": "eager", "policy": None}, {"engine": "graph", "policy": "reuse"}]
+    assert policy_order.built_first(result, "graph") is None and policy_order.ordered_gaps(result) == []
+
+
+def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_where_both_orders_ran(tmp_path):
+    results = {f"{first}-{seed}": _point(first, 0.98 if first == "recapture" else 1 / 0.98, seed=seed)
+               for first in ("recapture", "reuse") for seed in (0, 1)}
+    points = [curves.Point(slug, r) for slug, r in results.items()]
+    table = policy_gaps.order_table(points)
+    assert list(table.columns) == policy_gaps.ORDER_COLUMNS and len(table) == 1
+    row = table.iloc[0]
+    assert (row["engine"], row["turn order"], row["batch"], row["new tokens"]) == ("graph", "fixed", 1, 16)
+    assert row["recapture first: before"] == "0.980 (2)" and row["reuse first: before"] == "1.020 (2)"
+    assert row["first / second before"] == pytest.approx(0.98) and row["verdict before"] == policy_order.ORDER
+    (line,) = policy_gaps.order_lines(points, "tiny")
+    assert line == ("tiny: graph in both orders, turns fixed: before any update the instance built first ran at "
+                    "0.980x to 0.980x the second's steady median over 1 place(s); recapture over reuse follows the "
+                    "order at 1 (of 1)")
+    record = {"spec": {"name": "order"}, "wall": {"executor": "local", "seconds": 1.0},
+              "points": [{"slug": s, "status": "valid"} for s in results]}
+    summary = report.summary(record, sweep_entries(results), folder=tmp_path)
+    assert f": {policy_gaps.ORDER_TITLE}" in summary and "| graph | fixed | 1 | 16 | 0.980 (2) |" in summary
+    assert any(line.endswith("follows the order at 1 (of 1)") for line in
+               report.answer_lines(record, sweep_entries(results), tmp_path))
+    blocks = report.blocks(record, sweep_entries(results), str(tmp_path / "figures"), folder=tmp_path)
+    assert any(b.text.endswith(policy_gaps.ORDER_TITLE) for b in blocks)
+    # one order only (every published sweep before the probe): no table, no line, no section
+    one = {slug: r for slug, r in results.items() if slug.startswith("recapture")}
+    assert policy_gaps.order_table([curves.Point(s, r) for s, r in one.items()]).empty
+    record["points"] = record["points"][:2]
+    assert policy_gaps.ORDER_TITLE not in report.summary(record, sweep_entries(one), folder=tmp_path)
+    assert not any(b.text.endswith(policy_gaps.ORDER_TITLE)
+                   for b in report.blocks(record, sweep_entries(one), str(tmp_path / "figures"), folder=tmp_path))

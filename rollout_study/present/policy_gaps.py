@@ -21,9 +21,10 @@ from .text import phase_name, table
 
 TITLE = "Recapture over reuse per steady phase: the same kernels, graphs recaptured after every update"
 NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval. Before the first update the two "
-        "are one engine captured the same way, though in two instances, allocated one after the other and taking "
-        "their turns in a fixed order (recapture first); a gap that stays the same after the recaptures is fixed "
-        "within the run, not a cost of either policy, and more samples narrow its interval but not the gap: the "
+        "are one engine captured the same way, though in two instances, built one after the other and taking "
+        "their turns in that order (the order policy lists them: recapture first for both); a gap that stays the "
+        "same after the recaptures is fixed within the run, not a cost of either policy (where a sweep ran both "
+        "orders, it followed the order: probe-policy-order), and more samples narrow its interval but not the gap: the "
         f"break-even reads a steady gap between two policies only beyond {STEADY_MARGIN:.0%} as well as its "
         "interval.")
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
@@ -34,8 +35,8 @@ SWEEP_NOTE = ("each point is a process of its own. before and after: recapture's
               "recapture); Pearson's correlation over the points, with a 95% bootstrap interval over them (from "
               f"{MIN_RUNS_FOR_INTERVAL} points), and Spearman's (of the ranks: one outlying point moves it less). "
               "Near 1: each point's gap is fixed within its run, not redrawn by the recaptures; near 0: drawn anew "
-              "(noise or drift between phases). Which fixes it (the instances' buffers, their allocation order, "
-              "their turn in each round: recapture always goes first) this cannot tell.")
+              "(noise or drift between phases). What fixes it this cannot tell: where a sweep ran each place in "
+              "both orders, the order table below says whether it followed the policy or the instance built first.")
 SWEEP_COLUMNS = ["engine", "points", "before mean", "before sd", "after mean", "after sd", "Pearson", "95% low",
                  "95% high", "Spearman"]
 

@@ -18,9 +18,12 @@ POLICY_CHOICES = POLICIES + ("both",) + DIAGNOSTIC_POLICIES + ("all",)
 OPTIMIZERS = ("sgd", "adamw")
 OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
 CONTROL_PLACEMENTS = ("first", "interleaved")
-# Who calls first in each round of a phase: `fixed` the registry's order every round (eager first, as in the
-# reference benchmark); `rotate` each round starting one engine later, so every engine takes every place in turn.
-TURN_ORDERS = ("fixed", "rotate")
+# The order engines call in, in each round of every phase (protocol.turns): `fixed`, the order they are built in
+# (registry order, eager first as in the reference benchmark); `reverse`, the opposite (with the build order kept,
+# it tells a place in the round from the order of allocation); `rotate`, each round starting one engine later, so
+# every engine takes every place alike over a multiple of the engines' count of rounds (though with three or more,
+# each still follows the same engine in most rounds: the cyclic order stays).
+TURN_ORDERS = ("fixed", "reverse", "rotate")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
 MASTER_DTYPES = ("auto", "float32", "bfloat16")

@@ -49,8 +49,8 @@ class StudyParams:
     # first: every control before the real updates; interleaved: spread among them, so drift that grows over a run
     # reaches the controls as it reaches the real updates (with the controls first it favours a "real effect")
     control_placement: str = "first"
-    # fixed: engines call in registry order every round; rotate: each round starts one engine later. A place in the
-    # round moved a steady median by 2% (probe-policy-order), so rotate spreads it over every engine alike
+    # fixed, reverse or rotate (param_values.TURN_ORDERS): two instances of the graph engine, built and calling in
+    # one order, differed by 2% and swapped when the order did (probe-policy-order)
     turn_order: str = "fixed"
     seed: int = 0
     optimizer: str = "sgd"

@@ -5,7 +5,7 @@ Order of one run (STUDY.md):
   cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
             (reference)  generate() with logits for these weights, outside any timed region
             steady       `iterations` rounds; in each round every engine makes one call, in turn (in registry
-                         order, or each round starting one later: turn_order rotate)
+                         order unless turn_order says otherwise)
   each cycle c: update   control cycles (forward and backward, no step: the weights stay) first, or
                          interleaved with the real optimizer steps; every engine is told of each update
             first_after_update, (reference), steady_after_update
@@ -49,6 +49,16 @@ def _failure(engine, cycle: int | None, phase: str, err: BaseException, with_tra
 MODES = ("measure", "first_only", "profile")
 PROFILE_ROUNDS = 2  # steady rounds before each profiled call in a profiling process: enough to warm up
 INSTRUMENT_ROUNDS = 3
+
+
+def turns(running: list, turn_order: str, index: int) -> list:
+    """The order of round `index` (param_values.TURN_ORDERS): the engines as built (registry order, an engine's
+    policies as `policy` lists them), the reverse of that, or starting `index` engines later. Rotation counts the
+    engines still running, so after one fails the rest take their places anew."""
+    if turn_order == "reverse":
+        return running[::-1]
+    start = index % len(running) if turn_order == "rotate" and running else 0
+    return running[start:] + running[:start]
 
 
 class Study:
@@ -140,13 +150,11 @@ class Study:
         return checked
 
     def _phase(self, cycle: int, phase: str, samples: int) -> None:
-        """`samples` rounds; in each, every engine still running makes one call: in registry order, or (turn_order
-        rotate) from the round's index on, wrapping round, so over the rounds each engine takes each place."""
+        """`samples` rounds; in each, every engine still running makes one call, in the round's turn order."""
         running = list(self.engines)
         self.collector.full()  # what set-up, an update or a reference left (collection.py)
         for index in range(samples):
-            start = index % len(running) if self.params.turn_order == "rotate" and running else 0
-            for engine in running[start:] + running[:start]:
+            for engine in turns(running, self.params.turn_order, index):
                 try:
                     self._measure(engine, cycle, phase, index)
                     self.bar.step(f"c{cycle} {phase} {engine.variant}")

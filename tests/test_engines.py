@@ -166,7 +166,7 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
             "1.00 MiB" in markdown.summary(result))
 
 
-@pytest.mark.parametrize("turn_order", ["fixed", "rotate"])
+@pytest.mark.parametrize("turn_order", ["fixed", "reverse", "rotate"])
 def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
     from rollout_study.protocol import run_in_process
 
@@ -177,10 +177,22 @@ def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
     result = run_in_process(params)
     assert result.is_valid and result.metadata["training"]["turn_order"] == turn_order
     built = ["eager", "graph[reuse]", "graph[recapture]"]
-    assert [c.variant for c in result.calls if c.phase == "first"] == built  # one call each: no round to rotate
+    first = [c.variant for c in result.calls if c.phase == "first"]  # one round: rotation starts where fixed does
+    assert first == (built[::-1] if turn_order == "reverse" else built)
     for phase in ("steady", "steady_after_update"):
         calls = [c for c in result.calls if c.phase == phase]
         rounds = [[c.variant for c in calls if c.index == i] for i in range(4)]
         assert [c.variant for c in calls] == [v for r in rounds for v in r]  # round after round, in call order
         starts = [0, 1, 2, 0] if turn_order == "rotate" else [0, 0, 0, 0]
-        assert rounds == [built[s:] + built[:s] for s in starts]
+        expected = [built[s:] + built[:s] for s in starts]
+        assert rounds == ([r[::-1] for r in expected] if turn_order == "reverse" else expected)
+
+
+def test_rotation_counts_the_engines_still_running():
+    from rollout_study.protocol import turns
+
+    assert [turns(list("abc"), "rotate", i) for i in range(4)] == [list("abc"), list("bca"), list("cab"), list("abc")]
+    # after b failed, the two left alternate from the round's index on
+    assert [turns(list("ac"), "rotate", i) for i in (3, 4)] == [list("ca"), list("ac")]
+    assert turns(list("abc"), "reverse", 5) == list("cba") and turns(list("abc"), "fixed", 2) == list("abc")
+    assert turns([], "rotate", 3) == []

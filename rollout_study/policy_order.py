@@ -13,9 +13,11 @@ engine, turn order and place (every parameter but the policies' order and the se
     no gap               every point's interval includes 1
     mixed                anything else (a point whose interval includes 1 beside points clear of it, say)
 
-`first_over_second` is the geometric mean, over both orders' points, of the instance built first's steady median
-over the second's: under 1, the first is faster. Read for the steady phase before any update (both captured
-alike) and for the last steady phase after an update (after recapture's last recapture).
+Each sign test reads the intervals, not the size: an order effect of 2% beside a policy effect of 1% still follows
+the order. The sizes are apart: `first_over_second`, the instance built first's steady median over the second's
+(under 1: the first is faster), and `recapture_over_reuse`, each the geometric mean over one order's points, then
+over the two orders, so an order with more points weighs no more. Read for the steady phase before any update
+(both captured alike) and for the last steady phase after an update (after recapture's last recapture).
 """
 from __future__ import annotations
 
@@ -23,13 +25,14 @@ import json
 import math
 from dataclasses import dataclass
 
+from .param_values import DIAGNOSTIC_POLICIES, POLICIES
 from .params import LATER_PARAMETERS
 from .policy_gap import BEFORE
 from .result import Result
 from .stats import Ratio, ratio_interval
 
 POLICY_PAIR = ("recapture", "reuse")
-NOT_A_PLACE = ("name", "policy", "seed")  # what the points of one place may differ in
+NOT_A_PLACE = ("name", "seed")  # what the points of one place may differ in, besides the order of `policy`
 ORDER, POLICY, NO_GAP, MIXED = "follows the order", "follows the policy", "no gap", "mixed"
 
 
@@ -57,7 +60,12 @@ def built_first(result: Result, engine: str) -> str | None:
 
 
 def place_of(result: Result) -> str:
+    """The point's parameters less NOT_A_PLACE, `policy` as the set it names (its order is what a place varies)."""
     params = {**LATER_PARAMETERS, **(result.metadata.get("params") or {})}
+    policy = params.get("policy")
+    if isinstance(policy, str):
+        policy = {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(policy, [policy])
+    params["policy"] = sorted(policy) if isinstance(policy, (list, tuple)) else policy
     return json.dumps({k: v for k, v in params.items() if k not in NOT_A_PLACE}, sort_keys=True)
 
 
@@ -120,9 +128,22 @@ class OrderRow:
         return verdict(self.gaps("recapture", phase), self.gaps("reuse", phase))
 
     def first_over_second(self, phase: str) -> float | None:
-        values = [v for g in self.recapture_first + self.reuse_first
-                  if (v := g.first_over_second(phase)) is not None]
-        return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+        return _across_orders([[g.first_over_second(phase) for g in gaps]
+                               for gaps in (self.recapture_first, self.reuse_first)])
+
+    def recapture_over_reuse(self, phase: str) -> float | None:
+        """Near 1 where the gap follows the order alone; away from it, what the policy adds."""
+        return _across_orders([[r.point for r in self.gaps(first, phase)] for first in POLICY_PAIR])
+
+
+def _geometric_mean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def _across_orders(per_order: list[list[float | None]]) -> float | None:
+    """The geometric mean over the orders of each order's geometric mean: None where an order has no value."""
+    means = [_geometric_mean([v for v in values if v is not None]) for values in per_order]
+    return None if None in means else _geometric_mean(means)
 
 
 def order_rows(results: list[Result]) -> list[OrderRow]:

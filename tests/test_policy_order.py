@@ -1,6 +1,8 @@
 """Recapture over reuse in both orders (policy_order.py, present/policy_gaps.py's order table, the sweep report)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from result_fixture import sweep_entries, sweep_point
@@ -14,19 +16,20 @@ REUSE = [10.0, 10.01, 10.02]  # a spread of 0.2%: a 2% gap's interval is clear o
 
 
 def _point(first: str, before: float, after: float | None = None, batch: int = 1, seed: int = 0,
-           turns: str | None = "fixed") -> Result:
+           turns: str | None = "fixed", reuse: list[float] = REUSE, policy=None) -> Result:
     """A sweep point with graph's policies built in `first`'s order; recapture runs `before` x reuse's steady median
     before the update and `after` x after it."""
     after = before if after is None else after
-    samples = {("graph[reuse]", "steady"): REUSE, ("graph[reuse]", "steady_after_update"): REUSE,
-               ("graph[recapture]", "steady"): [before * v for v in REUSE],
-               ("graph[recapture]", "steady_after_update"): [after * v for v in REUSE]}
+    samples = {("graph[reuse]", "steady"): reuse, ("graph[reuse]", "steady_after_update"): reuse,
+               ("graph[recapture]", "steady"): [before * v for v in reuse],
+               ("graph[recapture]", "steady_after_update"): [after * v for v in reuse]}
     result = sweep_point(batch, 16, {"eager": (1, 100.0, 1, 100.0), "graph[recapture]": (1, 10.0, 1, 10.0),
                                      "graph[reuse]": (1, 10.0, 1, 10.0)}, steady_samples=samples)
     second = "reuse" if first == "recapture" else "recapture"
     result.metadata["engines"] = [{"engine": "eager", "policy": None}, {"engine": "graph", "policy": first},
                                   {"engine": "graph", "policy": second}]
-    params = {"name": f"p{seed}", "batch_size": batch, "max_new_tokens": 16, "seed": seed, "policy": [first, second]}
+    params = {"name": f"p{seed}", "batch_size": batch, "max_new_tokens": 16, "seed": seed,
+              "policy": policy or [first, second]}
     result.metadata["params"] = params if turns is None else {**params, "turn_order": turns}
     return result
 
@@ -41,17 +44,29 @@ def test_a_gap_that_flips_with_the_order_follows_the_order_and_one_that_keeps_it
     assert (row.engine, len(row.recapture_first), len(row.reuse_first)) == ("graph", 2, 2)
     assert row.verdict("before") == row.verdict("after") == policy_order.ORDER
     assert row.first_over_second("before") == pytest.approx(0.98)  # the instance built first is 2% faster
+    assert row.recapture_over_reuse("before") == pytest.approx(1)  # and the policy adds nothing
+    # an order with more points weighs no more: each order's mean first, then the two
+    (row,) = _rows([_point("recapture", 0.98, seed=s) for s in range(3)] + [_point("reuse", 1 / 0.96)])
+    assert row.first_over_second("before") == pytest.approx((0.98 * 0.96) ** 0.5)
     keeps = [_point("recapture", 0.98), _point("reuse", 0.98, 0.98)]
     (row,) = _rows(keeps)
     assert row.verdict("before") == policy_order.POLICY and row.first_over_second("before") == pytest.approx(1)
+    assert row.recapture_over_reuse("before") == pytest.approx(0.98)  # the size of what the policy adds
     # the phase after the update is read on its own: there the gap flips with the order
     (row,) = _rows([_point("recapture", 0.98, 0.98), _point("reuse", 0.98, 1 / 0.98)])
     assert (row.verdict("before"), row.verdict("after")) == (policy_order.POLICY, policy_order.ORDER)
 
 
 def test_intervals_that_include_one_are_no_gap_and_a_mix_is_mixed():
-    (row,) = _rows([_point("recapture", 1.0), _point("reuse", 1.0)])
+    wide = [9.0, 10.0, 11.0]  # a 0.3% gap well inside its interval: no side, though its point is under 1
+    (row,) = _rows([_point("recapture", 0.997, reuse=wide), _point("reuse", 1.003, reuse=wide)])
     assert row.verdict("before") == policy_order.NO_GAP
+    # one order without a side beside one clear of 1 is no 'no gap'
+    (row,) = _rows([_point("recapture", 0.997, reuse=wide), _point("reuse", 1 / 0.98)])
+    assert row.verdict("before") == policy_order.MIXED
+    # an interval that ends at 1 includes it
+    ratio = policy_order.Ratio
+    assert policy_order.verdict([ratio(0.98, 0.97, 1.0)], [ratio(1.02, 1.0, 1.03)]) == policy_order.NO_GAP
     # one point of an order whose interval includes 1 beside one clear of it
     (row,) = _rows([_point("recapture", 0.98), _point("recapture", 1.0, seed=1), _point("reuse", 1 / 0.98)])
     assert row.verdict("before") == policy_order.MIXED
@@ -72,6 +87,31 @@ def test_a_place_is_every_parameter_but_the_order_and_the_seed_and_needs_both_or
     assert row.params["turn_order"] == "fixed"
 
 
+def test_a_place_keeps_which_policies_ran_and_after_is_the_last_phase_after_an_update():
+    # a point with the diagnostic policies too ran four instances a round: no place shared with a pair's
+    results = [_point("recapture", 0.98), _point("reuse", 1 / 0.98, policy=["reuse", "recapture", "unchecked"])]
+    assert _rows(results) == []
+    # `both` names the pair: its point shares a place with the reverse list
+    (row,) = _rows([_point("recapture", 0.98, policy="both"), _point("reuse", 1 / 0.98)])
+    assert row.params["policy"] == ["recapture", "reuse"]
+    # two updates: after is the second's steady phase, not the first's
+    late = [_point("recapture", 0.98), _point("reuse", 1 / 0.98)]
+    for result, gap in zip(late, (1.05, 1 / 1.05)):
+        for call in [c for c in result.calls if c.phase == "steady_after_update"]:
+            scale = gap if "recapture" in call.variant else 1
+            result.calls.append(dataclasses.replace(call, cycle=1, total_ms=call.total_ms * scale))
+    (row,) = _rows(late)
+    # (cycle 1's samples are cycle 0's after-phase ones, scaled: the first update's phase alone reads 0.98)
+    assert row.first_over_second("after") == pytest.approx(0.98 * 1.05)
+    # a run without a phase after an update reads before only
+    bare = [_point("recapture", 0.98), _point("reuse", 1 / 0.98)]
+    for result in bare:
+        result.calls[:] = [c for c in result.calls if c.phase != "steady_after_update"]
+    (row,) = _rows(bare)
+    assert row.verdict("after") is None and row.first_over_second("after") is None and row.gaps("reuse", "after") == []
+    assert row.verdict("before") == policy_order.ORDER
+
+
 def test_the_policy_built_first_is_read_from_the_engines_as_built():
     result = _point("reuse", 1.0)
     assert policy_order.built_first(result, "graph") == "reuse"
@@ -80,23 +120,33 @@ def test_the_policy_built_first_is_read_from_the_engines_as_built():
 
 
 def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_where_both_orders_ran(tmp_path):
-    results = {f"{first}-{seed}": _point(first, 0.98 if first == "recapture" else 1 / 0.98, seed=seed)
-               for first in ("recapture", "reuse") for seed in (0, 1)}
+    gaps = {("recapture", 0): 0.98, ("recapture", 1): 0.97, ("reuse", 0): 1 / 0.98, ("reuse", 1): 1 / 0.98}
+    results = {f"{first}-{seed}": _point(first, gap, 1.0, seed=seed) for (first, seed), gap in gaps.items()}
     points = [curves.Point(slug, r) for slug, r in results.items()]
     table = policy_gaps.order_table(points)
-    assert list(table.columns) == policy_gaps.ORDER_COLUMNS and len(table) == 1
-    row = table.iloc[0]
-    assert (row["engine"], row["turn order"], row["batch"], row["new tokens"]) == ("graph", "fixed", 1, 16)
-    assert row["recapture first: before"] == "0.980 (2)" and row["reuse first: before"] == "1.020 (2)"
-    assert row["first / second before"] == pytest.approx(0.98) and row["verdict before"] == policy_order.ORDER
+    assert list(table.columns) == policy_gaps.ORDER_COLUMNS and list(table["phase"]) == ["before", "after"]
+    before, after = table.iloc[0], table.iloc[1]
+    assert tuple(before[["engine", "turn order", "calls first", "batch", "new tokens", "also"]]) == (
+        "graph", "fixed", "built first", 1, 16, "-")
+    assert before["recapture first"] == "0.970 to 0.980 (2)" and before["reuse first"] == "1.020 (2)"
+    assert before["first / second"] == pytest.approx(((0.98 * 0.97) ** 0.5 * 0.98) ** 0.5)
+    assert before["verdict"] == policy_order.ORDER and after["verdict"] == policy_order.NO_GAP
     (line,) = policy_gaps.order_lines(points, "tiny")
-    assert line == ("tiny: graph in both orders, turns fixed: before any update the instance built first ran at "
-                    "0.980x to 0.980x the second's steady median over 1 place(s); recapture over reuse follows the "
-                    "order at 1 (of 1)")
+    assert line.startswith("tiny: graph in both orders, turns fixed (calling first of the two: the instance built "
+                           "first): before any update the instance built first ran at 0.977x to 0.977x the second's")
+    assert line.endswith("over 1 place(s), recapture at 0.997x to 0.997x reuse's over both orders; recapture over "
+                         "reuse follows the order at 1 (of 1)")
+    # places apart in a parameter the table has no column for say so
+    other = [_point("recapture", 0.98), _point("reuse", 1 / 0.98)]
+    for result in other:
+        result.metadata["params"]["length_bucket"] = 64
+    both = policy_gaps.order_table(points + [curves.Point(f"b{i}", r) for i, r in enumerate(other)])
+    assert list(both["also"]) == ["length_bucket=null"] * 2 + ["length_bucket=64"] * 2
     record = {"spec": {"name": "order"}, "wall": {"executor": "local", "seconds": 1.0},
               "points": [{"slug": s, "status": "valid"} for s in results]}
     summary = report.summary(record, sweep_entries(results), folder=tmp_path)
-    assert f": {policy_gaps.ORDER_TITLE}" in summary and "| graph | fixed | 1 | 16 | 0.980 (2) |" in summary
+    assert f": {policy_gaps.ORDER_TITLE}" in summary
+    assert "| graph | fixed | built first | 1 | 16 | - | before | 0.970 to 0.980 (2) |" in summary
     assert any(line.endswith("follows the order at 1 (of 1)") for line in
                report.answer_lines(record, sweep_entries(results), tmp_path))
     blocks = report.blocks(record, sweep_entries(results), str(tmp_path / "figures"), folder=tmp_path)

@@ -7,6 +7,7 @@ two policies only beyond its margin. What fixes it, neither says (policy_gap.py)
 """
 from __future__ import annotations
 
+import json
 import statistics
 
 import pandas as pd
@@ -69,16 +70,20 @@ def persistence_table(points) -> pd.DataFrame:
 
 ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
 ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the "
-              "first listed is built first and, under turn_order fixed, calls first in every round): recapture's "
-              "steady median over reuse's, the range over a place's points in each order (their count in brackets), "
-              "before any update and in the last steady phase after one; first / second: the geometric mean over "
-              "both orders of the instance built first's steady median over the second's (under 1: the first is "
-              "faster). Verdict: follows the order where every point's 95% interval is clear of 1, on one side "
-              "with recapture first and on the other with reuse first; follows the policy where all are clear on "
-              "the same side; no gap where every interval includes 1; else mixed.")
-ORDER_COLUMNS = ["engine", "turn order", "batch", "new tokens", "recapture first: before", "reuse first: before",
-                 "first / second before", "verdict before", "recapture first: after", "reuse first: after",
-                 "first / second after", "verdict after"]
+              "first listed is built first; turn_order fixed calls it first of the two in every round, reverse "
+              "second, rotate in most rounds): recapture's steady median over reuse's, the range over a place's "
+              "points in each order (their count in brackets), before any update and in the last steady phase "
+              "after one. first / second: the instance built first's steady median over the second's (under 1: "
+              "the first is faster); both orders: recapture's over reuse's (near 1: the policy adds nothing); each "
+              "the geometric mean over one order's points, then over the two orders. Verdict: follows the order "
+              "where every point's 95% interval is clear of 1, on one side with recapture first and on the other "
+              "with reuse first; follows the policy where all are clear on the same side; no gap where every "
+              "interval includes 1; else mixed. The verdict reads signs, the two means sizes.")
+# Which of the two instances calls first in a round (rotation keeps the cyclic order: most rounds keep the build's)
+CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies"}
+ORDER_COLUMNS = ["engine", "turn order", "calls first", "batch", "new tokens", "also", "phase",
+                 "recapture first", "reuse first", "first / second", "both orders", "verdict"]
+SHOWN = ("turn_order", "batch_size", "max_new_tokens")
 
 
 def _range(gaps) -> str:
@@ -88,17 +93,26 @@ def _range(gaps) -> str:
     return f"{low:.3f} ({len(gaps)})" if low == high else f"{low:.3f} to {high:.3f} ({len(gaps)})"
 
 
+def _also(rows) -> list[str]:
+    """Per row, the parameters besides SHOWN whose values differ between the rows: what else tells places apart."""
+    keys = sorted({k for r in rows for k in r.params} - set(SHOWN))
+    varied = [k for k in keys if len({json.dumps(r.params.get(k), sort_keys=True) for r in rows}) > 1]
+    return [", ".join(f"{k}={json.dumps(r.params.get(k))}" for k in varied) or "-" for r in rows]
+
+
 def order_table(points) -> pd.DataFrame:
-    """One row per engine and place of one model's points that ran in both orders (empty where none did)."""
-    rows = []
-    for row in order_rows([point.result for point in points]):
+    """Two rows (before any update, after the last) per engine and place of one model's points that ran in both
+    orders; empty where none did."""
+    rows, out = order_rows([point.result for point in points]), []
+    for row, also in zip(rows, _also(rows)):
         params = row.params
-        cells = [row.engine, params.get("turn_order"), params.get("batch_size"), params.get("max_new_tokens")]
+        turns = params.get("turn_order")
         for phase in ("before", "after"):
-            cells += [_range(row.gaps("recapture", phase)), _range(row.gaps("reuse", phase)),
-                      row.first_over_second(phase), row.verdict(phase) or "-"]
-        rows.append(cells)
-    return pd.DataFrame(rows, columns=ORDER_COLUMNS)
+            out.append([row.engine, turns, CALLS_FIRST.get(turns, "-"), params.get("batch_size"),
+                        params.get("max_new_tokens"), also, phase, _range(row.gaps("recapture", phase)),
+                        _range(row.gaps("reuse", phase)), row.first_over_second(phase),
+                        row.recapture_over_reuse(phase), row.verdict(phase) or "-"])
+    return pd.DataFrame(out, columns=ORDER_COLUMNS)
 
 
 def order_lines(points, model: str) -> list[str]:
@@ -107,9 +121,12 @@ def order_lines(points, model: str) -> list[str]:
     for engine, turns in dict.fromkeys((r.engine, r.params.get("turn_order")) for r in rows):
         mine = [r for r in rows if (r.engine, r.params.get("turn_order")) == (engine, turns)]
         ratios = [r.first_over_second("before") for r in mine]
+        policy = [r.recapture_over_reuse("before") for r in mine]
         verdicts = [r.verdict("before") for r in mine]
         counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
-        lines.append(f"{model}: {engine} in both orders, turns {turns}: before any update the instance built first "
-                     f"ran at {min(ratios):.3f}x to {max(ratios):.3f}x the second's steady median over "
-                     f"{len(mine)} place(s); recapture over reuse {counts} (of {len(mine)})")
+        lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two: the instance "
+                     f"{CALLS_FIRST.get(turns, '-')}): before any update the instance built first ran at "
+                     f"{min(ratios):.3f}x to {max(ratios):.3f}x the second's steady median over {len(mine)} "
+                     f"place(s), recapture at {min(policy):.3f}x to {max(policy):.3f}x reuse's over both orders; "
+                     f"recapture over reuse {counts} (of {len(mine)})")
     return lines

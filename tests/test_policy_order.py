@@ -28,7 +28,7 @@ def _point(first: str, before: float, after: float | None = None, batch: int = 1
     second = "reuse" if first == "recapture" else "recapture"
     result.metadata["engines"] = [{"engine": "eager", "policy": None}, {"engine": "graph", "policy": first},
                                   {"engine": "graph", "policy": second}]
-    params = {"name": f"p{seed}", "batch_size": batch, "max_new_tokens": 16, "seed": seed,
+    params = {"name": f"p{seed}", "batch_size": batch, "requests": batch, "max_new_tokens": 16, "seed": seed,
               "policy": policy or [first, second]}
     result.metadata["params"] = params if turns is None else {**params, "turn_order": turns}
     return result
@@ -126,8 +126,8 @@ def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_wh
     table = policy_gaps.order_table(points)
     assert list(table.columns) == policy_gaps.ORDER_COLUMNS and list(table["phase"]) == ["before", "after"]
     before, after = table.iloc[0], table.iloc[1]
-    assert tuple(before[["engine", "turn order", "calls first", "batch", "new tokens", "also"]]) == (
-        "graph", "fixed", "built first", 1, 16, "-")
+    assert tuple(before[["engine", "turn order", "calls first", "batch", "requests", "new tokens", "also"]]) == (
+        "graph", "fixed", "built first", 1, 1, 16, "-")
     assert before["recapture first"] == "0.970 to 0.980 (2)" and before["reuse first"] == "1.020 (2)"
     assert before["first / second"] == pytest.approx(((0.98 * 0.97) ** 0.5 * 0.98) ** 0.5)
     assert before["verdict"] == policy_order.ORDER and after["verdict"] == policy_order.NO_GAP
@@ -146,7 +146,7 @@ def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_wh
               "points": [{"slug": s, "status": "valid"} for s in results]}
     summary = report.summary(record, sweep_entries(results), folder=tmp_path)
     assert f": {policy_gaps.ORDER_TITLE}" in summary
-    assert "| graph | fixed | built first | 1 | 16 | - | before | 0.970 to 0.980 (2) |" in summary
+    assert "| graph | fixed | built first | 1 | 1 | 16 | - | before | 0.970 to 0.980 (2) |" in summary
     assert any(line.endswith("follows the order at 1 (of 1)") for line in
                report.answer_lines(record, sweep_entries(results), tmp_path))
     blocks = report.blocks(record, sweep_entries(results), str(tmp_path / "figures"), folder=tmp_path)

@@ -81,9 +81,9 @@ ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, r
               "interval includes 1; else mixed. The verdict reads signs, the two means sizes.")
 # Which of the two instances calls first in a round (rotation keeps the cyclic order: most rounds keep the build's)
 CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies"}
-ORDER_COLUMNS = ["engine", "turn order", "calls first", "batch", "new tokens", "also", "phase",
+ORDER_COLUMNS = ["engine", "turn order", "calls first", "batch", "requests", "new tokens", "also", "phase",
                  "recapture first", "reuse first", "first / second", "both orders", "verdict"]
-SHOWN = ("turn_order", "batch_size", "max_new_tokens")
+SHOWN = ("turn_order", "batch_size", "requests", "max_new_tokens")
 
 
 def _range(gaps) -> str:
@@ -109,7 +109,7 @@ def order_table(points) -> pd.DataFrame:
         turns = params.get("turn_order")
         for phase in ("before", "after"):
             out.append([row.engine, turns, CALLS_FIRST.get(turns, "-"), params.get("batch_size"),
-                        params.get("max_new_tokens"), also, phase, _range(row.gaps("recapture", phase)),
+                        params.get("requests"), params.get("max_new_tokens"), also, phase, _range(row.gaps("recapture", phase)),
                         _range(row.gaps("reuse", phase)), row.first_over_second(phase),
                         row.recapture_over_reuse(phase), row.verdict(phase) or "-"])
     return pd.DataFrame(out, columns=ORDER_COLUMNS)

@@ -49,8 +49,8 @@ class StudyParams:
     # first: every control before the real updates; interleaved: spread among them, so drift that grows over a run
     # reaches the controls as it reaches the real updates (with the controls first it favours a "real effect")
     control_placement: str = "first"
-    # fixed, reverse or rotate (param_values.TURN_ORDERS): two instances of the graph engine, built and calling in
-    # one order, differed by 2% and swapped when the order did (probe-policy-order)
+    # fixed, reverse or rotate (param_values.TURN_ORDERS): of two instances of the graph engine, the one calling first
+    # in each round was up to 2% faster, whichever was built first (probe-turn-order)
     turn_order: str = "fixed"
     seed: int = 0
     optimizer: str = "sgd"

@@ -109,8 +109,9 @@ def order_table(points) -> pd.DataFrame:
         turns = params.get("turn_order")
         for phase in ("before", "after"):
             out.append([row.engine, turns, CALLS_FIRST.get(turns, "-"), params.get("batch_size"),
-                        params.get("requests"), params.get("max_new_tokens"), also, phase, _range(row.gaps("recapture", phase)),
-                        _range(row.gaps("reuse", phase)), row.first_over_second(phase),
+                        params.get("requests"), params.get("max_new_tokens"), also, phase,
+                        _range(row.gaps("recapture", phase)), _range(row.gaps("reuse", phase)),
+                        row.first_over_second(phase),
                         row.recapture_over_reuse(phase), row.verdict(phase) or "-"])
     return pd.DataFrame(out, columns=ORDER_COLUMNS)
 

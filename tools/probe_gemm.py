@@ -201,8 +201,8 @@ def main() -> int:
                       f"{row['kernel_ms']:.2f} ms ({row['kernels_per_step']:.0f} kernels/step), parity "
                       f"{row['parity_ok']}", flush=True)
             else:
-                row = {"variant": variant, "batch": batch, "prompt_len": prompt, "error": done.returncode, "stderr": done.stderr[-4000:],
-                       "process_s": took}
+                row = {"variant": variant, "batch": batch, "prompt_len": prompt, "error": done.returncode,
+                       "stderr": done.stderr[-4000:], "process_s": took}
                 print(f"{variant} batch {batch}: FAILED ({done.returncode}) {done.stderr[-600:]}", flush=True)
             results.append(row)
             with open(args.out, "w") as handle:  # after each process: a later one's crash keeps the earlier

@@ -112,3 +112,16 @@ def test_an_old_result_file_still_renders_without_the_new_sections():
     assert "no control in this run" in summary and "## Speed-up over generate() per steady phase" in summary
     assert "## Instrumented calls" not in summary and "## Profiles before and after" not in summary
     assert "## Profiled steady call" in summary and "(control)" not in summary and "Timing check" not in summary
+
+
+def test_a_run_off_the_default_order_says_so_and_one_on_it_says_nothing():
+    assert "- order:" not in markdown.summary(make_result())  # no training keys: an earlier run, the defaults
+    data = make_result_dict()
+    data["metadata"]["training"].update(control_placement="first", turn_order="fixed")
+    assert "- order:" not in markdown.summary(Result.from_dict(data))
+    data["metadata"]["training"]["turn_order"] = "reverse"
+    (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
+    assert line == "- order: turns reverse (in each round the engines call in that order, not as built)"
+    data["metadata"]["training"].update(control_placement="interleaved", turn_order="fixed")
+    (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
+    assert line.startswith("- order: control cycles interleaved with the real updates") and "turns" not in line

@@ -127,7 +127,20 @@ def _facts(result: Result) -> list[str]:
         f"{commit_text(git)} (code fingerprint {fingerprint_text(git)}); "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
-    ] + _untimed_line(meta.get("untimed_ms")) + _host_line(result) + _garbage_line(meta)
+    ] + _order_line(training) + _untimed_line(meta.get("untimed_ms")) + _host_line(result) + _garbage_line(meta)
+
+
+def _order_line(training: dict) -> list[str]:
+    """Said only where a run left the protocol's default order (controls first, turns as built), which every
+    earlier run kept: the verdicts and gaps read differently there."""
+    placement, turns = training.get("control_placement", "first"), training.get("turn_order", "fixed")
+    if (placement, turns) == ("first", "fixed"):
+        return []
+    parts = [] if placement == "first" else ["control cycles interleaved with the real updates, each update read "
+                                             "against the steady phase just before it"]
+    parts += [] if turns == "fixed" else [f"turns {turns} (in each round the engines call in that order, not as "
+                                          "built)"]
+    return ["- order: " + "; ".join(parts)]
 
 
 def _garbage_line(meta: dict) -> list[str]:

@@ -2,10 +2,10 @@
 
 Order of one run (STUDY.md):
   initialize CUDA and the model's libraries (one plain forward, no engine touched)
-  cycle 0:  first        each engine once, in registry order (eager first, then the graph policies)
+  cycle 0:  first        each engine once, in the turn order (registry order unless turn_order says otherwise:
+                         eager first, then the graph policies as `policy` lists them)
             (reference)  generate() with logits for these weights, outside any timed region
-            steady       `iterations` rounds; in each round every engine makes one call, in turn (in registry
-                         order unless turn_order says otherwise)
+            steady       `iterations` rounds; in each round every engine makes one call, in the turn order
   each cycle c: update   control cycles (forward and backward, no step: the weights stay) first, or
                          interleaved with the real optimizer steps; every engine is told of each update
             first_after_update, (reference), steady_after_update

@@ -230,3 +230,14 @@ def test_the_readme_block_gives_each_setting_its_own_grid_and_the_models_side_by
     assert "## The models side by side" in text
     assert "(each model at its first setting: tiny-llama-fixture float16 at length_bucket 0)" in text
     assert "| graph[reuse] | 16 | 2 | 2 | 5.000 | 0.625 |" in text  # the tiny model at bucket 0: 100 / 20 ms
+
+
+def test_a_sweep_without_eager_has_settings_side_by_side_without_eager_s_drift():
+    # probe-turn-alone runs graph's policies alone: no eager point to set the drift beside
+    loaded = []
+    for order, (batch, bucket) in enumerate([(2, 0), (2, 64)]):
+        result = point(batch, 16, {"graph[reuse]": (1, 40.0 if bucket else 80.0, 1, 1)})
+        loaded.append((_entry(order, "synthetic", batch, bucket), result))
+    usable, _ = curves.split(loaded)
+    (line,) = report.settings_lines(usable)
+    assert "graph[reuse] at length_bucket 64: 2.00x to 2.00x the steady speed" in line and "eager" not in line

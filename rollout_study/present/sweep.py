@@ -177,10 +177,11 @@ def settings_lines(points) -> list[str]:
         mine = [r for r in rows if (r.setting, r.variant) == (setting, variant)]
         ratios, eager = [r.ratio for r in mine], [r.eager for r in mine if r.eager]
         faster, slower = sum(r.low > 1 for r in ratios), sum(r.high < 1 for r in ratios)
-        drift = f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
+        drift = (f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
+                 if eager else "")  # a sweep without eager has no drift to show
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
                      f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
-                     f"{slower} (the 95% interval clear of 1)" + (drift if eager else ""))
+                     f"{slower} (the 95% interval clear of 1)" + drift)
     return lines
 
 

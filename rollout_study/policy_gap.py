@@ -122,18 +122,25 @@ def _pearson_interval(xs: list[float], ys: list[float], seed: int = 0) -> tuple[
     return percentile(values, tail), percentile(values, 1 - tail)
 
 
-def before_and_after(result: Result) -> dict[str, tuple[float, float]]:
-    """Per engine: the gap before any update and after the last, where the run measured both."""
-    out: dict[str, tuple[float, float]] = {}
+def first_and_last(result: Result) -> dict[str, tuple[Ratio, Ratio | None]]:
+    """Per engine with a gap before any update: that gap, and the gap in the last steady phase after an update
+    (None where the run has none)."""
     by_engine: dict[str, list[PhaseGap]] = {}
     for gap in phase_gaps(result):
         by_engine.setdefault(gap.engine, []).append(gap)
+    out: dict[str, tuple[Ratio, Ratio | None]] = {}
     for engine, gaps in by_engine.items():
         before = next((g for g in gaps if (g.cycle, g.phase) == BEFORE), None)
         after = [g for g in gaps if g.phase == "steady_after_update"]
-        if before and after:
-            out[engine] = (before.ratio.point, after[-1].ratio.point)
+        if before:
+            out[engine] = (before.ratio, after[-1].ratio if after else None)
     return out
+
+
+def before_and_after(result: Result) -> dict[str, tuple[float, float]]:
+    """Per engine: the gap before any update and after the last, where the run measured both."""
+    return {engine: (before.point, after.point) for engine, (before, after) in first_and_last(result).items()
+            if after is not None}
 
 
 def persistence(results: list[Result]) -> list[Persistence]:

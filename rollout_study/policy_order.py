@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from .param_values import DIAGNOSTIC_POLICIES, POLICIES
 from .params import LATER_PARAMETERS
-from .policy_gap import BEFORE
+from .policy_gap import first_and_last
 from .result import Result
-from .stats import Ratio, ratio_interval
+from .stats import Ratio
 
 POLICY_PAIR = ("recapture", "reuse")
 NOT_A_PLACE = ("name", "seed")  # what the points of one place may differ in, besides the order of `policy`
@@ -70,30 +70,19 @@ def place_of(result: Result) -> str:
 
 
 def ordered_gaps(result: Result) -> list[OrderedGap]:
-    engines = sorted({v.partition("[")[0] for v in result.variants() if v.endswith("[recapture]")})
     gaps = []
-    for engine in engines:
+    for engine, (before, after) in sorted(first_and_last(result).items()):
         first = built_first(result, engine)
-        before = _gap(result, engine, *BEFORE)
-        if first is None or before is None:
-            continue
-        afters = [cycle for cycle, phase in result.phase_groups() if phase == "steady_after_update"]
-        after = _gap(result, engine, afters[-1], "steady_after_update") if afters else None
-        gaps.append(OrderedGap(engine, first, place_of(result), before, after))
+        if first is not None:
+            gaps.append(OrderedGap(engine, first, place_of(result), before, after))
     return gaps
-
-
-def _gap(result: Result, engine: str, cycle: int, phase: str) -> Ratio | None:
-    recapture = result.samples(f"{engine}[recapture]", cycle, phase)
-    reuse = result.samples(f"{engine}[reuse]", cycle, phase)
-    return ratio_interval(recapture, reuse) if recapture and reuse else None
 
 
 def _side(ratio: Ratio) -> int:
     """-1 or 1 where the interval is clear of 1, below or above; 0 where it includes 1 or there is none."""
-    if not ratio.has_interval:
+    if not ratio.has_interval or ratio.contains(1.0):
         return 0
-    return -1 if ratio.high < 1 else 1 if ratio.low > 1 else 0
+    return -1 if ratio.high < 1 else 1
 
 
 def verdict(recapture_first: list[Ratio], reuse_first: list[Ratio]) -> str | None:

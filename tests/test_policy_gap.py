@@ -118,3 +118,11 @@ def test_the_sweep_table_has_a_row_per_engine_over_the_points():
     assert row["points"] == 4 and row["before mean"] == pytest.approx(1.015)
     assert row["before sd"] == pytest.approx(0.01118, abs=1e-5)  # the population's: these are every point
     assert row["Pearson"] == pytest.approx(1) and row["Spearman"] == pytest.approx(1)
+
+
+def test_pearson_stays_within_its_bounds_where_rounding_steps_past_them():
+    # Perfectly (anti-)correlated gaps whose sums round to a ratio 2e-16 past 1: the interval and the table read it
+    xs = [1.0068, 0.9758, 1.0225, 1.0252]
+    assert policy_gap.pearson(xs, xs) == 1.0
+    zs = [0.9766, 1.0215, 1.0039, 0.9908, 1.0113, 1.0182]
+    assert policy_gap.pearson(zs, [-z for z in zs]) == -1.0

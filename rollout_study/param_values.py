@@ -20,9 +20,10 @@ OPTIMIZER_IMPLS = ("auto", "plain", "foreach", "fused")
 CONTROL_PLACEMENTS = ("first", "interleaved")
 # The order engines call in, in each round of every phase (protocol.turns): `fixed`, the order they are built in
 # (registry order, eager first as in the reference benchmark); `reverse`, the opposite (with the build order kept,
-# it tells a place in the round from the order of allocation); `rotate`, each round starting one engine later, so
-# every engine takes every place alike over a multiple of the engines' count of rounds (though with three or more,
-# each still follows the same engine in most rounds: the cyclic order stays).
+# it tells the order engines are constructed in from their place in the round; the first calls, which allocate
+# static buffers and capture, move with the turns); `rotate`, each round starting one engine later, so every engine
+# takes every place alike over a multiple of the engines' count of rounds (though with three or more, each still
+# follows the same engine in most rounds: the cyclic order stays), while the first calls keep the build order.
 TURN_ORDERS = ("fixed", "reverse", "rotate")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")

@@ -187,10 +187,13 @@ def scrub(executed: Path) -> None:
 def render_html(executed: Path, target: Path, with_code: bool) -> Path:
     from nbconvert import HTMLExporter
 
+    from .present.page import page
+
     hide = not with_code
-    exporter = HTMLExporter(exclude_input=hide, exclude_input_prompt=hide, exclude_output_prompt=hide)
-    body, _ = exporter.from_filename(str(executed))
-    write_text(target, body)
+    exporter = HTMLExporter(template_name="basic", exclude_input=hide, exclude_input_prompt=hide,
+                            exclude_output_prompt=hide)
+    cells, _ = exporter.from_filename(str(executed))
+    write_text(target, page(executed.stem, cells))
     return target
 
 

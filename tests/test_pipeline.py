@@ -75,6 +75,19 @@ def test_report_html_has_no_code_and_study_html_keeps_it(smoke):
     assert "Pretrained model:" not in page
     study = (folder / "study.html").read_text(encoding="utf-8")
     assert "run_study" in study and "IProgress" not in study and "ipywidgets" not in study
+    for text in (page, study):
+        # One small stylesheet, no script, nothing fetched: a page opens offline and weighs what its cells do
+        # (nbconvert's lab page inlined 250 KB of JupyterLab's styles and loaded require.js from a CDN)
+        assert text.startswith("<!DOCTYPE html>") and text.count("<body>") == 1 and "</html>" in text
+        assert "<script" not in text and not re.search(r'\b(src|href)="(https?:)?//', text)
+        assert "jp-" not in text and len(re.findall(r"<style", text)) == text.count("</style>")
+        assert sum(len(s) for s in re.findall(r"<style.*?</style>", text, re.S)) < 40_000
+
+
+def test_page_escapes_its_title():
+    from rollout_study.present.page import page
+    text = page("a<b & c", "<p>cells</p>")
+    assert "<title>a&lt;b &amp; c</title>" in text and "<p>cells</p>" in text
 
 
 def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):

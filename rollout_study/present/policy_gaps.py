@@ -70,8 +70,9 @@ def persistence_table(points) -> pd.DataFrame:
 
 ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
 ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the "
-              "first listed is built first; turn_order fixed calls it first of the two in every round, reverse "
-              "second, rotate in most rounds): recapture's steady median over reuse's, the range over a place's "
+              "first listed is built first; turn_order fixed calls it first of the two in every round, its first "
+              "call, which allocates and captures, included; reverse second; rotate first in its first call and "
+              "in half the rounds alone, in most beside other engines): recapture's steady median over reuse's, the range over a place's "
               "points in each order (their count in brackets), before any update and in the last steady phase "
               "after one. first / second: the instance built first's steady median over the second's (under 1: "
               "the first is faster); both orders: recapture's over reuse's (near 1: the policy adds nothing); each "
@@ -79,7 +80,8 @@ ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, r
               "where every point's 95% interval is clear of 1, on one side with recapture first and on the other "
               "with reuse first; follows the policy where all are clear on the same side; no gap where every "
               "interval includes 1; else mixed. The verdict reads signs, the two means sizes.")
-# Which of the two instances calls first in a round (rotation keeps the cyclic order: most rounds keep the build's)
+# Which of the two instances calls first in a round (rotation keeps the cyclic order, so beside other engines most
+# rounds keep the build's; alone, half)
 CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies"}
 ORDER_COLUMNS = ["engine", "turn order", "calls first", "batch", "requests", "new tokens", "also", "phase",
                  "recapture first", "reuse first", "first / second", "both orders", "verdict"]

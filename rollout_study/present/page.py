@@ -1,0 +1,33 @@
+"""The HTML page around an executed notebook (study.html, report.html).
+
+nbconvert's lab page inlines JupyterLab's whole stylesheet, about 250 KB, into every page: half of what the
+published reports' HTML weighed (8.7 of 17 MiB), and the device calls carry the working tree under a 64 MiB limit.
+The basic template gives the cells alone; this page holds them with a stylesheet of a few lines (the tables'
+own styles come with them from pandas). No script and no network: a page opens offline, its figures beside it.
+"""
+from __future__ import annotations
+
+import html
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
+       color: #1f2328; max-width: 1280px; margin: 2em auto; padding: 0 1em; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; }
+th { background: #f6f8fa; }
+tbody tr:nth-child(even) { background: #fafbfc; }
+img { max-width: 100%; height: auto; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; }
+pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
+.input_area pre { border-left: 3px solid #d0d7de; }
+.output_stderr pre, .output_error pre { background: #fff1f0; }
+a.anchor-link { display: none; }
+""".strip()
+
+
+def page(title: str, cells: str) -> str:
+    """A whole page: `cells`, the basic template's HTML of a notebook's cells, under `title`."""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
+            f"<title>{html.escape(title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n{cells}\n"
+            f"</body>\n</html>\n")

@@ -27,8 +27,8 @@ NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval.
         "same after the recaptures is fixed within the run, not a cost of either policy (where a sweep ran both "
         "orders, it followed the turn: 1 to 2% at batch 1 on H200 machines, with or without eager beside, under 1% "
         "on two H100 machines; probe-turn-order, probe-turn-alone and their -h100 twins), and more samples narrow "
-        "its interval but not the gap: the break-even reads a steady gap between two policies only beyond {STEADY_MARGIN:.0%} as well as its "
-        "interval.")
+        "its interval but not the gap: the break-even reads a steady gap between two policies only beyond "
+        f"{STEADY_MARGIN:.0%} as well as its interval.")
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
 
 SWEEP_TITLE = "Recapture over reuse before the first update and after the last, over the points"

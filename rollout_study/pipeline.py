@@ -193,7 +193,7 @@ def render_html(executed: Path, target: Path, with_code: bool) -> Path:
     exporter = HTMLExporter(template_name="basic", exclude_input=hide, exclude_input_prompt=hide,
                             exclude_output_prompt=hide)
     cells, _ = exporter.from_filename(str(executed))
-    write_text(target, page(executed.stem, cells))
+    write_text(target, page(executed.stem, cells, with_code))
     return target
 
 

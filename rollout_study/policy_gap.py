@@ -12,8 +12,8 @@ KV cache) through updates either way. Phase by phase, the gap tells apart:
 It does not tell what fixes it: the two instances' buffers, the order they were built in, or their turn in each
 round (both follow the order `policy` lists them; `both` is recapture first), any of which may depend on the
 workload and so fall either way across runs. policy_order.py reads a sweep that ran both orders (where one did, the
-gap followed the turn, not the policy nor the build order, on H200 machines; on two H100 machines it was under
-1%, mostly none). A recapture need not redraw where its graphs sit
+gap followed the turn, not the policy nor the build order, on H200 machines; on two H100 machines it was within
+0.8% before any update, mostly inside the intervals). A recapture need not redraw where its graphs sit
 either: the caching allocator may hand the freed pool's blocks back.
 
     phase_gaps   per engine with both policies in a run: recapture's steady median over reuse's in each steady

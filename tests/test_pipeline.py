@@ -80,8 +80,9 @@ def test_report_html_has_no_code_and_study_html_keeps_it(smoke):
         # (nbconvert's lab page inlined 250 KB of JupyterLab's styles and loaded require.js from a CDN)
         assert text.startswith("<!DOCTYPE html>") and text.count("<body>") == 1 and "</html>" in text
         assert "<script" not in text and not re.search(r'\b(src|href)="(https?:)?//', text)
-        assert "jp-" not in text and len(re.findall(r"<style", text)) == text.count("</style>")
+        assert 'class="jp-' not in text and len(re.findall(r"<style", text)) == text.count("</style>")
         assert sum(len(s) for s in re.findall(r"<style.*?</style>", text, re.S)) < 40_000
+    assert ".highlight .k " in study and ".highlight .k " not in page  # code coloured where there is code
 
 
 def test_page_escapes_its_title():

@@ -3,7 +3,7 @@
 nbconvert's lab page inlines JupyterLab's whole stylesheet, about 250 KB, into every page: half of what the
 published reports' HTML weighed (8.7 of 17 MiB), and the device calls carry the working tree under a 64 MiB limit.
 The basic template gives the cells alone; this page holds them with a stylesheet of a few lines (the tables'
-own styles come with them from pandas). No script and no network: a page opens offline, its figures beside it.
+own styles come with them from pandas; study.html, which shows its code, gets pygments' colours too). No script and no network: a page opens offline, its figures beside it.
 """
 from __future__ import annotations
 
@@ -21,13 +21,22 @@ code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospac
 pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 .input_area pre { border-left: 3px solid #d0d7de; }
 .output_stderr pre, .output_error pre { background: #fff1f0; }
-a.anchor-link { display: none; }
+a.anchor-link { visibility: hidden; margin-left: 0.3em; text-decoration: none; }
+h1:hover > a.anchor-link, h2:hover > a.anchor-link, h3:hover > a.anchor-link { visibility: visible; }
 """.strip()
 
 
-def page(title: str, cells: str) -> str:
+def code_style() -> str:
+    """Pygments' colours for the code cells' highlighting (about 5 KB), for a page that shows its code."""
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style="default").get_style_defs(".highlight")
+
+
+def page(title: str, cells: str, with_code: bool = False) -> str:
     """A whole page: `cells`, the basic template's HTML of a notebook's cells, under `title`."""
+    style = f"{STYLE}\n{code_style()}" if with_code else STYLE
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
-            f"<title>{html.escape(title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n{cells}\n"
+            f"<title>{html.escape(title)}</title>\n<style>\n{style}\n</style>\n</head>\n<body>\n{cells}\n"
             f"</body>\n</html>\n")

@@ -25,8 +25,9 @@ NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval.
         "are one engine captured the same way, though in two instances, built one after the other and taking "
         "their turns in that order (the order policy lists them: recapture first for both); a gap that stays the "
         "same after the recaptures is fixed within the run, not a cost of either policy (where a sweep ran both "
-        "orders, it followed the turn: 1 to 2% at batch 1 on H200 machines, with or without eager beside, under 1% "
-        "on two H100 machines; probe-turn-order, probe-turn-alone and their -h100 twins), and more samples narrow "
+        "orders, it followed the turn: 1 to 2.6% at batch 1 on H200 machines, with or without eager beside; within "
+        "0.8% before any update on two H100 machines, mostly inside the intervals; probe-turn-order, "
+        "probe-turn-alone and their -h100 twins), and more samples narrow "
         "its interval but not the gap: the break-even reads a steady gap between two policies only beyond "
         f"{STEADY_MARGIN:.0%} as well as its interval.")
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
@@ -71,16 +72,16 @@ def persistence_table(points) -> pd.DataFrame:
 
 ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
 ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the "
-              "first listed is built first; turn_order fixed calls it first of the two in every round, its first "
-              "call, which allocates and captures, included; reverse second; rotate first in its first call and "
-              "in half the rounds alone, in most beside other engines): recapture's steady median over reuse's, the range over a place's "
-              "points in each order (their count in brackets), before any update and in the last steady phase "
-              "after one. first / second: the instance built first's steady median over the second's (under 1: "
-              "the first is faster); both orders: recapture's over reuse's (near 1: the policy adds nothing); each "
-              "the geometric mean over one order's points, then over the two orders. Verdict: follows the order "
-              "where every point's 95% interval is clear of 1, on one side with recapture first and on the other "
-              "with reuse first; follows the policy where all are clear on the same side; no gap where every "
-              "interval includes 1; else mixed. The verdict reads signs, the two means sizes.")
+              "first listed is built first; turn_order fixed calls it first of the two in every round, its first call, "
+              "which allocates and captures, included; reverse second; rotate first in its first call and in half the "
+              "rounds alone, in most beside other engines): recapture's steady median over reuse's, the range over a "
+              "place's points in each order (their count in brackets), before any update and in the last steady phase "
+              "after one. first / second: the instance built first's steady median over the second's (under 1: the "
+              "first is faster); both orders: recapture's over reuse's (near 1: the policy adds nothing); each the "
+              "geometric mean over one order's points, then over the two orders. Verdict: follows the order where "
+              "every point's 95% interval is clear of 1, on one side with recapture first and on the other with reuse "
+              "first; follows the policy where all are clear on the same side; no gap where every interval includes 1; "
+              "else mixed. The verdict reads signs, the two means sizes.")
 # Which of the two instances calls first in a round (rotation keeps the cyclic order, so beside other engines most
 # rounds keep the build's; alone, half)
 CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies"}

@@ -1,4 +1,5 @@
 """The code, software and machine line of sweep and hazard reports, and the commit a run's summary names."""
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,13 @@ from result_fixture import make_result_dict
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 
-def _result(commit: str, fingerprint: str | None = None, dirty=None, gpu: str | None = "NVIDIA H200") -> Result:
+def _result(commit: str, fingerprint: str | None = None, dirty=None, gpu: str | None = "NVIDIA H200",
+            boot: str | None = None) -> Result:
     data = make_result_dict(cuda_graph=gpu is not None)
     data["metadata"]["git"] = {"commit": commit, "dirty": dirty,
                                **({"code_sha256": fingerprint} if fingerprint else {})}
-    data["metadata"]["hardware"] = {"gpu": gpu, "driver": "580.1", "cuda": "13.0", "cpu": "Xeon"}
+    data["metadata"]["hardware"] = {"gpu": gpu, "driver": "580.1", "cuda": "13.0", "cpu": "Xeon",
+                                    **({"boot": boot} if boot else {})}
     data["metadata"]["software"] = {"torch_build": "2.11.0+cu130", "transformers": "5.20.1", "python": "3.12.3"}
     return Result.from_dict(data)
 
@@ -39,6 +42,25 @@ def test_one_value_is_named_once_and_values_that_differ_are_counted():
     assert "commit aaaaaaaaaa (1 point(s)), commit bbbbbbbbbb (2 point(s))" in mixed
     assert "NVIDIA H200 (driver 580.1, CUDA 13.0) (2 point(s)), CPU: Xeon (1 point(s))" in mixed
     assert provenance.provenance_line([]).endswith("no result to read them from")
+
+
+def test_two_machines_of_one_kind_are_told_apart_by_their_boot():
+    line = provenance.provenance_line([_result("a" * 12, boot="0123456789ab"), _result("a" * 12, boot="ba9876543210"),
+                                       _result("a" * 12, gpu=None, boot="0123456789ab")])
+    assert ("machine: NVIDIA H200 (driver 580.1, CUDA 13.0, boot 0123456789ab) (1 point(s)), NVIDIA H200 (driver "
+            "580.1, CUDA 13.0, boot ba9876543210) (1 point(s)), CPU: Xeon, boot 0123456789ab (1 point(s))") in line
+
+
+def test_the_boot_digest_is_a_digest_of_the_hosts_boot_id_or_none(tmp_path):
+    from rollout_study import environment
+    boot_id = tmp_path / "boot_id"
+    boot_id.write_text("042239bc-ef08-406c-996e-219c0d0bc75a\n", encoding="ascii")
+    digest = environment.boot_digest(str(boot_id))
+    assert digest == hashlib.sha256(b"042239bc-ef08-406c-996e-219c0d0bc75a").hexdigest()[:12]
+    assert "042239bc" not in digest  # the id itself is not kept
+    boot_id.write_text("", encoding="ascii")
+    assert environment.boot_digest(str(boot_id)) is None
+    assert environment.boot_digest(str(tmp_path / "missing")) is None
 
 
 @pytest.mark.parametrize("folder", sorted(p.parent for p in REPORTS.glob("*/sweep.json")), ids=lambda p: p.name)

@@ -33,6 +33,14 @@ def _counted(values: list[str], noun: str) -> str:
     return ", ".join(f"{value} ({n} {noun})" for value, n in counts.items())
 
 
+def _machine(hardware: dict) -> str:
+    """The GPU (or CPU) and, where recorded, the boot's digest: one lent machine's results from another's."""
+    boot = f", boot {hardware['boot']}" if hardware.get("boot") else ""
+    if hardware.get("gpu"):
+        return f"{hardware['gpu']} (driver {hardware.get('driver')}, CUDA {hardware.get('cuda')}{boot})"
+    return f"CPU: {hardware.get('cpu') or 'unknown'}{boot}"
+
+
 def provenance_line(results: list[Result], noun: str = "point(s)") -> str:
     """Code (fingerprints, then commits), software and machine of `results`, each distinct value once."""
     metas = [r.metadata for r in results]
@@ -44,8 +52,7 @@ def provenance_line(results: list[Result], noun: str = "point(s)") -> str:
     hard = [m.get("hardware") or {} for m in metas]
     software = [f"torch {s.get('torch_build') or s.get('torch')}, transformers {s.get('transformers')}, "
                 f"Python {s.get('python')}" for s in soft]
-    machine = [f"{h['gpu']} (driver {h.get('driver')}, CUDA {h.get('cuda')})" if h.get("gpu")
-               else f"CPU: {h.get('cpu') or 'unknown'}" for h in hard]
+    machine = [_machine(h) for h in hard]
     return (f"code: fingerprint {_counted(prints, noun)} (of the code that measures); "
             f"{_counted([commit_text(g) for g in gits], noun)}; software: {_counted(software, noun)}; "
             f"machine: {_counted(machine, noun)}")

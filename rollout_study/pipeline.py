@@ -233,9 +233,8 @@ def study_step(folder: Path, params: dict, command: str, progress: bool, noteboo
     executed = folder / "study.ipynb"
     problems = _step(lambda: execute_notebook(notebooks / "study.ipynb", executed, parameters, progress, cwd=folder,
                                               kept=kept_as(executed, folder_shown)))
-    if (folder / "study.ipynb").exists():
-        problems += _guarded("rendering study.html",
-                             lambda: render_html(folder / "study.ipynb", folder / "study.html", with_code=True))
+    if executed.exists():
+        problems += study_page_step(folder)
     return problems
 
 
@@ -268,6 +267,12 @@ def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS,
         problems += _guarded("rendering report.html",
                              lambda: render_html(folder / "report.ipynb", folder / "report.html", with_code=False))
     return problems
+
+
+def study_page_step(folder: Path) -> list[str]:
+    """study.html drawn again from the folder's executed study.ipynb (no cell runs: the notebook is the run's)."""
+    return _guarded("rendering study.html",
+                    lambda: render_html(folder / "study.ipynb", folder / "study.html", with_code=True))
 
 
 def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path = NOTEBOOKS,

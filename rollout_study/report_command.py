@@ -1,4 +1,5 @@
-"""`rollout-study report FOLDER`: rebuild a folder's summary, report notebook, figures and HTML from its records.
+"""`rollout-study report FOLDER`: rebuild a folder's summary, report notebook, figures and HTML from its records
+(a run folder's study.html too, from its executed study notebook, which no rebuild runs again).
 
 The records are read and checked first: a sweep.json or result.json that does not read is bad input (exit 2),
 named, with nothing written. The report is built in a copy beside the folder and swapped in, so an interrupted
@@ -101,6 +102,10 @@ def _rebuild(folder: Path, sweep_report: str | None, root: bool, progress: bool)
         with pipeline.kernel_environment():
             problems = (pipeline.sweep_report_step(work, sweep_report, progress=progress)
                         if sweep_report else pipeline.report_step(work, progress=progress))
+            if not sweep_report and (work / "study.ipynb").is_file():
+                # The run's executed study notebook is a record, never run again here; only its page is redrawn,
+                # so a change to the page (present/page.py) reaches every folder a rebuild reaches
+                problems += pipeline.study_page_step(work)
         if not problems:
             # one publisher at a time per root; a folder elsewhere gets no .lock beside it
             with publish.locked(folder.parent) if root else contextlib.nullcontext():

@@ -96,9 +96,16 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     folder = tmp_path / "copied"
     folder.mkdir()
     shutil.copy(smoke[2][0] / "result.json", folder / "result.json")
+    # the run's executed study notebook is kept as it is, its page drawn again (a stale one here)
+    shutil.copy(smoke[2][0] / "study.ipynb", folder / "study.ipynb")
+    (folder / "study.html").write_text("<p>a page of an older look</p>", encoding="utf-8")
+    notebook = (folder / "study.ipynb").read_bytes()
     (tmp_path / "index.html").write_text("", encoding="utf-8")  # a root of report folders: its index is rebuilt
     first = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")
     assert first.returncode == 0, first.stderr[-3000:]
+    assert (folder / "study.ipynb").read_bytes() == notebook
+    study = (folder / "study.html").read_text(encoding="utf-8")
+    assert study.startswith("<!DOCTYPE html>") and "run_study" in study and "older look" not in study
     snapshot = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert {Path("summary.md"), Path("report.ipynb"), Path("report.html")} <= set(snapshot)
     again = _run(sys.executable, "-m", "rollout_study", "report", str(folder), "--quiet")

@@ -216,16 +216,21 @@ def git_commit() -> dict:
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
 
+def digest(text: str) -> str:
+    """12 hex digits of a machine's identifier: enough to tell machines apart, not the identifier itself."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def boot_digest(path: str = BOOT_ID_FILE) -> str | None:
     """A digest of this boot of the host (Linux's boot id; a container reads its host's): results that share it ran
     on one machine with no restart between, so two lent machines of one kind with the same GPU, driver and software
-    are told apart. Only the digest is kept; None where the system does not say."""
+    are told apart. None where the system does not say."""
     try:
         with open(path, encoding="ascii") as handle:
             text = handle.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return hashlib.sha256(text.encode()).hexdigest()[:12] if text else None
+    return digest(text) if text else None
 
 
 def hardware(device: torch.device) -> dict:
@@ -234,11 +239,11 @@ def hardware(device: torch.device) -> dict:
             "driver": None, "cuda": torch.version.cuda}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        uuid = getattr(props, "uuid", None)  # the card itself, where this torch says
+        uuid = getattr(props, "uuid", None)  # the card itself, where this torch says: a digest, as the boot's
         info.update({"gpu": props.name, "gpu_capability": f"{props.major}.{props.minor}",
                      "gpu_memory_bytes": int(props.total_memory), "gpu_count": torch.cuda.device_count(),
                      "gpu_multiprocessors": props.multi_processor_count, "driver": _driver(),
-                     "gpu_uuid": str(uuid) if uuid is not None else None})
+                     "gpu_uuid": digest(str(uuid)) if uuid is not None else None})
     return info
 
 

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from result_fixture import make_invalid_result_dict
-from rollout_study import pipeline
+from rollout_study import environment, pipeline
 from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,6 +52,9 @@ def test_smoke_run_writes_one_complete_run_folder(smoke):
     assert result.metadata["workload"]["batch_sizes"] == [4, 2]  # the last batch is partial
     assert result.metadata["command"].startswith("python -m rollout_study run params/cpu-smoke.yaml")
     assert "cpu-smoke" in (root / "index.html").read_text(encoding="utf-8")
+    # the run records which boot of which machine it ran on (a digest; None only where the OS does not say)
+    boot = result.metadata["hardware"]["boot"]
+    assert boot is None if environment.boot_digest() is None else re.fullmatch(r"[0-9a-f]{12}", boot)
 
 
 def test_executed_notebooks_carry_no_machine_paths_or_timestamps(smoke):

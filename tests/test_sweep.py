@@ -1387,3 +1387,19 @@ def test_the_h200_scripts_gate_starts_a_sweep_only_where_the_cuda_tests_it_needs
     done = subprocess.run(["bash", str(REPO / "tools" / "sweep-gate.sh"), str(log)], capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode == 0) == sweeps, done.stdout
+
+
+def test_a_section_of_one_batch_size_draws_no_figure_over_batch_and_says_so(tmp_path):
+    times = {"eager": (1, 100.0, 1, 100.0), "graph[reuse]": (1, 10.0, 1, 10.0)}
+    record = {"spec": {"name": "s"}, "wall": {"executor": "local", "seconds": 1.0}}
+    one = {f"b1-{n}": point(1, n, times) for n in (16, 64)}
+    two = {**one, "b2-16": point(2, 16, times), "b2-64": point(2, 64, times)}
+    for results, kinds in ((one, ["growth"]), (two, [kind for kind, _, _ in sweep_figures.FIGURES])):
+        figures = tmp_path / f"figures-{len(results)}"
+        record["points"] = [{"slug": s, "status": "valid"} for s in results]
+        blocks = report.blocks(record, loaded(results), str(figures), folder=tmp_path)
+        drawn = [b.body for b in blocks if b.kind == "figure"]
+        assert len(drawn) == len(kinds) and all(d.endswith(f"-{kind}.png") for d, kind in zip(drawn, kinds))
+        assert sorted(p.name for p in figures.glob("*.png")) == sorted(Path(d).name for d in drawn)
+        notes = [b.text for b in blocks if b.kind == "note" and b.text.startswith("one batch size here")]
+        assert notes == ([report.ONE_BATCH_NOTE.format(batch=1)] if results is one else [])

@@ -22,7 +22,8 @@ from .markdown import table
 from .notebook import Block
 from .provenance import provenance_line
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, time_table, wall_table
-from .sweep_figures import FIGURES, model_name, model_title, path, settings_figure, settings_heading, settings_path
+from .sweep_figures import (FIGURES, OVER_BATCH, model_name, model_title, path, settings_figure, settings_heading,
+                            settings_path)
 from .text import MIB, NO_GRAPH_NOTE
 
 
@@ -155,6 +156,9 @@ def settings_table(points) -> pd.DataFrame:
                          for r in settings.side_by_side(points)])
 
 
+ONE_BATCH_NOTE = ("one batch size here ({batch}): the figures over batch (speed-up, latency, capture, first call "
+                  "after an update, break-even) would draw a point per line, so only the growth over new tokens is "
+                  "drawn; the tables below give every figure")
 SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, per variant: the first setting's steady median "
                            "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval; "
                            "dotted, eager generate()'s in the same two points (their run-to-run drift)")
@@ -298,7 +302,12 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", HOST_CAPTION, host_table(loaded))]
     for points in curves.by_section(usable).values():
         out.append(Block("heading", model_title(points), 2))
+        one_batch = len({p.batch for p in points}) == 1
+        if one_batch:
+            out.append(Block("note", ONE_BATCH_NOTE.format(batch=points[0].batch)))
         for kind, caption, make in FIGURES:
+            if one_batch and kind in OVER_BATCH:
+                continue
             make(points, figures_dir)
             out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]

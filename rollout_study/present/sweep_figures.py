@@ -335,6 +335,9 @@ def settings_path(figures_dir: str, points: list[Point]) -> str:
 
 
 # (file kind, caption, function)
+# The figures whose x axis is the batch: a section of one batch size would draw each as a point per line (the
+# probes' sections, 25 such figures in one report), so they are left out there and a note says so
+OVER_BATCH = ("speedup", "latency", "capture", "after-update", "break-even")
 FIGURES = (
     ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count, with its 95% "
                 "bootstrap interval (dashed: the crossover threshold)", speedup_figure),

@@ -29,6 +29,14 @@ _KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
 LATER_PARAMETERS = {"control_placement": "first", "turn_order": "fixed"}
 
 
+def named_policies(policy) -> tuple[str, ...]:
+    """The policies a `policy` value names, in its order: a list as listed, `both` and `all` expanded, one alone
+    (a result's recorded parameters read the same way: policy_order.place_of)."""
+    if isinstance(policy, (list, tuple)):
+        return tuple(policy)
+    return {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(policy, (policy,))
+
+
 @dataclass(frozen=True)
 class StudyParams:
     # Defaults are the reference workload of STUDY.md (one cycle, recapture policy).
@@ -171,9 +179,7 @@ class StudyParams:
 
     @property
     def policies(self) -> tuple[str, ...]:
-        if isinstance(self.policy, list):
-            return tuple(self.policy)
-        return {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(self.policy, (self.policy,))
+        return named_policies(self.policy)
 
     def resolved_master_dtype(self) -> str | None:
         """The trainer's weight dtype; None where there is no trainer apart (in-place, lora-merge)."""

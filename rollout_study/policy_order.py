@@ -25,8 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from .param_values import DIAGNOSTIC_POLICIES, POLICIES
-from .params import LATER_PARAMETERS
+from .params import LATER_PARAMETERS, named_policies
 from .policy_gap import first_and_last
 from .result import Result
 from .stats import Ratio
@@ -63,9 +62,7 @@ def place_of(result: Result) -> str:
     """The point's parameters less NOT_A_PLACE, `policy` as the set it names (its order is what a place varies)."""
     params = {**LATER_PARAMETERS, **(result.metadata.get("params") or {})}
     policy = params.get("policy")
-    if isinstance(policy, str):
-        policy = {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(policy, [policy])
-    params["policy"] = sorted(policy) if isinstance(policy, (list, tuple)) else policy
+    params["policy"] = sorted(named_policies(policy)) if isinstance(policy, (str, list, tuple)) else policy
     return json.dumps({k: v for k, v in params.items() if k not in NOT_A_PLACE}, sort_keys=True)
 
 

@@ -233,9 +233,7 @@ def study_step(folder: Path, params: dict, command: str, progress: bool, noteboo
     executed = folder / "study.ipynb"
     problems = _step(lambda: execute_notebook(notebooks / "study.ipynb", executed, parameters, progress, cwd=folder,
                                               kept=kept_as(executed, folder_shown)))
-    if executed.exists():
-        problems += study_page_step(folder)
-    return problems
+    return problems + study_page_step(folder)
 
 
 def remove_outputs(folder: Path, names) -> None:
@@ -270,9 +268,12 @@ def report_step(folder: Path, progress: bool, notebooks: Path = NOTEBOOKS,
 
 
 def study_page_step(folder: Path) -> list[str]:
-    """study.html drawn again from the folder's executed study.ipynb (no cell runs: the notebook is the run's)."""
-    return _guarded("rendering study.html",
-                    lambda: render_html(folder / "study.ipynb", folder / "study.html", with_code=True))
+    """study.html drawn again from the folder's executed study.ipynb, where it has one (no cell runs: the notebook
+    is the run's); a sweep folder has none."""
+    executed = folder / "study.ipynb"
+    if not executed.is_file():
+        return []
+    return _guarded("rendering study.html", lambda: render_html(executed, folder / "study.html", with_code=True))
 
 
 def sweep_report_step(folder: Path, report: str, progress: bool, notebooks: Path = NOTEBOOKS,

@@ -102,10 +102,9 @@ def _rebuild(folder: Path, sweep_report: str | None, root: bool, progress: bool)
         with pipeline.kernel_environment():
             problems = (pipeline.sweep_report_step(work, sweep_report, progress=progress)
                         if sweep_report else pipeline.report_step(work, progress=progress))
-            if not sweep_report and (work / "study.ipynb").is_file():
-                # The run's executed study notebook is a record, never run again here; only its page is redrawn,
-                # so a change to the page (present/page.py) reaches every folder a rebuild reaches
-                problems += pipeline.study_page_step(work)
+            # The run's executed study notebook is a record, never run again here; only its page is redrawn, so a
+            # change to the page (present/page.py) reaches every folder a rebuild reaches
+            problems += pipeline.study_page_step(work)
         if not problems:
             # one publisher at a time per root; a folder elsewhere gets no .lock beside it
             with publish.locked(folder.parent) if root else contextlib.nullcontext():

@@ -27,9 +27,9 @@ NOTE = ("recapture's steady median over reuse's with its 95% bootstrap interval.
         "same after the recaptures is fixed within the run, not a cost of either policy (where a sweep ran both "
         "orders, it followed the turn: 1 to 2.6% at batch 1 on H200 machines, with or without eager beside; within "
         "0.8% before any update on two H100 machines, mostly inside the intervals; probe-turn-order, "
-        "probe-turn-alone and their -h100 twins), and more samples narrow "
-        "its interval but not the gap: the break-even reads a steady gap between two policies only beyond "
-        f"{STEADY_MARGIN:.0%} as well as its interval.")
+        "probe-turn-alone and their -h100 twins), and more samples narrow its interval but not the gap: the "
+        f"break-even reads a steady gap between two policies only beyond {STEADY_MARGIN:.0%} as well as its "
+        "interval.")
 COLUMNS = ["engine", "cycle", "phase", "recapture / reuse", "95% low", "95% high"]
 
 SWEEP_TITLE = "Recapture over reuse before the first update and after the last, over the points"

@@ -238,6 +238,18 @@ def settings_differ(side: Result, alone: Result) -> str:
     return "; ".join(out)
 
 
+def placement_differs(side: dict | None, alone: dict) -> str:
+    """Where a Ray point's cores were beside its GPU (numa.py) in one run and not the other: '' where the same
+    or not recorded (a slot held by another sweep on the host can send a run to the other node's cores)."""
+    from .numa import beside_gpu
+
+    a, b = beside_gpu((side or {}).get("placement")), beside_gpu(alone.get("placement"))
+    if None in (a, b) or a == b:
+        return ""
+    where = {True: "on its GPU's NUMA node", False: "on another NUMA node"}
+    return f"cores {where[a]} side by side, {where[b]} alone"
+
+
 def beside(side: Result, points: list[tuple[dict, Result | None]]) -> int | None:
     """How many other points' runs overlapped this one's in time (their recorded start and end); None where a
     time is missing. Under Ray with one worker, or the local executor, none did: a shift is then run to run."""
@@ -291,7 +303,9 @@ def verdicts(points: list[tuple[dict, Result | None]], repeated: list[tuple[dict
             continue
         alones = [alone for _, alone in runs]
         near, model = beside(side, points), f"{side.label}: {side.model_name}"
-        if differ := "; ".join(d for alone in alones if (d := settings_differ(side, alone))):
+        differs = [settings_differ(side, alone) for alone in alones]
+        differs += [placement_differs(side_entry, entry) for entry, _ in runs]
+        if differ := "; ".join(d for d in differs if d):
             out.append(Verdict(slug, "not compared", (), f"ran with other settings: {differ}", len(alones), near,
                                model))
             continue

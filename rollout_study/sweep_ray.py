@@ -4,13 +4,15 @@ machine without CUDA), on a local Ray instance started for the sweep or on an ex
 Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU
 Ray gives the node, or per CPU without CUDA) by a lock file keyed by host, and pins itself to that slot's share
 of the cores its worker may use (two sweeps on one host share it out only where their slots cut the cores
-alike; a task that finds every slot held runs unpinned and says so). Slots, not GPU ids: Ray names a GPU by its
-physical id where CUDA_VISIBLE_DEVICES was set, and names no CPU; so a slot's cores need not be its GPU's
-nearest. Each runs in a fresh process of the sweep's launcher, which inherits the pinning and Ray's thread
-settings; each entry records where it ran (`placement`: node, GPUs, slot, cores) and each result its cores and
-threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at a time, on the node
-that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands out): the same
-executor, threads and pinning, nothing of the sweep beside them.
+alike; a task that finds every slot held runs unpinned and says so). Where the host gives a NUMA layout
+(numa.py), slot i is a share of the cores of GPU i's node, and a task asks for its GPU's slot first; else the
+shares are cut in core order and a slot's cores need not be its GPU's nearest. Each runs in a fresh process of
+the sweep's launcher, which inherits the pinning and Ray's thread settings; each entry records where it ran
+(`placement`: node, GPUs, slot, cores, the layout, and under a NUMA one the GPU's node and its cores') and each
+result its cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at
+a time, on the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands
+out; under a NUMA layout the slot of that GPU, so cores as near): the same executor, threads and pinning,
+nothing of the sweep beside them.
 
 Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
 unseen. A point whose result names other code than the sweep's (a cluster with another copy of the package
@@ -61,9 +63,9 @@ def _free_slot(slots: int, prefer: int | None = None):
 
 def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
     """Pin this worker (and so the point's process, which inherits it) to a free slot's share of the node's cores
-    (one slot per GPU, or per CPU without CUDA); returns where it ran, as recorded, and the slot's lock file to
-    hold until the point ends. Slots, not GPU ids: Ray names a GPU by its physical id (or a UUID) where
-    CUDA_VISIBLE_DEVICES was set, which need not count from 0."""
+    (one slot per GPU, or per CPU without CUDA), the slot beside its GPU first where the host gives a NUMA layout
+    (numa.py); returns where it ran, as recorded, and the slot's lock file to hold until the point ends. `prefer`
+    (a repeat's: its side-by-side run's slot, so the same cores) comes first without one."""
     import ray
 
     from .environment import allowed_cores, core_ranges
@@ -75,10 +77,15 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
         _worker_cores = allowed_cores()
     resources = next((n.get("Resources", {}) for n in ray.nodes() if n.get("NodeID") == node), {})
     slots = int(resources.get("GPU" if cuda else "CPU", 0))
-    slot, held = _free_slot(slots, prefer)
+    layout = _layout(slots, cuda)
+    gpus = [str(g) for g in ray.get_gpu_ids()]
+    gpu = gpus[0] if gpus else None
+    # under a NUMA layout a repeat too takes its GPU's slot, which Ray may hand out other than its side-by-side
+    # run's: the same nearness (and, with the nodes alike, as many cores) rather than the same cores
+    near = layout.near(gpu)
+    slot, held = _free_slot(slots, near if near is not None else prefer)
     try:
-        share = len(_worker_cores) // slots if slots else 0
-        cores = _worker_cores[slot * share:(slot + 1) * share] if share and slot is not None else []
+        cores = list(layout.shares[slot]) if slot is not None and slot < len(layout.shares) else []
         why = "" if cores else ("unpinned: every slot held (another sweep on this host) or the lock folder unwritable"
                                 if slot is None and slots else
                                 f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}")
@@ -89,14 +96,28 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
                 cores, why = [], f"unpinned: {err}"
         if not cores and _worker_cores:
             os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
-        placement = {"node": node, "node_ip": ray.util.get_node_ip_address(),
-                     "gpus": [str(g) for g in ray.get_gpu_ids()], "slot": slot, "slots": slots,
-                     "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores)}
+        placement = {"node": node, "node_ip": ray.util.get_node_ip_address(), "gpus": gpus, "slot": slot,
+                     "slots": slots, "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores),
+                     "layout": layout.how}
+        if layout.how == "numa":
+            placement.update(gpu_numa_node=layout.gpu_nodes.get(gpu),
+                             cores_numa_node=layout.slot_nodes[slot] if cores else None)
     except BaseException:  # the slot goes back now, not when its handle is collected
         if held is not None:
             held.close()
         raise
     return ({**placement, "why": why} if why else placement), held
+
+
+_layouts: dict = {}  # (slots, cuda) -> numa.SlotLayout: read once per worker (nvidia-smi and /sys)
+
+
+def _layout(slots: int, cuda: bool):
+    from . import numa
+
+    if (slots, cuda) not in _layouts:
+        _layouts[slots, cuda] = numa.layout(_worker_cores or [], slots, cuda)
+    return _layouts[slots, cuda]
 
 
 def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | None = None,

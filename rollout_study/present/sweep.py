@@ -21,7 +21,7 @@ from ..sweep import missing_points, was_kept
 from .markdown import table
 from .notebook import Block
 from .provenance import provenance_line
-from .sweep_cost import HOST_CAPTION, host_lines, host_table, time_table, wall_table
+from .sweep_cost import HOST_CAPTION, host_lines, host_table, placement_lines, time_table, wall_table
 from .sweep_figures import (FIGURES, OVER_BATCH, model_name, model_title, path, settings_figure, settings_heading,
                             settings_path)
 from .text import MIB, NO_GRAPH_NOTE
@@ -280,7 +280,8 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         lines += settings_lines(points) + policy_gaps.order_lines(points, model_name(points))
     if verdicts:
         lines.append(sweep_repeats.answer_line(record, verdicts))
-    return lines + host_lines(loaded) + [provenance_line([result for _, result in loaded if result is not None])]
+    return (lines + host_lines(loaded) + placement_lines(record)
+            + [provenance_line([result for _, result in loaded if result is not None])])
 
 
 def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str = "figures",

@@ -31,7 +31,9 @@ def wall_table(record: dict) -> pd.DataFrame:
         rows.append({"what": "sweep points, all invocations", "seconds": wall.get("total_seconds")})
     block = record.get("repeats")
     if block:
-        rows.append({"what": "repeats alone", "executor": "local, one at a time", "workers": 1,
+        # by the sweep's executor since the runs alone run twice; older records repeated in a local process
+        by = sorted({str(e["executor"]) for e in block.get("points", []) if e.get("executor")}) or ["local"]
+        rows.append({"what": "repeats alone", "executor": f"{' and '.join(by)}, one at a time", "workers": 1,
                      "start": block.get("start"), "end": block.get("end"), "seconds": block.get("seconds"),
                      "points run": len(block.get("points", []))})
     # Counts stay integers where a row has none (the all-invocations row): a float column printed 35.000 points
@@ -109,6 +111,25 @@ def host_table(loaded: list[tuple[dict, Result | None]]) -> pd.DataFrame:
                                        "slowest / fastest call"]).astype(
         {"start us": "float64", "end us": "float64", "generate() steady calls": "Int64",
          "slowest / fastest call": "float64"})
+
+
+def placement_lines(record: dict) -> list[str]:
+    """Where the Ray points ran: how many were pinned to their slot's cores and, under a NUMA layout (numa.py),
+    how many had cores on their GPU's node; [] where no entry recorded a placement (the local executor)."""
+    from ..numa import beside_gpu
+
+    placed = [e["placement"] for e in record.get("points", []) + (record.get("repeats") or {}).get("points", [])
+              if e.get("placement")]
+    if not placed:
+        return []
+    pinned = sum(1 for p in placed if p.get("pinned"))
+    near = [beside_gpu(p) for p in placed]
+    known = [n for n in near if n is not None]
+    where = (f"{sum(known)} of them with cores on their GPU's NUMA node, {len(known) - sum(known)} on another"
+             if known else "no NUMA layout recorded (one node, or the host did not say where its GPUs sit): each "
+             "slot a share of the cores in order, not necessarily beside its GPU")
+    return [f"placement: {pinned} of {len(placed)} Ray run(s) (points and runs alone) pinned to their slot's cores; "
+            f"{where}"]
 
 
 def host_lines(loaded: list[tuple[dict, Result | None]]) -> list[str]:

@@ -1,0 +1,110 @@
+"""The cores nearest each GPU of a host (its NUMA node), so that the Ray executor's slots (sweep_ray.py) give a
+point the cores beside its GPU where the host says which those are.
+
+A slot is a share of the cores a Ray worker may use, one slot per GPU of the node. Where the host gives a NUMA
+layout, slot i belongs to the GPU of NVML index i and is a share of that GPU's own node's cores: each node's
+cores are cut evenly among the GPUs attached to it (a node with no GPU lends none; so all GPUs on one socket
+share that socket's cores). Without one, the shares are cut evenly in core order, whichever GPU takes them: one
+node, no /sys, no nvidia-smi, a GPU whose node the kernel does not know (-1), a node with fewer cores than GPUs,
+Ray's GPU count not the host's, or numbered ids that need not be NVML's (CUDA orders GPUs fastest first unless
+CUDA_DEVICE_ORDER=PCI_BUS_ID; the same thing for GPUs of one model, so the layout is refused only for mixed
+ones). Either way each placement records the layout, the GPU's node and its cores' node, so a point that ran
+away from its GPU (its slot held by another sweep on the host) says so.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SYS = Path("/sys")
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    shares: list[list[int]]  # slot -> its cores
+    how: str = "even"  # "numa" where each slot is its GPU's node's, else "even"
+    slot_nodes: list[int | None] = field(default_factory=list)  # slot -> its cores' node ("numa" only)
+    gpu_slots: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its slot
+    gpu_nodes: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its node
+
+    def near(self, gpu: str | None) -> int | None:
+        """The slot beside `gpu` (as Ray names it: an index or a UUID); None without a NUMA layout."""
+        return self.gpu_slots.get(str(gpu)) if gpu is not None else None
+
+
+def cpulist(text: str) -> list[int]:
+    """[0, 1, 2, 3, 8] for '0-3,8' (the kernel's cpulist, as core_ranges writes it)."""
+    cores = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        first, _, last = part.partition("-")
+        cores += range(int(first), int(last or first) + 1)
+    return cores
+
+
+def core_nodes(sys_root: Path = SYS) -> dict[int, int]:
+    """Each core's NUMA node, from /sys/devices/system/node/node*/cpulist ({} where the kernel lists none)."""
+    out = {}
+    for path in sorted((sys_root / "devices" / "system" / "node").glob("node[0-9]*/cpulist")):
+        node = int(path.parent.name[4:])
+        out.update({core: node for core in cpulist(path.read_text())})
+    return out
+
+
+def host_gpus() -> list[tuple[str, str, str, str]]:
+    """(NVML index, UUID, PCI bus id, name) of each GPU of the host, from nvidia-smi ([] without it)."""
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,name", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [tuple(f.strip() for f in line.split(",", 3)) for line in text.splitlines() if line.count(",") >= 3]
+
+
+def pci_node(bus_id: str, sys_root: Path = SYS) -> int | None:
+    """The NUMA node of a PCI device ('00000000:19:00.0', as nvidia-smi writes it); None where unknown."""
+    domain, _, rest = bus_id.lower().partition(":")
+    try:
+        node = int((sys_root / "bus" / "pci" / "devices" / f"{domain[-4:]}:{rest}" / "numa_node").read_text())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def even(cores: list[int], slots: int) -> SlotLayout:
+    share = len(cores) // slots if slots else 0
+    return SlotLayout([cores[s * share:(s + 1) * share] for s in range(slots)] if share else [[]] * slots)
+
+
+def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=None) -> SlotLayout:
+    """The slots' shares of `cores` (the worker's), by NUMA node where the host gives one (see the module's
+    docstring), else even; `gpus` as host_gpus() returns them (read here where None)."""
+    if not cuda or slots < 1:
+        return even(cores, slots)
+    gpus = host_gpus() if gpus is None else gpus
+    nodes_of = core_nodes(sys_root)
+    gpu_nodes = [pci_node(bus, sys_root) for _, _, bus, _ in gpus]
+    mixed = len({name for *_, name in gpus}) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID"
+    near = {n: [c for c in cores if nodes_of.get(c) == n] for n in set(gpu_nodes)}
+    if (len(gpus) != slots or None in gpu_nodes or mixed or len({nodes_of.get(c) for c in cores}) < 2
+            or any(len(near[n]) < gpu_nodes.count(n) for n in near)):
+        return even(cores, slots)
+    shares, slot_nodes, gpu_slots, by_gpu = [], [], {}, {}
+    for slot, ((index, uuid, _, _), node) in enumerate(sorted(zip(gpus, gpu_nodes), key=lambda g: int(g[0][0]))):
+        mates = sorted(int(i) for (i, *_), n in zip(gpus, gpu_nodes) if n == node)
+        share = len(near[node]) // len(mates)
+        rank = mates.index(int(index))
+        shares.append(near[node][rank * share:(rank + 1) * share])
+        slot_nodes.append(node)
+        gpu_slots.update({index: slot, uuid: slot})
+        by_gpu.update({index: node, uuid: node})
+    return SlotLayout(shares, "numa", slot_nodes, gpu_slots, by_gpu)
+
+
+def beside_gpu(placement: dict | None) -> bool | None:
+    """Whether a Ray point's cores were on its GPU's node (None where no NUMA layout was recorded)."""
+    placement = placement or {}
+    if placement.get("layout") != "numa" or placement.get("gpu_numa_node") is None:
+        return None
+    return placement.get("cores_numa_node") == placement["gpu_numa_node"]

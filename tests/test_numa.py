@@ -1,0 +1,147 @@
+"""The Ray executor's slots by NUMA node (numa.py, sweep_ray._pin): on a host that says where its GPUs sit, a point
+takes cores beside its GPU; where it says nothing usable, the even split in core order, as before."""
+import sys
+import types
+
+import pytest
+
+from rollout_study import numa, repeats, sweep_ray
+
+from test_repeats import _at, _run
+
+# GPU 0 sits on node 1 and GPU 1 on node 0: a slot follows its GPU's node, not its place in the list
+GPUS = [("0", "GPU-aaa", "00000000:19:00.0", "NVIDIA H200"), ("1", "GPU-bbb", "00000000:B1:00.0", "NVIDIA H200")]
+
+
+def _host(root, cpulists: dict, devices: dict):
+    for node, text in cpulists.items():
+        (root / "devices" / "system" / "node" / f"node{node}").mkdir(parents=True)
+        (root / "devices" / "system" / "node" / f"node{node}" / "cpulist").write_text(text + "\n")
+    for bus, node in devices.items():
+        (root / "bus" / "pci" / "devices" / bus).mkdir(parents=True)
+        (root / "bus" / "pci" / "devices" / bus / "numa_node").write_text(f"{node}\n")
+    return root
+
+
+@pytest.fixture
+def two_sockets(tmp_path):
+    return _host(tmp_path, {0: "0-7", 1: "8-15"}, {"0000:19:00.0": 1, "0000:b1:00.0": 0})
+
+
+def test_a_core_list_reads_as_the_kernel_writes_it():
+    assert numa.cpulist("0-3,8\n") == [0, 1, 2, 3, 8] and numa.cpulist("") == []
+
+
+def test_each_gpus_slot_is_a_share_of_its_own_nodes_cores(two_sockets):
+    layout = numa.layout(list(range(16)), 2, True, two_sockets, GPUS)
+    assert layout.how == "numa" and layout.shares == [list(range(8, 16)), list(range(8))]
+    assert (layout.near("0"), layout.near("GPU-bbb"), layout.near(None), layout.near("7")) == (0, 1, None, None)
+    assert layout.slot_nodes == [1, 0] and layout.gpu_nodes["GPU-aaa"] == 1
+
+
+def test_gpus_of_one_node_split_its_cores_and_the_other_node_lends_none(tmp_path):
+    root = _host(tmp_path, {0: "0-7", 1: "8-15"}, {"0000:19:00.0": 0, "0000:b1:00.0": 0})
+    layout = numa.layout(list(range(16)), 2, True, root, GPUS)
+    assert layout.how == "numa" and layout.shares == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+@pytest.mark.parametrize("case", ["one node", "node unknown", "gpus not ray's", "no sysfs", "too few near",
+                                  "mixed models", "cpu"])
+def test_without_a_usable_layout_the_cores_are_cut_evenly_in_order(tmp_path, case, monkeypatch):
+    cores, slots, gpus, cuda = list(range(16)), 2, GPUS, True
+    root = _host(tmp_path, {0: "0-7", 1: "8-15"}, {"0000:19:00.0": 1, "0000:b1:00.0": 0})
+    if case == "one node":
+        root = _host(tmp_path / "one", {0: "0-15"}, {"0000:19:00.0": 0, "0000:b1:00.0": 0})
+    elif case == "node unknown":  # what the kernel writes for a device whose node it does not know
+        (root / "bus" / "pci" / "devices" / "0000:19:00.0" / "numa_node").write_text("-1\n")
+    elif case == "gpus not ray's":  # Ray's node was given one GPU of the host's two
+        slots = 1
+    elif case == "no sysfs":
+        root = tmp_path / "nothing"
+    elif case == "too few near":  # this worker may use node 0's cores only: GPU 0's node has none of them
+        cores = list(range(8))
+    elif case == "mixed models":  # CUDA's numbering (fastest first) need not be NVML's
+        monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+        gpus = [GPUS[0], (*GPUS[1][:3], "NVIDIA H100")]
+    else:
+        cuda = False
+    layout = numa.layout(cores, slots, cuda, root, gpus)
+    half = len(cores) // slots
+    assert layout.how == "even" and layout.near("0") is None
+    assert layout.shares == [cores[s * half:(s + 1) * half] for s in range(slots)]
+    if case == "mixed models":  # unless the numbering is the bus order, as NVML's is
+        monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        assert numa.layout(cores, slots, cuda, root, gpus).how == "numa"
+
+
+def test_a_pci_bus_id_reads_in_nvidia_smis_form_and_sysfs_form(two_sockets):
+    assert numa.pci_node("00000000:B1:00.0", two_sockets) == 0 and numa.pci_node("0000:19:00.0", two_sockets) == 1
+    assert numa.pci_node("00000000:01:00.0", two_sockets) is None
+
+
+@pytest.fixture
+def fake_ray(monkeypatch, tmp_path, two_sockets):
+    """_pin on a two-GPU node of the two-socket host, its GPU what `gpu[0]` says, nothing pinned for real."""
+    gpu, pinned = ["1"], []
+    ray = types.SimpleNamespace(
+        get_runtime_context=lambda: types.SimpleNamespace(get_node_id=lambda: "n1"),
+        nodes=lambda: [{"NodeID": "n1", "Resources": {"GPU": 2.0, "CPU": 16.0}}],
+        get_gpu_ids=lambda: list(gpu), util=types.SimpleNamespace(get_node_ip_address=lambda: "10.0.0.2"))
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path / "slots"))
+    monkeypatch.setattr(sweep_ray, "_worker_cores", list(range(16)))
+    monkeypatch.setattr(sweep_ray, "_layouts", {(2, True): numa.layout(list(range(16)), 2, True, two_sockets, GPUS)})
+    monkeypatch.setattr(sweep_ray.os, "sched_setaffinity", lambda pid, cores: pinned.append(list(cores)))
+    return gpu, pinned
+
+
+def test_a_ray_point_takes_the_cores_beside_its_gpu_and_records_where_they_were(fake_ray):
+    gpu, pinned = fake_ray
+    placement, held = sweep_ray._pin(True, prefer=0)  # a repeat's side-by-side slot yields to its GPU's
+    assert (placement["slot"], placement["cores"], placement["layout"]) == (1, "0-7", "numa")
+    assert (placement["gpu_numa_node"], placement["cores_numa_node"]) == (0, 0) and pinned == [list(range(8))]
+    assert numa.beside_gpu(placement) is True
+    # another sweep on the host holds GPU 1's slot: the point runs on the other node's cores and says so
+    placement, other = sweep_ray._pin(True)
+    assert (placement["slot"], placement["cores"], placement["cores_numa_node"]) == (0, "8-15", 1)
+    assert numa.beside_gpu(placement) is False
+    held.close(), other.close()
+
+
+def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
+    near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0}
+    far = {**near, "cores_numa_node": 1}
+    side, alone = _run(_at(1.0)), _run(_at(1.0))
+    entry = {"order": 0, "slug": "p0", "placement": near}
+    runs = [({**entry, "run": 1}, alone), ({**entry, "run": 2, "placement": far}, alone)]
+    (verdict,) = repeats.verdicts([(entry, side)], runs)
+    assert verdict.verdict == "not compared"
+    assert verdict.why == ("ran with other settings: cores on its GPU's NUMA node side by side, on another NUMA "
+                           "node alone")
+    (verdict,) = repeats.verdicts([(entry, side)], [({**entry, "run": n}, alone) for n in (1, 2)])
+    assert verdict.verdict != "not compared"
+    assert repeats.placement_differs({"placement": {"layout": "even"}}, runs[1][0]) == ""
+
+
+def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran_the_repeats(tmp_path):
+    from rollout_study.present import sweep as report
+    from rollout_study.present.sweep_cost import wall_table
+
+    near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0, "pinned": True}
+    record = {"spec": {"name": "sw"}, "wall": {"executor": "ray", "seconds": 1.0},
+              "points": [{"slug": "a", "placement": near}, {"slug": "b", "placement": {**near, "cores_numa_node": 1}},
+                         {"slug": "c", "placement": {"layout": "numa", "pinned": False}}],
+              "repeats": {"points": [{"slug": "a", "run": 1, "executor": "ray", "placement": near,
+                                     "file": "missing.json", "order": 0}]}}
+    (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("placement")]
+    assert line == ("placement: 3 of 4 Ray run(s) (points and runs alone) pinned to their slot's cores; 2 of them "
+                    "with cores on their GPU's NUMA node, 1 on another")
+    assert wall_table(record)["executor"].iloc[-1] == "ray, one at a time"
+    for entry in record["points"] + record["repeats"]["points"]:
+        entry["placement"] = {"layout": "even", "pinned": True}
+    (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("placement")]
+    assert line.startswith("placement: 4 of 4 Ray run(s)") and "no NUMA layout recorded" in line
+    del record["repeats"]["points"][0]["executor"]  # an older record: repeated in a local process
+    assert wall_table(record)["executor"].iloc[-1] == "local, one at a time"
+    record["points"], record["repeats"] = [{"slug": "a"}], None  # the local executor records none
+    assert not any(x.startswith("placement") for x in report.answer_lines(record, [], tmp_path))

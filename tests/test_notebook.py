@@ -94,7 +94,7 @@ def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
     rendered = page(blocks)
     for frame in (tables.metadata_table(result), tables.failures_table([result]), tables.mismatch_table([result]),
                   tables.updates_table([result])):
-        rendered += notebook.styled(frame, "t").to_html()
+        rendered += notebook.table_html(frame, "t")
     assert "alert(1)" in rendered  # the text is there, shown as text
     assert not re.search(r"<\s*(script|img)\b", rendered, re.I)
     assert "&lt;script&gt;" in rendered
@@ -103,11 +103,15 @@ def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
 def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figures):
     result = Result.read(os.path.join(REPO, "reports", "reference-tiny", "result.json"))
     first, again = (page(notebook.section_blocks("synthetic", [result], str(tmp_path))) for _ in range(2))
-    assert first == again  # fixed Styler uuids: rebuilding gives the same bytes
+    assert first == again  # fixed table ids: rebuilding gives the same bytes
     assert "2,676.466" in first and not re.search(r">-?[\d,]*\.\d{4,}<", first)
-    summary = notebook.styled(tables.summary_table([result]), "s").to_html()
-    assert "#T_s td.col1 {\n  text-align: left;" in summary  # variant: text
-    assert "#T_s td.col5 {\n  text-align: right;" in summary  # median ms: a number
+    frame = tables.summary_table([result])
+    summary = notebook.table_html(frame, "s")
+    (row, *_) = re.findall(r"<tr>(<td.*?)</tr>", summary)
+    cells = re.findall(r"<td( class=\"n\")?>(.*?)</td>", row)
+    assert len(cells) == len(frame.columns) and cells[1] == ("", frame.iloc[0, 1])  # variant: text, from the left
+    assert cells[5] == (' class="n"', text.number(frame.iloc[0, 5]))  # median ms: a number, from the right
+    assert "#T_s td.n {text-align: right}" in summary
 
 
 def test_show_displays_every_block(tmp_path, quick_figures, capsys, monkeypatch):

@@ -4,9 +4,8 @@ A section per label (synthetic, pretrained) holds every run of that label; each 
 headline answer, then its validity, then tables and figures. `show` displays blocks as HTML.
 
 Every string that reaches HTML is escaped here: model names, run names, commands and error texts
-come from result files and may hold markup. pandas' Styler does not escape by default, so tables
-are formatted with `escape="html"`; every Styler gets a uuid derived from the block's position, so
-rebuilding a report from the same result gives byte-identical HTML.
+come from result files and may hold markup, table cells and headings among them; every table's id derives
+from the block's position, so rebuilding a report from the same result gives byte-identical HTML.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ class Block:
     kind: str  # heading, answer, note, warning, table, figure
     text: str = ""
     body: Any = None  # heading level, answer lines, DataFrame, or PNG path
-    key: str = ""  # stable id of the block within the report (the table's Styler uuid)
+    key: str = ""  # stable id of the block within the report (its table's id)
 
 
 def read_results(paths: Iterable[str]) -> list[Result]:
@@ -135,17 +134,21 @@ def section_blocks(label: str, results: list[Result], figures_dir: str) -> list[
 
 
 # -- HTML -------------------------------------------------------------------------------------
-def styled(frame: pd.DataFrame, uuid: str):
-    """A table as a reader sees it: escaped, numbers formatted, text left-aligned, stable HTML."""
-    numeric = [c for c in frame.columns
-               if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
-    # One CSS rule per column (not per cell): text reads from the left, numbers line up on the right.
-    align = {c: [{"selector": "td", "props": [("text-align", "right" if c in numeric else "left")]}]
-             for c in frame.columns}
-    return (frame.style.set_uuid(uuid).hide(axis="index")
-            .format(number, na_rep="-", escape="html").format_index(escape="html", axis=1)
-            .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
-            .set_table_styles(align, overwrite=False))
+def table_html(frame: pd.DataFrame, key: str) -> str:
+    """A table as a reader sees it: escaped, numbers formatted, text left-aligned and numbers right-aligned, the
+    same bytes on every rebuild (its id from the block's position). Written here, not by pandas' Styler, whose
+    id and classes on every cell made two thirds of a report's table bytes (the executed notebook holds them
+    once more): one class on a number's cell is all the alignment needs."""
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+               for c in frame.columns]
+    table = f"T_{_escape(key)}"
+    head = "".join(f"<th>{_escape(column)}</th>" for column in frame.columns)
+    rows = ["<tr>" + "".join(f'<td class="n">{_escape(number(v))}</td>' if right else f"<td>{_escape(number(v))}</td>"
+                             for v, right in zip(row, numeric)) + "</tr>"
+            for row in frame.itertuples(index=False, name=None)]
+    return (f"<style>#{table} th, #{table} td {{text-align: left}} #{table} td.n {{text-align: right}}</style>\n"
+            f'<table id="{table}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(rows)
+            + "\n</tbody>\n</table>\n")
 
 
 def _escape(text: str) -> str:
@@ -166,7 +169,7 @@ def block_html(block: Block) -> str:
                 f"{_escape(block.text)}</div>")
     caption = f"<p><b>{_escape(block.text)}</b></p>"
     if block.kind == "table":
-        return caption + ("<p><i>none</i></p>" if block.body.empty else styled(block.body, block.key).to_html())
+        return caption + ("<p><i>none</i></p>" if block.body.empty else table_html(block.body, block.key))
     return caption
 
 

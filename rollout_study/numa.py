@@ -1,15 +1,18 @@
 """The cores nearest each GPU of a host (its NUMA node), so that the Ray executor's slots (sweep_ray.py) give a
 point the cores beside its GPU where the host says which those are.
 
-A slot is a share of the cores a Ray worker may use, one slot per GPU of the node. Where the host gives a NUMA
-layout, slot i belongs to the GPU of NVML index i and is a share of that GPU's own node's cores: each node's
-cores are cut evenly among the GPUs attached to it (a node with no GPU lends none; so all GPUs on one socket
-share that socket's cores). Without one, the shares are cut evenly in core order, whichever GPU takes them: one
-node, no /sys, no nvidia-smi, a GPU whose node the kernel does not know (-1), a node with fewer cores than GPUs,
-Ray's GPU count not the host's, or numbered ids that need not be NVML's (CUDA orders GPUs fastest first unless
-CUDA_DEVICE_ORDER=PCI_BUS_ID; the same thing for GPUs of one model, so the layout is refused only for mixed
-ones). Either way each placement records the layout, the GPU's node and its cores' node, so a point that ran
-away from its GPU (its slot held by another sweep on the host) says so.
+A slot is a share of the cores a Ray worker may use, one slot per GPU of the node, every share as large as the
+smallest (so points of one sweep run with as many cores; what is left over goes unused). The cores are taken in
+physical-core order, a core's hyperthread siblings beside it, so two slots do not split one physical core's
+threads. Where the host gives a NUMA layout, slot i belongs to the GPU of NVML index i and is a share of that
+GPU's own node's cores: each node's cores are cut among the GPUs attached to it (a node with no GPU lends none;
+so GPUs all on one socket share that socket's cores). Without one, the shares are cut in that core order,
+whichever GPU takes them: the worker's cores all on one node, no /sys, no nvidia-smi, a GPU whose node the
+kernel does not know (-1), a GPU's node with fewer of the worker's cores than GPUs, Ray's GPU count not the
+host's, or GPUs of mixed models numbered by CUDA (which orders them fastest first unless
+CUDA_DEVICE_ORDER=PCI_BUS_ID, leaving equal ones unspecified: in practice bus order, NVML's, which the layout
+takes for GPUs of one model). Either way each placement records the layout, and under a NUMA one the GPU's node
+and its cores', so a point that ran away from its GPU (its slot held by another sweep on the host) says so.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ class SlotLayout:
     gpu_slots: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its slot
     gpu_nodes: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its node
 
-    def near(self, gpu: str | None) -> int | None:
+    def slot_of(self, gpu: str | None) -> int | None:
         """The slot beside `gpu` (as Ray names it: an index or a UUID); None without a NUMA layout."""
         return self.gpu_slots.get(str(gpu)) if gpu is not None else None
 
@@ -47,9 +50,20 @@ def core_nodes(sys_root: Path = SYS) -> dict[int, int]:
     """Each core's NUMA node, from /sys/devices/system/node/node*/cpulist ({} where the kernel lists none)."""
     out = {}
     for path in sorted((sys_root / "devices" / "system" / "node").glob("node[0-9]*/cpulist")):
-        node = int(path.parent.name[4:])
-        out.update({core: node for core in cpulist(path.read_text())})
+        out.update({core: int(path.parent.name[4:]) for core in cpulist(path.read_text())})
     return out
+
+
+def physical_order(cores: list[int], sys_root: Path = SYS) -> list[int]:
+    """`cores` with each one's hyperthread siblings beside it (by its first sibling, from /sys's topology), so
+    that cutting the list in runs hands out whole physical cores; as they are where the kernel does not say."""
+    def first_sibling(core: int) -> int:
+        path = sys_root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology" / "thread_siblings_list"
+        try:
+            return min(cpulist(path.read_text()), default=core)
+        except (OSError, ValueError):
+            return core
+    return sorted(cores, key=lambda core: (first_sibling(core), core))
 
 
 def host_gpus() -> list[tuple[str, str, str, str]]:
@@ -66,7 +80,8 @@ def pci_node(bus_id: str, sys_root: Path = SYS) -> int | None:
     """The NUMA node of a PCI device ('00000000:19:00.0', as nvidia-smi writes it); None where unknown."""
     domain, _, rest = bus_id.lower().partition(":")
     try:
-        node = int((sys_root / "bus" / "pci" / "devices" / f"{domain[-4:]}:{rest}" / "numa_node").read_text())
+        path = sys_root / "bus" / "pci" / "devices" / f"{int(domain, 16):04x}:{rest}" / "numa_node"
+        node = int(path.read_text())
     except (OSError, ValueError):
         return None
     return node if node >= 0 else None
@@ -79,23 +94,24 @@ def even(cores: list[int], slots: int) -> SlotLayout:
 
 def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=None) -> SlotLayout:
     """The slots' shares of `cores` (the worker's), by NUMA node where the host gives one (see the module's
-    docstring), else even; `gpus` as host_gpus() returns them (read here where None)."""
+    docstring), else cut in physical-core order; `gpus` as host_gpus() returns them (read here where None)."""
     if not cuda or slots < 1:
         return even(cores, slots)
+    cores = physical_order(cores, sys_root)
     gpus = host_gpus() if gpus is None else gpus
-    nodes_of = core_nodes(sys_root)
+    node_of = core_nodes(sys_root)
     gpu_nodes = [pci_node(bus, sys_root) for _, _, bus, _ in gpus]
     mixed = len({name for *_, name in gpus}) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID"
-    near = {n: [c for c in cores if nodes_of.get(c) == n] for n in set(gpu_nodes)}
-    if (len(gpus) != slots or None in gpu_nodes or mixed or len({nodes_of.get(c) for c in cores}) < 2
-            or any(len(near[n]) < gpu_nodes.count(n) for n in near)):
+    node_cores = {n: [c for c in cores if node_of.get(c) == n] for n in set(gpu_nodes)}
+    if (len(gpus) != slots or None in gpu_nodes or mixed or len({node_of.get(c) for c in cores}) < 2
+            or any(len(node_cores[n]) < gpu_nodes.count(n) for n in node_cores)):
         return even(cores, slots)
+    share = min(len(node_cores[n]) // gpu_nodes.count(n) for n in node_cores)  # every slot as large
     shares, slot_nodes, gpu_slots, by_gpu = [], [], {}, {}
     for slot, ((index, uuid, _, _), node) in enumerate(sorted(zip(gpus, gpu_nodes), key=lambda g: int(g[0][0]))):
         mates = sorted(int(i) for (i, *_), n in zip(gpus, gpu_nodes) if n == node)
-        share = len(near[node]) // len(mates)
         rank = mates.index(int(index))
-        shares.append(near[node][rank * share:(rank + 1) * share])
+        shares.append(node_cores[node][rank * share:(rank + 1) * share])
         slot_nodes.append(node)
         gpu_slots.update({index: slot, uuid: slot})
         by_gpu.update({index: node, uuid: node})
@@ -103,8 +119,10 @@ def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=
 
 
 def beside_gpu(placement: dict | None) -> bool | None:
-    """Whether a Ray point's cores were on its GPU's node (None where no NUMA layout was recorded)."""
+    """Whether a Ray point's cores were on its GPU's node; None where it ran unpinned or no NUMA layout was
+    recorded (its cores then spanned what the worker had, on any node)."""
     placement = placement or {}
-    if placement.get("layout") != "numa" or placement.get("gpu_numa_node") is None:
+    if (placement.get("layout") != "numa" or not placement.get("pinned")
+            or None in (placement.get("gpu_numa_node"), placement.get("cores_numa_node"))):
         return None
-    return placement.get("cores_numa_node") == placement["gpu_numa_node"]
+    return placement["cores_numa_node"] == placement["gpu_numa_node"]

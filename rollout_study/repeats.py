@@ -239,11 +239,16 @@ def settings_differ(side: Result, alone: Result) -> str:
 
 
 def placement_differs(side: dict | None, alone: dict) -> str:
-    """Where a Ray point's cores were beside its GPU (numa.py) in one run and not the other: '' where the same
-    or not recorded (a slot held by another sweep on the host can send a run to the other node's cores)."""
+    """Where a Ray point's slots were laid out otherwise (numa.py) in one run than the other, or its cores were
+    beside its GPU in one and not the other: '' where the same or not recorded (a slot held by another sweep on
+    the host can send a run to the other node's cores; a sweep resumed across this code's change, to another
+    layout)."""
     from .numa import beside_gpu
 
-    a, b = beside_gpu((side or {}).get("placement")), beside_gpu(alone.get("placement"))
+    mine, theirs = (side or {}).get("placement") or {}, alone.get("placement") or {}
+    if mine.get("layout") and theirs.get("layout") and mine["layout"] != theirs["layout"]:
+        return f"slots laid out {mine['layout']} side by side, {theirs['layout']} alone"
+    a, b = beside_gpu(mine), beside_gpu(theirs)
     if None in (a, b) or a == b:
         return ""
     where = {True: "on its GPU's NUMA node", False: "on another NUMA node"}

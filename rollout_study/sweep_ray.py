@@ -11,8 +11,8 @@ the sweep's launcher, which inherits the pinning and Ray's thread settings; each
 (`placement`: node, GPUs, slot, cores, the layout, and under a NUMA one the GPU's node and its cores') and each
 result its cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at
 a time, on the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands
-out; under a NUMA layout the slot of that GPU, so cores as near): the same executor, threads and pinning,
-nothing of the sweep beside them.
+out; under a NUMA layout the slot of that GPU, so cores as near and as many): the same executor, threads and
+pinning, nothing of the sweep beside them.
 
 Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
 unseen. A point whose result names other code than the sweep's (a cluster with another copy of the package
@@ -33,39 +33,59 @@ from .sweep import SweepSpec, _Record
 _worker_cores: list[int] | None = None  # the cores this worker may use, before any task pinned it
 
 
-def _free_slot(slots: int, prefer: int | None = None):
-    """(slot, the lock file held while the task runs) of a free slot of `slots` on this host, `prefer` first;
-    (None, None) where every one is held or the lock folder cannot be written. Keyed by host, not Ray node: two
-    sweeps of the same slot layout on one host, each with its own local instance, still share its cores out."""
+class _Locks:
+    """The lock files a task holds while its point runs; closing them frees its slot."""
+
+    def __init__(self, handles: list):
+        self.handles = handles
+
+    def close(self):
+        for handle in self.handles:
+            handle.close()
+
+
+def _free_slot(shares: list[list[int]], first: list[int | None] = ()):
+    """(slot, its locks, held while the task runs) of a free slot of `shares` on this host, those in `first`
+    first; (None, None) where every one is held or the lock folder cannot be written. A slot holds a lock per
+    core of its share (one for the slot itself where its share is empty), keyed by host, not Ray node: two sweeps
+    on one host, each with its own local instance, share its cores out even where they cut them otherwise (one
+    laid out by NUMA node, one not)."""
     import fcntl
     import socket
 
     # ROLLOUT_STUDY_SLOTS: another folder for the locks (tests, so that runs beside them do not hold their slots)
     root = os.environ.get("ROLLOUT_STUDY_SLOTS") or Path(tempfile.gettempdir()) / "rollout-study-ray-slots"
     folder = Path(root) / socket.gethostname()
-    order = ([prefer] if prefer is not None and 0 <= prefer < slots else []) + [s for s in range(slots) if s != prefer]
+    wanted = [s for s in first if s is not None and 0 <= s < len(shares)]
+    order = list(dict.fromkeys(wanted + list(range(len(shares)))))
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:  # a /tmp this user cannot write: run unpinned rather than fail the point
         return None, None
     for slot in order:
-        try:
-            handle = open(folder / f"{slot}.lock", "w")
-        except OSError:
-            continue
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return slot, handle
-        except OSError:
-            handle.close()
+        held = []
+        for name in [f"core-{c}.lock" for c in shares[slot]] or [f"slot-{slot}.lock"]:
+            try:
+                handle = open(folder / name, "w")
+            except OSError:
+                break
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                break
+            held.append(handle)
+        else:
+            return slot, _Locks(held)
+        _Locks(held).close()
     return None, None
 
 
 def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
     """Pin this worker (and so the point's process, which inherits it) to a free slot's share of the node's cores
     (one slot per GPU, or per CPU without CUDA), the slot beside its GPU first where the host gives a NUMA layout
-    (numa.py); returns where it ran, as recorded, and the slot's lock file to hold until the point ends. `prefer`
-    (a repeat's: its side-by-side run's slot, so the same cores) comes first without one."""
+    (numa.py); returns where it ran, as recorded, and the slot's locks to hold until the point ends. `prefer` (a
+    repeat's: its side-by-side run's slot, so the same cores) comes next, or first without a NUMA layout."""
     import ray
 
     from .environment import allowed_cores, core_ranges
@@ -80,12 +100,11 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
     layout = _layout(slots, cuda)
     gpus = [str(g) for g in ray.get_gpu_ids()]
     gpu = gpus[0] if gpus else None
-    # under a NUMA layout a repeat too takes its GPU's slot, which Ray may hand out other than its side-by-side
-    # run's: the same nearness (and, with the nodes alike, as many cores) rather than the same cores
-    near = layout.near(gpu)
-    slot, held = _free_slot(slots, near if near is not None else prefer)
+    # under a NUMA layout a repeat takes its GPU's slot first, which Ray may hand out other than its side-by-side
+    # run's: the same nearness and as many cores (the shares are cut alike) rather than the same cores
+    slot, held = _free_slot(layout.shares, [layout.slot_of(gpu), prefer])
     try:
-        cores = list(layout.shares[slot]) if slot is not None and slot < len(layout.shares) else []
+        cores = list(layout.shares[slot]) if slot is not None else []
         why = "" if cores else ("unpinned: every slot held (another sweep on this host) or the lock folder unwritable"
                                 if slot is None and slots else
                                 f"unpinned: {len(_worker_cores)} core(s) for {slots} slot(s), slot {slot}")
@@ -123,14 +142,16 @@ def _layout(slots: int, cuda: bool):
 def _ray_point(params_dict: dict, launcher: str, cuda: bool, timeout_s: float | None = None,
                prefer: int | None = None) -> dict:
     """One point as a Ray task, pinned to a slot's share of the node's cores (`prefer`: a repeat's point's slot,
-    free when nothing else runs), run in a fresh process. Its own errors come back as text beside its wall time
-    and placement (a crash of the worker itself reaches the driver)."""
+    free when nothing else runs; under a NUMA layout its GPU's comes first), run in a fresh process. Its own
+    errors come back as text beside its wall time (from after the pinning: a worker's first task reads the host's
+    layout, nvidia-smi among it) and placement (a crash of the worker itself reaches the driver)."""
     from .launch import LaunchError, point_launcher
     from .record import excerpt
 
     placement, held, start = {}, None, time.perf_counter()
     try:
         placement, held = _pin(cuda, prefer)
+        start = time.perf_counter()
         run = point_launcher(launcher, timeout_s=timeout_s)
         result = run(StudyParams.from_dict(params_dict, source="ray task"))
         return {"result": result.to_dict(), "error": None, "wall_s": time.perf_counter() - start,
@@ -212,7 +233,8 @@ def _unwrapped(err: BaseException) -> BaseException:
 
 
 def _alone_runner(task, launcher: str, cuda: bool, timeout: float | None):
-    """A repeat's runner: the point's task again, alone, on the node its side-by-side run had (where recorded)."""
+    """A repeat's runner: the point's task again, alone, on the node its side-by-side run had (where recorded),
+    asking for its slot (_pin: after its GPU's under a NUMA layout)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

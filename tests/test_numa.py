@@ -13,7 +13,10 @@ from test_repeats import _at, _run
 GPUS = [("0", "GPU-aaa", "00000000:19:00.0", "NVIDIA H200"), ("1", "GPU-bbb", "00000000:B1:00.0", "NVIDIA H200")]
 
 
-def _host(root, cpulists: dict, devices: dict):
+def _host(root, cpulists: dict, devices: dict, siblings: dict | None = None):
+    for core, text in (siblings or {}).items():
+        (root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology").mkdir(parents=True)
+        (root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology" / "thread_siblings_list").write_text(text)
     for node, text in cpulists.items():
         (root / "devices" / "system" / "node" / f"node{node}").mkdir(parents=True)
         (root / "devices" / "system" / "node" / f"node{node}" / "cpulist").write_text(text + "\n")
@@ -33,16 +36,32 @@ def test_a_core_list_reads_as_the_kernel_writes_it():
 
 
 def test_each_gpus_slot_is_a_share_of_its_own_nodes_cores(two_sockets):
-    layout = numa.layout(list(range(16)), 2, True, two_sockets, GPUS)
-    assert layout.how == "numa" and layout.shares == [list(range(8, 16)), list(range(8))]
-    assert (layout.near("0"), layout.near("GPU-bbb"), layout.near(None), layout.near("7")) == (0, 1, None, None)
-    assert layout.slot_nodes == [1, 0] and layout.gpu_nodes["GPU-aaa"] == 1
+    for listed in (GPUS, GPUS[::-1]):  # slot i is GPU i's, whatever order nvidia-smi lists them in
+        layout = numa.layout(list(range(16)), 2, True, two_sockets, listed)
+        assert layout.how == "numa" and layout.shares == [list(range(8, 16)), list(range(8))]
+        assert (layout.slot_of("0"), layout.slot_of("GPU-bbb"), layout.slot_of(None), layout.slot_of("7")) == (
+            0, 1, None, None)
+        assert layout.slot_nodes == [1, 0] and layout.gpu_nodes["GPU-aaa"] == 1
 
 
 def test_gpus_of_one_node_split_its_cores_and_the_other_node_lends_none(tmp_path):
     root = _host(tmp_path, {0: "0-7", 1: "8-15"}, {"0000:19:00.0": 0, "0000:b1:00.0": 0})
     layout = numa.layout(list(range(16)), 2, True, root, GPUS)
     assert layout.how == "numa" and layout.shares == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_every_slot_is_as_large_as_the_smallest_and_keeps_whole_physical_cores(tmp_path):
+    # node 0: cores 0-3 and their hyperthreads 8-11; node 1: 4-7 and 12-15, this worker allowed 4-5 and 12-13 of it
+    siblings = {c: f"{c % 8},{c % 8 + 8}" for c in range(16)}
+    root = _host(tmp_path, {0: "0-3,8-11", 1: "4-7,12-15"}, {"0000:19:00.0": 1, "0000:b1:00.0": 0}, siblings)
+    cores = [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13]
+    layout = numa.layout(cores, 2, True, root, GPUS)
+    assert layout.how == "numa" and layout.shares == [[4, 12, 5, 13], [0, 8, 1, 9]]  # 4 each, of node 0's 8
+    both_on_zero = _host(tmp_path / "zero", {0: "0-3,8-11", 1: "4-7,12-15"},
+                         {"0000:19:00.0": 0, "0000:b1:00.0": 0}, siblings)
+    assert numa.layout(cores, 2, True, both_on_zero, GPUS).shares == [[0, 8, 1, 9], [2, 10, 3, 11]]
+    # cut in order without a NUMA layout, a physical core's two threads still in one slot (not [0-5], [8-13])
+    assert numa.layout(cores, 2, True, both_on_zero, []).shares == [[0, 8, 1, 9, 2, 10], [3, 11, 4, 12, 5, 13]]
 
 
 @pytest.mark.parametrize("case", ["one node", "node unknown", "gpus not ray's", "no sysfs", "too few near",
@@ -58,8 +77,9 @@ def test_without_a_usable_layout_the_cores_are_cut_evenly_in_order(tmp_path, cas
         slots = 1
     elif case == "no sysfs":
         root = tmp_path / "nothing"
-    elif case == "too few near":  # this worker may use node 0's cores only: GPU 0's node has none of them
-        cores = list(range(8))
+    elif case == "too few near":  # both GPUs on node 1, of whose cores this worker may use one
+        root = _host(tmp_path / "few", {0: "0-7", 1: "8-15"}, {"0000:19:00.0": 1, "0000:b1:00.0": 1})
+        cores = list(range(9))
     elif case == "mixed models":  # CUDA's numbering (fastest first) need not be NVML's
         monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
         gpus = [GPUS[0], (*GPUS[1][:3], "NVIDIA H100")]
@@ -67,7 +87,7 @@ def test_without_a_usable_layout_the_cores_are_cut_evenly_in_order(tmp_path, cas
         cuda = False
     layout = numa.layout(cores, slots, cuda, root, gpus)
     half = len(cores) // slots
-    assert layout.how == "even" and layout.near("0") is None
+    assert layout.how == "even" and layout.slot_of("0") is None
     assert layout.shares == [cores[s * half:(s + 1) * half] for s in range(slots)]
     if case == "mixed models":  # unless the numbering is the bus order, as NVML's is
         monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -77,6 +97,10 @@ def test_without_a_usable_layout_the_cores_are_cut_evenly_in_order(tmp_path, cas
 def test_a_pci_bus_id_reads_in_nvidia_smis_form_and_sysfs_form(two_sockets):
     assert numa.pci_node("00000000:B1:00.0", two_sockets) == 0 and numa.pci_node("0000:19:00.0", two_sockets) == 1
     assert numa.pci_node("00000000:01:00.0", two_sockets) is None
+    # a domain past 0xffff (a VMD controller's) is its own device, not domain 0's
+    (two_sockets / "bus" / "pci" / "devices" / "10000:19:00.0").mkdir(parents=True)
+    (two_sockets / "bus" / "pci" / "devices" / "10000:19:00.0" / "numa_node").write_text("0\n")
+    assert numa.pci_node("00010000:19:00.0", two_sockets) == 0
 
 
 @pytest.fixture
@@ -105,11 +129,15 @@ def test_a_ray_point_takes_the_cores_beside_its_gpu_and_records_where_they_were(
     placement, other = sweep_ray._pin(True)
     assert (placement["slot"], placement["cores"], placement["cores_numa_node"]) == (0, "8-15", 1)
     assert numa.beside_gpu(placement) is False
+    # every slot held: unpinned, on all the worker's cores, so neither beside its GPU nor away from it
+    placement, none = sweep_ray._pin(True)
+    assert (placement["pinned"], placement["cores"], none) == (False, "0-15", None) and pinned[-1] == list(range(16))
+    assert numa.beside_gpu(placement) is None
     held.close(), other.close()
 
 
 def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
-    near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0}
+    near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0, "pinned": True}
     far = {**near, "cores_numa_node": 1}
     side, alone = _run(_at(1.0)), _run(_at(1.0))
     entry = {"order": 0, "slug": "p0", "placement": near}
@@ -120,7 +148,10 @@ def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
                            "node alone")
     (verdict,) = repeats.verdicts([(entry, side)], [({**entry, "run": n}, alone) for n in (1, 2)])
     assert verdict.verdict != "not compared"
-    assert repeats.placement_differs({"placement": {"layout": "even"}}, runs[1][0]) == ""
+    # slots cut another way alone (a sweep resumed across the layout's change): other cores at the same count
+    assert repeats.placement_differs({"placement": {"layout": "even"}}, runs[1][0]) == (
+        "slots laid out even side by side, numa alone")
+    assert repeats.placement_differs({"placement": {"slot": 0}}, runs[1][0]) == ""  # recorded before layouts
 
 
 def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran_the_repeats(tmp_path):
@@ -130,7 +161,7 @@ def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran
     near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0, "pinned": True}
     record = {"spec": {"name": "sw"}, "wall": {"executor": "ray", "seconds": 1.0},
               "points": [{"slug": "a", "placement": near}, {"slug": "b", "placement": {**near, "cores_numa_node": 1}},
-                         {"slug": "c", "placement": {"layout": "numa", "pinned": False}}],
+                         {"slug": "c", "placement": {**near, "pinned": False, "cores_numa_node": None}}],
               "repeats": {"points": [{"slug": "a", "run": 1, "executor": "ray", "placement": near,
                                      "file": "missing.json", "order": 0}]}}
     (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("placement")]

@@ -328,15 +328,27 @@ def test_a_ray_task_takes_its_preferred_slot_else_the_next_free_one(tmp_path, mo
     from rollout_study.sweep_ray import _free_slot
 
     monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path))
-    first, held = _free_slot(3, prefer=1)
-    second, other = _free_slot(3, prefer=1)  # 1 is held: the first free one
-    third, last = _free_slot(3, prefer=7)  # out of range: ignored
-    assert (first, second, third) == (1, 0, 2) and _free_slot(3) == (None, None) and _free_slot(0) == (None, None)
+    shares = [[0, 1], [2, 3], [4, 5]]
+    first, held = _free_slot(shares, [1])
+    second, other = _free_slot(shares, [None, 1])  # 1 is held: the first free one
+    third, last = _free_slot(shares, [7])  # out of range: ignored
+    assert (first, second, third) == (1, 0, 2) and _free_slot(shares) == (None, None)
+    assert _free_slot([]) == (None, None)
     held.close()  # a point's end frees its slot
-    again, handle = _free_slot(3)
+    again, handle = _free_slot(shares)
     assert again == 1
     for open_handle in (other, last, handle):
         open_handle.close()
+    # a sweep that cuts the cores otherwise holds cores 1 and 2: both slots they fall in are taken
+    other_cut, held = _free_slot([[1, 2]])
+    assert other_cut == 0 and _free_slot(shares[:2]) == (None, None)
+    slot, handle = _free_slot(shares)
+    assert slot == 2
+    held.close(), handle.close()
+    # slots without cores (too few for every GPU) are still told apart, by their own locks
+    (a, one), (b, two) = _free_slot([[], []]), _free_slot([[], []])
+    assert (a, b) == (0, 1) and _free_slot([[], []]) == (None, None)
+    one.close(), two.close()
 
 
 def test_a_cluster_address_nothing_answers_at_is_refused_before_any_folder(tmp_path, capsys):

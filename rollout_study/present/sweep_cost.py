@@ -123,8 +123,7 @@ def placement_lines(record: dict) -> list[str]:
     if not placed:
         return []
     pinned = sum(1 for p in placed if p.get("pinned"))
-    near = [beside_gpu(p) for p in placed]
-    known = [n for n in near if n is not None]
+    known = [beside for beside in map(beside_gpu, placed) if beside is not None]
     where = (f"{sum(known)} of them with cores on their GPU's NUMA node, {len(known) - sum(known)} on another"
              if known else "no NUMA layout recorded (one node, or the host did not say where its GPUs sit): each "
              "slot a share of the cores in order, not necessarily beside its GPU")

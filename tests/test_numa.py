@@ -176,3 +176,26 @@ def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran
     assert wall_table(record)["executor"].iloc[-1] == "local, one at a time"
     record["points"], record["repeats"] = [{"slug": "a"}], None  # the local executor records none
     assert not any(x.startswith("placement") for x in report.answer_lines(record, [], tmp_path))
+
+
+def test_a_run_records_where_its_cores_sat_beside_its_gpu(two_sockets, monkeypatch):
+    from rollout_study import environment
+    from rollout_study.present.tables import metadata_rows, numa_text
+    from rollout_study.result import Result
+    from result_fixture import make_result
+
+    where = numa.where([0, 1, 8, 9, 10], "0000:b1:00.0", two_sockets)
+    assert where == {"nodes": 2, "gpu_node": 0, "cores_by_node": {"0": 2, "1": 3}}
+    assert numa_text(where) == "2 node(s); GPU on node 0; the run's cores: node 0 2, node 1 3"
+    assert numa.where([0], None, two_sockets)["gpu_node"] is None and numa.where([0], None, two_sockets / "x") is None
+    assert numa_text(None) is None
+    # the GPU's address from torch's properties, as /sys names it
+    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0xB1, pci_device_id=0)
+    monkeypatch.setattr(environment.torch.cuda, "get_device_properties", lambda device: props)
+    assert environment.gpu_bus_id(environment.torch.device("cuda")) == "0000:b1:00.0"
+    assert environment.gpu_bus_id(environment.torch.device("cpu")) is None
+    # the metadata table shows it where recorded (runs before it have no row, not a blank one)
+    result = Result.from_dict(make_result().to_dict(), "test")
+    assert "NUMA" not in dict(metadata_rows(result))
+    result.metadata["hardware"]["numa"] = where
+    assert dict(metadata_rows(result))["NUMA"] == numa_text(where)

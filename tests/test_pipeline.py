@@ -16,7 +16,8 @@ import nbformat
 import pytest
 
 from result_fixture import make_invalid_result_dict
-from rollout_study import environment, pipeline
+from rollout_study import environment, numa, pipeline
+from rollout_study.environment import core_count
 from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +56,13 @@ def test_smoke_run_writes_one_complete_run_folder(smoke):
     # the run records which boot of which machine it ran on (a digest; None only where the OS does not say)
     boot = result.metadata["hardware"]["boot"]
     assert boot is None if environment.boot_digest() is None else re.fullmatch(r"[0-9a-f]{12}", boot)
+    # and where its cores sat among the host's NUMA nodes (every one counted; no GPU, so no GPU's node)
+    where = result.metadata["hardware"]["numa"]
+    if numa.core_nodes():
+        cores = core_count(result.metadata["threads"]["cpu_affinity"])
+        assert where["gpu_node"] is None and sum(where["cores_by_node"].values()) == cores and where["nodes"] >= 1
+    else:
+        assert where is None
 
 
 def test_executed_notebooks_carry_no_machine_paths_or_timestamps(smoke):

@@ -279,6 +279,7 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
         ("GPU memory GiB", round(gpu_memory / 1024 ** 3, 1) if gpu_memory else None),
         ("driver / CUDA", f"{hardware.get('driver')} / {hardware.get('cuda')}"),
         ("CPU / cores", f"{hardware.get('cpu')} / {hardware.get('cores')}"),
+        *([("NUMA", numa_text(hardware["numa"]))] if hardware.get("numa") else []),  # recorded since 2026-12-05
         ("software", ", ".join(f"{k} {v}" for k, v in software.items() if v is not None and k != "platform")),
         ("platform", software.get("platform")),
         ("workload", ", ".join(f"{k} {workload.get(k)}" for k in ("requests", "batch_size", "prompt_len",
@@ -295,6 +296,15 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
     # Nested values (lists, dicts) become JSON text: a table cell holds one plain value.
     return [(name, value if isinstance(value, (str, int, float)) or value is None else json.dumps(value))
             for name, value in rows]
+
+
+def numa_text(numa: dict | None) -> str | None:
+    """'2 nodes; GPU on node 0; cores: node 0 8, node 1 8' (None where not recorded: older runs, no /sys)."""
+    if not numa:
+        return None
+    gpu = f"; GPU on node {numa['gpu_node']}" if numa.get("gpu_node") is not None else ""
+    cores = ", ".join(f"node {node} {count}" for node, count in sorted((numa.get("cores_by_node") or {}).items()))
+    return f"{numa.get('nodes')} node(s){gpu}; the run's cores: {cores or 'none recorded'}"
 
 
 def _startup(parts):

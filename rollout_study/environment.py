@@ -247,8 +247,12 @@ def hardware(device: torch.device) -> dict:
                      "gpu_multiprocessors": props.multi_processor_count, "driver": _driver(),
                      "gpu_uuid": digest(str(uuid)) if uuid is not None else None})
     # Whether the run's cores sat on its GPU's node: a process spread over both sockets, or on the far one,
-    # dispatches over the socket link (sweep_ray's slots take the near ones where the host says which)
-    info["numa"] = numa.where(allowed_cores(), gpu_bus_id(device))
+    # dispatches over the socket link (sweep_ray's slots take the near ones where the host says which). Read
+    # after the measured calls: a host that answers oddly loses this field, never the run's result.
+    try:
+        info["numa"] = numa.where(allowed_cores(), gpu_bus_id(device))
+    except Exception:
+        info["numa"] = None
     return info
 
 

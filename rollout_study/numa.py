@@ -3,21 +3,23 @@ point the cores beside its GPU where the host says which those are.
 
 A slot is a share of the cores a Ray worker may use, one slot per GPU of the node, every share as large as the
 smallest (so points of one sweep run with as many cores; what is left over goes unused). The cores are taken in
-physical-core order, a core's hyperthread siblings beside it, so two slots do not split one physical core's
-threads. Where the host gives a NUMA layout, slot i belongs to the GPU of NVML index i and is a share of that
-GPU's own node's cores: each node's cores are cut among the GPUs attached to it (a node with no GPU lends none;
-so GPUs all on one socket share that socket's cores). Without one, the shares are cut in that core order,
-whichever GPU takes them: the worker's cores all on one node, no /sys, no nvidia-smi, a GPU whose node the
-kernel does not know (-1), a GPU's node with fewer of the worker's cores than GPUs, Ray's GPU count not the
-host's, or GPUs of mixed models numbered by CUDA (which orders them fastest first unless
-CUDA_DEVICE_ORDER=PCI_BUS_ID, leaving equal ones unspecified: in practice bus order, NVML's, which the layout
-takes for GPUs of one model). Either way each placement records the layout, and under a NUMA one the GPU's node
-and its cores', so a point that ran away from its GPU (its slot held by another sweep on the host) says so.
+physical-core order, a core's hyperthread siblings beside it, and a share is whole physical cores (unless one
+core's threads are more than a share), so two slots do not split one physical core's threads. Where the host
+gives a NUMA layout, slot i belongs to the GPU of NVML index i and is a share of that GPU's own node's cores:
+each node's cores are cut among the GPUs attached to it (a node with no GPU lends none; so GPUs all on one socket
+share that socket's cores). Without one, the shares are cut in that core order, whichever GPU takes them: the
+worker's cores all on one node, no /sys, no nvidia-smi, a GPU whose node the kernel does not know (-1), a GPU's
+node with fewer of the worker's cores than GPUs, Ray's GPU count not the host's, or GPUs of mixed models numbered
+by CUDA (which orders them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, leaving equal ones unspecified: in
+practice bus order, NVML's, which the layout takes for GPUs of one model). Either way each placement records the
+layout, and under a NUMA one the GPU's node and its cores', so a point that ran away from its GPU (its slot held
+by another sweep on the host) says so.
 """
 from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,23 +49,38 @@ def cpulist(text: str) -> list[int]:
 
 
 def core_nodes(sys_root: Path = SYS) -> dict[int, int]:
-    """Each core's NUMA node, from /sys/devices/system/node/node*/cpulist ({} where the kernel lists none)."""
+    """Each core's NUMA node, from /sys/devices/system/node/node*/cpulist ({} where the kernel lists none; a file
+    that does not read is left out: this runs in every run's metadata, which must not fail it)."""
     out = {}
     for path in sorted((sys_root / "devices" / "system" / "node").glob("node[0-9]*/cpulist")):
-        out.update({core: int(path.parent.name[4:]) for core in cpulist(path.read_text())})
+        try:
+            out.update({core: int(path.parent.name[4:]) for core in cpulist(path.read_text())})
+        except (OSError, ValueError):
+            continue
     return out
 
 
-def physical_order(cores: list[int], sys_root: Path = SYS) -> list[int]:
-    """`cores` with each one's hyperthread siblings beside it (by its first sibling, from /sys's topology), so
-    that cutting the list in runs hands out whole physical cores; as they are where the kernel does not say."""
-    def first_sibling(core: int) -> int:
-        path = sys_root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology" / "thread_siblings_list"
-        try:
-            return min(cpulist(path.read_text()), default=core)
-        except (OSError, ValueError):
-            return core
-    return sorted(cores, key=lambda core: (first_sibling(core), core))
+def _first_sibling(core: int, sys_root: Path) -> int:
+    """The lowest of a core's hyperthread siblings (itself included): its physical core's name."""
+    path = sys_root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology" / "thread_siblings_list"
+    try:
+        return min(cpulist(path.read_text()), default=core)
+    except (OSError, ValueError):
+        return core
+
+
+def physical_order(cores: list[int], sys_root: Path = SYS) -> tuple[list[int], int]:
+    """`cores` with each one's hyperthread siblings beside it (from /sys's topology), and how many threads a
+    physical core has among them (1 where the kernel does not say): runs of a multiple of that many hand out
+    whole physical cores."""
+    first = {core: _first_sibling(core, sys_root) for core in cores}
+    threads = max(Counter(first.values()).values(), default=1)
+    return sorted(cores, key=lambda core: (first[core], core)), threads
+
+
+def _whole(share: int, threads: int) -> int:
+    """`share` rounded down to whole physical cores (as it is where it is smaller than one)."""
+    return share - share % threads if share >= threads else share
 
 
 def host_gpus() -> list[tuple[str, str, str, str]]:
@@ -87,8 +104,8 @@ def pci_node(bus_id: str, sys_root: Path = SYS) -> int | None:
     return node if node >= 0 else None
 
 
-def even(cores: list[int], slots: int) -> SlotLayout:
-    share = len(cores) // slots if slots else 0
+def even(cores: list[int], slots: int, threads: int = 1) -> SlotLayout:
+    share = _whole(len(cores) // slots, threads) if slots else 0
     return SlotLayout([cores[s * share:(s + 1) * share] for s in range(slots)] if share else [[]] * slots)
 
 
@@ -97,7 +114,7 @@ def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=
     docstring), else cut in physical-core order; `gpus` as host_gpus() returns them (read here where None)."""
     if not cuda or slots < 1:
         return even(cores, slots)
-    cores = physical_order(cores, sys_root)
+    cores, threads = physical_order(cores, sys_root)
     gpus = host_gpus() if gpus is None else gpus
     node_of = core_nodes(sys_root)
     gpu_nodes = [pci_node(bus, sys_root) for _, _, bus, _ in gpus]
@@ -105,8 +122,8 @@ def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=
     node_cores = {n: [c for c in cores if node_of.get(c) == n] for n in set(gpu_nodes)}
     if (len(gpus) != slots or None in gpu_nodes or mixed or len({node_of.get(c) for c in cores}) < 2
             or any(len(node_cores[n]) < gpu_nodes.count(n) for n in node_cores)):
-        return even(cores, slots)
-    share = min(len(node_cores[n]) // gpu_nodes.count(n) for n in node_cores)  # every slot as large
+        return even(cores, slots, threads)
+    share = _whole(min(len(node_cores[n]) // gpu_nodes.count(n) for n in node_cores), threads)  # all as large
     shares, slot_nodes, gpu_slots, by_gpu = [], [], {}, {}
     for slot, ((index, uuid, _, _), node) in enumerate(sorted(zip(gpus, gpu_nodes), key=lambda g: int(g[0][0]))):
         mates = sorted(int(i) for (i, *_), n in zip(gpus, gpu_nodes) if n == node)
@@ -119,16 +136,14 @@ def layout(cores: list[int], slots: int, cuda: bool, sys_root: Path = SYS, gpus=
 
 
 def where(cores: list[int], bus_id: str | None, sys_root: Path = SYS) -> dict | None:
-    """Where a run sat (its metadata's hardware.numa): how many NUMA nodes the host has, its GPU's node (from its
-    bus id; None without a GPU or where the kernel does not say) and its cores per node; None where the kernel
-    lists no nodes."""
+    """Where a run sat (its metadata's hardware.numa): how many NUMA nodes with cores the host has (memory-only
+    nodes are not counted), its GPU's node (from its bus id; None without a GPU or where the kernel does not say)
+    and its cores per node ("unknown": a core no node lists); None where the kernel lists no nodes."""
     node_of = core_nodes(sys_root)
     if not node_of:
         return None
-    by_node: dict[str, int] = {}
-    for core in cores:
-        key = str(node_of.get(core, "unknown"))
-        by_node[key] = by_node.get(key, 0) + 1
+    counts = Counter(node_of.get(core, "unknown") for core in cores)
+    by_node = {str(node): counts[node] for node in sorted(counts, key=lambda n: (isinstance(n, str), n))}
     return {"nodes": len(set(node_of.values())), "gpu_node": pci_node(bus_id, sys_root) if bus_id else None,
             "cores_by_node": by_node}
 

@@ -246,8 +246,12 @@ def placement_differs(side: dict | None, alone: dict) -> str:
     from .numa import beside_gpu
 
     mine, theirs = (side or {}).get("placement") or {}, alone.get("placement") or {}
-    if mine.get("layout") and theirs.get("layout") and mine["layout"] != theirs["layout"]:
-        return f"slots laid out {mine['layout']} side by side, {theirs['layout']} alone"
+
+    def layout(placement: dict) -> str | None:  # a slot recorded without one: cut before layouts were recorded
+        return placement.get("layout") or ("unrecorded" if placement.get("slot") is not None else None)
+
+    if None not in (layout(mine), layout(theirs)) and layout(mine) != layout(theirs):
+        return f"slots laid out {layout(mine)} side by side, {layout(theirs)} alone"
     a, b = beside_gpu(mine), beside_gpu(theirs)
     if None in (a, b) or a == b:
         return ""

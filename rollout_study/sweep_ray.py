@@ -64,7 +64,8 @@ def _free_slot(shares: list[list[int]], first: list[int | None] = ()):
         return None, None
     for slot in order:
         held = []
-        for name in [f"core-{c}.lock" for c in shares[slot]] or [f"slot-{slot}.lock"]:
+        # in one order across sweeps (core number): of two that cut the cores otherwise, one always gets its slot
+        for name in [f"core-{c}.lock" for c in sorted(shares[slot])] or [f"slot-{slot}.lock"]:
             try:
                 handle = open(folder / name, "w")
             except OSError:

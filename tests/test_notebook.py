@@ -6,6 +6,7 @@ import os
 import re
 
 import nbformat
+import pandas as pd
 import pytest
 
 from result_fixture import MODELS, make_invalid_result_dict, make_result
@@ -95,6 +96,8 @@ def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
     for frame in (tables.metadata_table(result), tables.failures_table([result]), tables.mismatch_table([result]),
                   tables.updates_table([result])):
         rendered += notebook.table_html(frame, "t")
+    # a heading from a result file (a hazard matrix's columns are its policies' names) and a cell of any type
+    rendered += notebook.table_html(pd.DataFrame({" ".join(HOSTILE): [{"k": " ".join(HOSTILE)}]}), "h")
     assert "alert(1)" in rendered  # the text is there, shown as text
     assert not re.search(r"<\s*(script|img)\b", rendered, re.I)
     assert "&lt;script&gt;" in rendered

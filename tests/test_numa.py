@@ -62,6 +62,8 @@ def test_every_slot_is_as_large_as_the_smallest_and_keeps_whole_physical_cores(t
     assert numa.layout(cores, 2, True, both_on_zero, GPUS).shares == [[0, 8, 1, 9], [2, 10, 3, 11]]
     # cut in order without a NUMA layout, a physical core's two threads still in one slot (not [0-5], [8-13])
     assert numa.layout(cores, 2, True, both_on_zero, []).shares == [[0, 8, 1, 9, 2, 10], [3, 11, 4, 12, 5, 13]]
+    # three threads a share would split a physical core: two, a whole core each, the rest unused
+    assert numa.layout(cores, 4, True, both_on_zero, []).shares == [[0, 8], [1, 9], [2, 10], [3, 11]]
 
 
 @pytest.mark.parametrize("case", ["one node", "node unknown", "gpus not ray's", "no sysfs", "too few near",
@@ -133,7 +135,26 @@ def test_a_ray_point_takes_the_cores_beside_its_gpu_and_records_where_they_were(
     placement, none = sweep_ray._pin(True)
     assert (placement["pinned"], placement["cores"], none) == (False, "0-15", None) and pinned[-1] == list(range(16))
     assert numa.beside_gpu(placement) is None
+    assert numa.beside_gpu({**placement, "cores_numa_node": 0}) is None  # unpinned: its cores were everywhere
     held.close(), other.close()
+
+
+def test_a_points_wall_time_starts_after_its_pinning(monkeypatch):
+    import time
+
+    from rollout_study import launch
+
+    def slow_pin(cuda, prefer):  # a worker's first task reads the host's layout (nvidia-smi) here
+        time.sleep(0.3)
+        return {"slot": 0}, None
+
+    def refused(params):
+        raise launch.LaunchError("no point here")
+
+    monkeypatch.setattr(sweep_ray, "_pin", slow_pin)
+    monkeypatch.setattr(launch, "point_launcher", lambda launcher, timeout_s=None: refused)
+    reply = sweep_ray._ray_point({}, "fresh", False)
+    assert reply["error"] == "no point here" and reply["placement"] == {"slot": 0} and reply["wall_s"] < 0.3
 
 
 def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
@@ -151,7 +172,11 @@ def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
     # slots cut another way alone (a sweep resumed across the layout's change): other cores at the same count
     assert repeats.placement_differs({"placement": {"layout": "even"}}, runs[1][0]) == (
         "slots laid out even side by side, numa alone")
-    assert repeats.placement_differs({"placement": {"slot": 0}}, runs[1][0]) == ""  # recorded before layouts
+    # a slot recorded before layouts were (cut in core order) is a layout of its own; none recorded: not compared
+    assert repeats.placement_differs({"placement": {"slot": 0}}, runs[1][0]) == (
+        "slots laid out unrecorded side by side, numa alone")
+    assert repeats.placement_differs({"placement": {"slot": 0}}, {"placement": {"slot": 1}}) == ""
+    assert repeats.placement_differs(None, runs[1][0]) == ""
 
 
 def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran_the_repeats(tmp_path):
@@ -188,11 +213,19 @@ def test_a_run_records_where_its_cores_sat_beside_its_gpu(two_sockets, monkeypat
     assert where == {"nodes": 2, "gpu_node": 0, "cores_by_node": {"0": 2, "1": 3}}
     assert numa_text(where) == "2 node(s); GPU on node 0; the run's cores: node 0 2, node 1 3"
     assert numa.where([0], None, two_sockets)["gpu_node"] is None and numa.where([0], None, two_sockets / "x") is None
+    # nodes by number (10 after 2), and a core no node lists counted apart
+    many = _host(two_sockets.parent / "many", {2: "0-1", 10: "2-3"}, {})
+    assert numa.where([3, 0, 7], None, many)["cores_by_node"] == {"2": 1, "10": 1, "unknown": 1}
+    # a node file that does not read is left out, and a host that answers oddly loses the field, not the run
+    (many / "devices" / "system" / "node" / "node10" / "cpulist").write_text("garbage")
+    assert numa.where([3, 0], None, many) == {"nodes": 1, "gpu_node": None, "cores_by_node": {"2": 1, "unknown": 1}}
+    monkeypatch.setattr(numa, "where", lambda cores, bus: 1 / 0)
+    assert environment.hardware(environment.torch.device("cpu"))["numa"] is None
     assert numa_text(None) is None
     # the GPU's address from torch's properties, as /sys names it
-    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0xB1, pci_device_id=0)
+    props = types.SimpleNamespace(pci_domain_id=1, pci_bus_id=0xB1, pci_device_id=3)
     monkeypatch.setattr(environment.torch.cuda, "get_device_properties", lambda device: props)
-    assert environment.gpu_bus_id(environment.torch.device("cuda")) == "0000:b1:00.0"
+    assert environment.gpu_bus_id(environment.torch.device("cuda")) == "0001:b1:03.0"
     assert environment.gpu_bus_id(environment.torch.device("cpu")) is None
     # the metadata table shows it where recorded (runs before it have no row, not a blank one)
     result = Result.from_dict(make_result().to_dict(), "test")

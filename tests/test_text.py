@@ -17,6 +17,9 @@ def test_number_formats_every_value_a_reader_sees():
     assert text.number(0.0001) == "0.0001" and text.number(0.01) == "0.010" and text.number(0.0) == "0.000"
     assert text.number(np.int64(88224)) == "88,224" and text.number(np.float64(1.5)) == "1.500"
     assert text.number(None) == "-" and text.number(float("nan")) == "-" and text.number(True) == "yes"
+    import pandas as pd  # a table's blanks: a nullable integer's NA, a time column's NaT
+
+    assert text.number(pd.NA) == "-" and text.number(pd.NaT) == "-"
     assert text.number(1225.6, 0) == "1,226" and text.number("graph[reuse]") == "graph[reuse]"
 
 

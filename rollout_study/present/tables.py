@@ -299,11 +299,12 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
 
 
 def numa_text(numa: dict | None) -> str | None:
-    """'2 nodes; GPU on node 0; cores: node 0 8, node 1 8' (None where not recorded: older runs, no /sys)."""
+    """"2 node(s); GPU on node 0; the run's cores: node 0 8, node 1 8" (None where not recorded: older runs, no
+    /sys); the nodes in the order recorded (numa.where writes them by number)."""
     if not numa:
         return None
     gpu = f"; GPU on node {numa['gpu_node']}" if numa.get("gpu_node") is not None else ""
-    cores = ", ".join(f"node {node} {count}" for node, count in sorted((numa.get("cores_by_node") or {}).items()))
+    cores = ", ".join(f"node {node} {count}" for node, count in (numa.get("cores_by_node") or {}).items())
     return f"{numa.get('nodes')} node(s){gpu}; the run's cores: {cores or 'none recorded'}"
 
 

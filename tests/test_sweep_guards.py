@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from result_fixture import sweep_point
-from rollout_study import cli, launch, pipeline, sweep
+from rollout_study import cli, launch, pipeline, repeats, sweep
 from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
@@ -175,8 +175,10 @@ def test_no_point_of_a_parameter_file_or_a_published_sweep_moves_its_file():
     assert published
     for path in published:
         record = json.loads(path.read_text(encoding="utf-8"))
-        for entry in [*record["points"], *(record.get("repeats") or {}).get("points", [])]:
+        for entry in record["points"]:
             assert sweep.point_file(entry["file"].split("/")[0], entry["slug"], entry["hash"]) == entry["file"]
+        for entry in (record.get("repeats") or {}).get("points", []):  # a second run alone has its own name
+            assert repeats.alone_file(entry["slug"], entry["hash"], entry.get("run", 1)) == entry["file"], path
 
 
 def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goes_on(tmp_path, monkeypatch):

@@ -136,7 +136,10 @@ def _layout(slots: int, cuda: bool):
     from . import numa
 
     if (slots, cuda) not in _layouts:
-        _layouts[slots, cuda] = numa.layout(_worker_cores or [], slots, cuda)
+        try:
+            _layouts[slots, cuda] = numa.layout(_worker_cores or [], slots, cuda)
+        except Exception:  # a host that answers oddly (nvidia-smi, /sys) gets the even cut, not a failed point
+            _layouts[slots, cuda] = numa.even(_worker_cores or [], slots)
     return _layouts[slots, cuda]
 
 

@@ -232,3 +232,13 @@ def test_a_run_records_where_its_cores_sat_beside_its_gpu(two_sockets, monkeypat
     assert "NUMA" not in dict(metadata_rows(result))
     result.metadata["hardware"]["numa"] = where
     assert dict(metadata_rows(result))["NUMA"] == numa_text(where)
+
+
+def test_a_host_that_answers_oddly_gets_the_even_cut_not_a_failed_point(monkeypatch):
+    def odd(*args, **kwargs):
+        raise ValueError("invalid literal for int() with base 10: '[N/A]'")
+
+    monkeypatch.setattr(numa, "layout", odd)
+    monkeypatch.setattr(sweep_ray, "_worker_cores", list(range(4)))
+    monkeypatch.setattr(sweep_ray, "_layouts", {})
+    assert sweep_ray._layout(2, True) == numa.even(list(range(4)), 2)

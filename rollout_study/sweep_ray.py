@@ -2,9 +2,9 @@
 machine without CUDA), on a local Ray instance started for the sweep or on an existing cluster by address.
 
 Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU
-Ray gives the node, or per CPU without CUDA) by a lock file keyed by host, and pins itself to that slot's share
-of the cores its worker may use (two sweeps on one host share it out only where their slots cut the cores
-alike; a task that finds every slot held runs unpinned and says so). Where the host gives a NUMA layout
+Ray gives the node, or per CPU without CUDA) by a lock file per core of its share, keyed by host, and pins
+itself to that slot's share of the cores its worker may use (two sweeps on one host share it out even where
+they cut the cores otherwise; a task that finds every slot held runs unpinned and says so). Where the host gives a NUMA layout
 (numa.py), slot i is a share of the cores of GPU i's node, and a task asks for its GPU's slot first; else the
 shares are cut in core order and a slot's cores need not be its GPU's nearest. Each runs in a fresh process of
 the sweep's launcher, which inherits the pinning and Ray's thread settings; each entry records where it ran

@@ -1,6 +1,7 @@
 """Hardware and software metadata: what a reader needs to reproduce or discount a number."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -188,18 +189,19 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
         with tempfile.TemporaryDirectory() as tree:
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
                 tar.extractall(tree, filter="data")
-            then = _module_at(tree, "environment")  # the commit's own code, from this repository's history
-            if not hasattr(then, "code_fingerprint"):
-                return None, f"commit {commit[:12]} has no code fingerprint to compare with"
-            return then.code_fingerprint(tree), ""
+            with _module_at(tree, "environment") as then:  # the commit's own code, from this repository's history
+                if not hasattr(then, "code_fingerprint"):
+                    return None, f"commit {commit[:12]} has no code fingerprint to compare with"
+                return then.code_fingerprint(tree), ""
     except Exception as err:  # noqa: BLE001 -- any failure is a reason to refuse, never a crash of publish
         return None, f"commit {commit[:12]}'s fingerprint could not be computed ({type(err).__name__}: {err})"
 
 
+@contextlib.contextmanager
 def _module_at(tree: str, name: str):
     """`tree`'s rollout_study/<name>.py, run as a module of a package of its own (not this one, and without its
-    __init__), so that its relative imports (ae287e5's `from . import numa`) find the tree's modules; the
-    package's modules leave sys.modules after."""
+    __init__), so that its relative imports (ae287e5's `from . import numa`), at its top or in its functions,
+    find the tree's modules while the block runs; the package's modules leave sys.modules after."""
     import importlib.util
     import types
 
@@ -213,7 +215,7 @@ def _module_at(tree: str, name: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-        return module
+        yield module
     finally:
         for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
             del sys.modules[key]

@@ -33,6 +33,7 @@ class SlotLayout:
     slot_nodes: list[int | None] = field(default_factory=list)  # slot -> its cores' node ("numa" only)
     gpu_slots: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its slot
     gpu_nodes: dict[str, int] = field(default_factory=dict)  # a GPU's NVML index and UUID -> its node
+    why: str = ""  # why the even cut where the host's answers could not be read (sweep_ray._layout)
 
     def slot_of(self, gpu: str | None) -> int | None:
         """The slot beside `gpu` (as Ray names it: an index or a UUID); None without a NUMA layout."""

@@ -2,17 +2,17 @@
 machine without CUDA), on a local Ray instance started for the sweep or on an existing cluster by address.
 
 Points that share a host are pinned to disjoint shares of its cores: each task claims a free slot (one per GPU
-Ray gives the node, or per CPU without CUDA) by a lock file per core of its share, keyed by host, and pins
-itself to that slot's share of the cores its worker may use (two sweeps on one host share it out even where
-they cut the cores otherwise; a task that finds every slot held runs unpinned and says so). Where the host gives a NUMA layout
+Ray gives the node, or per CPU without CUDA) by a lock file per core of its share, keyed by host, and pins itself
+to that slot's share of the cores its worker may use (two sweeps on one host share it out even where they cut the
+cores otherwise; a task that finds every slot held runs unpinned and says so). Where the host gives a NUMA layout
 (numa.py), slot i is a share of the cores of GPU i's node, and a task asks for its GPU's slot first; else the
 shares are cut in core order and a slot's cores need not be its GPU's nearest. Each runs in a fresh process of
 the sweep's launcher, which inherits the pinning and Ray's thread settings; each entry records where it ran
 (`placement`: node, GPUs, slot, cores, the layout, and under a NUMA one the GPU's node and its cores') and each
-result its cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at
-a time, on the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands
-out; under a NUMA layout the slot of that GPU, so cores as near and as many): the same executor, threads and
-pinning, nothing of the sweep beside them.
+result its cores and threads. The sampled points are then repeated alone (repeats.py) as Ray tasks too, one at a
+time, on the node that ran them and in the slot they had (so on the same cores; the GPU is the one Ray hands out;
+under a NUMA layout the slot of that GPU, so cores as near and as many): the same executor, threads and pinning,
+nothing of the sweep beside them.
 
 Ray's own retries are off (`max_retries=0`): a crashed worker's point is recorded as failed, not run again
 unseen. A point whose result names other code than the sweep's (a cluster with another copy of the package
@@ -20,6 +20,7 @@ installed) is refused (sweep._Record.done), so every node must run this code.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -118,7 +119,7 @@ def _pin(cuda: bool, prefer: int | None = None) -> tuple[dict, object]:
             os.sched_setaffinity(0, _worker_cores)  # undo an earlier task's pinning
         placement = {"node": node, "node_ip": ray.util.get_node_ip_address(), "gpus": gpus, "slot": slot,
                      "slots": slots, "cores": core_ranges(cores or _worker_cores), "pinned": bool(cores),
-                     "layout": layout.how}
+                     "layout": layout.how, **({"layout_why": layout.why} if layout.why else {})}
         if layout.how == "numa":
             placement.update(gpu_numa_node=layout.gpu_nodes.get(gpu),
                              cores_numa_node=layout.slot_nodes[slot] if cores else None)
@@ -138,8 +139,10 @@ def _layout(slots: int, cuda: bool):
     if (slots, cuda) not in _layouts:
         try:
             _layouts[slots, cuda] = numa.layout(_worker_cores or [], slots, cuda)
-        except Exception:  # a host that answers oddly (nvidia-smi, /sys) gets the even cut, not a failed point
-            _layouts[slots, cuda] = numa.even(_worker_cores or [], slots)
+        except Exception as err:  # a host that answers oddly (nvidia-smi, /sys) gets the even cut, not a failed
+            cores, threads = numa.physical_order(_worker_cores or [])  # point; whole physical cores all the same
+            _layouts[slots, cuda] = dataclasses.replace(numa.even(cores, slots, threads),
+                                                        why=f"{type(err).__name__}: {err}"[:200])
     return _layouts[slots, cuda]
 
 

@@ -239,6 +239,10 @@ def test_a_host_that_answers_oddly_gets_the_even_cut_not_a_failed_point(monkeypa
         raise ValueError("invalid literal for int() with base 10: '[N/A]'")
 
     monkeypatch.setattr(numa, "layout", odd)
-    monkeypatch.setattr(sweep_ray, "_worker_cores", list(range(4)))
+    monkeypatch.setattr(sweep_ray, "_worker_cores", list(range(8)))
     monkeypatch.setattr(sweep_ray, "_layouts", {})
-    assert sweep_ray._layout(2, True) == numa.even(list(range(4)), 2)
+    # cores 0-3 and 4-7 are two threads each of four physical cores: still whole ones per slot
+    monkeypatch.setattr(numa, "physical_order", lambda cores: (sorted(cores, key=lambda c: (c % 4, c)), 2))
+    layout = sweep_ray._layout(2, True)
+    assert (layout.how, layout.shares) == ("even", [[0, 4, 1, 5], [2, 6, 3, 7]])
+    assert layout.why == "ValueError: invalid literal for int() with base 10: '[N/A]'"

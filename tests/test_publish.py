@@ -117,13 +117,16 @@ def test_a_commits_fingerprint_is_read_by_its_own_code_relative_imports_and_all(
 
     (tmp_path / "rollout_study").mkdir()
     (tmp_path / "rollout_study" / "helper.py").write_text("FINGERPRINT = 'of the commit'\n")
+    # a sibling imported at the top, and another inside the function that computes the fingerprint
+    (tmp_path / "rollout_study" / "late.py").write_text("SUFFIX = ', read late'\n")
     (tmp_path / "rollout_study" / "environment.py").write_text(
-        "from . import helper\n\n\ndef code_fingerprint(root):\n    return helper.FINGERPRINT\n")
+        "from . import helper\n\n\ndef code_fingerprint(root):\n    from . import late\n\n"
+        "    return helper.FINGERPRINT + late.SUFFIX\n")
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
     commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    assert environment.commit_fingerprint(commit, root=str(tmp_path)) == ("of the commit", "")
+    assert environment.commit_fingerprint(commit, root=str(tmp_path)) == ("of the commit, read late", "")
     assert not [name for name in sys.modules if name.startswith("_rollout_study_at_commit")]  # nothing left
 
 

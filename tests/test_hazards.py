@@ -232,7 +232,8 @@ def test_a_hazard_sweep_without_a_single_result_is_reported_as_such(tmp_path, ca
     record = sweep.run_local(spec, folder, progress=False, launcher=launcher)
     text = report.summary(record, [])
     assert "No point has a result" in text and report.NO_RESULT in text
-    assert "- update_path=assign: RuntimeError: out of memory (simulated)" in text
+    assert ("**Warning:** points that did not run: update_path=copy: RuntimeError: out of memory (simulated); "
+            "update_path=assign: RuntimeError: out of memory (simulated)") in text
     kinds = [b.kind for b in report.blocks(record, [])]
     assert kinds == ["heading", "answer", "warning"]
     notebook.show(report.blocks(record, []))

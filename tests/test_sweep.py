@@ -20,7 +20,8 @@ from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves
 from rollout_study import sweep_crossover as crossing
 from rollout_study.present import sweep as report
-from rollout_study.present import sweep_figures, sweep_repeats
+from rollout_study.present import notebook, sweep_figures, sweep_repeats
+from rollout_study.present.notebook import Block
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
 from rollout_study.record import ResultError
@@ -962,8 +963,8 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
     assert report.host_lines(entries[-1:])[0].startswith("host: within each valid point")  # no host figures
     assert report.host_lines([({"slug": "failed"}, None)]) == []
     # a failed point's blanks read as blanks in summary.md, not as pandas' <NA>
-    failed_row = [line for line in report._markdown(report.host_table([({"slug": "failed"}, None)]))
-                  if line.startswith("| failed")]
+    failed_row = [line for line in notebook.blocks_markdown("t", [Block("table", "hosts", report.host_table(
+                      [({"slug": "failed"}, None)]))]).splitlines() if line.startswith("| failed")]
     assert failed_row == ["| failed | - (no result) | - | - | - | - |"]
 
 
@@ -1070,7 +1071,14 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     summary = (folder / "summary.md").read_text(encoding="utf-8")
     assert "2 point(s): 2 valid, 0 failed or invalid; local executor" in summary
     # where the points' time went: every part measured, and the parts with the rest make up each point's wall
-    assert "## Where each point's time went (seconds)" in summary
+    assert "**Where each point's time went (seconds; the last row sums the points)**" in summary
+    # summary.md is the report's blocks, every one but the figures, in the report's order
+    shown = [b for b in report.blocks(record, points, str(tmp_path / "drawn"), folder) if b.kind != "figure"]
+    assert [b.text for b in shown] == [b.text for b in report.blocks(record, points, None, folder)]
+    place = 0
+    for block in shown:  # each after the one before it
+        place = summary.index(block.text, place) + len(block.text)
+    assert len(shown) > 10
     times = report.time_table(points)
     assert list(times["point"]) == [e["slug"] for e, _ in points] + ["all points"]
     parts = ["start-up s", "measured calls s", "collect s", "parity s", "reference s", "update s", "rest s"]
@@ -1080,10 +1088,10 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     assert "repeated alone: 1 point(s)" in summary
     assert "Per repeated point: moved run to run: the sweep's run and the runs alone by one executor (local)" \
         in summary
-    assert "### Every steady phase compared" in summary
+    assert "**Every steady phase compared" in summary
     assert "| in the sweep ms | alone 1 ms | alone 2 ms | sweep / nearest alone | low | high | alone 2 / alone 1 |" \
         in summary
-    assert "## Host of each point" in summary and "- host: " in summary
+    assert "**Host of each point" in summary and "- host: " in summary
     assert "eager generate()'s steady calls spread by" in summary  # the real points' calls give the spread
     from rollout_study import publish
     from rollout_study.present import index

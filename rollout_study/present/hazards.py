@@ -11,7 +11,7 @@ from .. import effects, hazards
 from ..record import excerpt
 from ..result import Result
 from .markdown import table
-from .notebook import Block
+from .notebook import Block, blocks_markdown
 from .provenance import commit_text, provenance_line
 from .text import LABEL_TITLES, fill_blocks
 
@@ -182,23 +182,7 @@ def _keyed(out: list[Block]) -> list[Block]:
 
 
 def summary(record: dict, results: list[Result]) -> str:
-    cells = hazards.matrix(results)
-    lines = [f"# Hazard matrix: {record['spec'].get('name')}", "", f"{title(results)}", ""]
-    lines += [f"- {line}" for line in answer_lines(cells, results)] + [""]
-    if not results:
-        lines += ["## Points that did not run", ""] + [f"- {line}" for line in _failed(record)]
-        return "\n".join(lines) + "\n"
-    lines += [DIAGNOSTIC_NOTE, ""]
-    if any(c.peer for c in cells):
-        lines += [PEER_NOTE, ""]
-    frame = cells_table(cells)
-    lines += table(list(frame.columns), frame.values.tolist()) + [""]
-    stale = stale_table(cells)
-    if not stale.empty:
-        lines += ["## First divergences", ""] + table(list(stale.columns), stale.values.tolist()) + [""]
-    costs = cost_table(cells)
-    lines += ["## Cost of one RL step", ""] + table(list(costs.columns), costs.values.tolist())
-    return "\n".join(lines) + "\n"
+    return blocks_markdown(f"Hazard matrix: {record['spec'].get('name')}", blocks(record, results))
 
 
 def readme_block(record: dict, results: list[Result]) -> str:

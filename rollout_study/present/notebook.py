@@ -21,7 +21,7 @@ from .. import analysis
 from ..record import LABELS
 from ..result import Result
 from . import captures, figures, floors, kernels, other_split, policy_gaps, tables
-from .text import LABEL_TITLES, NO_GRAPH_NOTE, effects_rule, headline_lines, number, timing_line
+from .text import LABEL_TITLES, NO_GRAPH_NOTE, effects_rule, headline_lines, number, table, timing_line
 
 
 @dataclass
@@ -184,6 +184,29 @@ def figure_html(block: Block) -> str:
                          f"({os.getcwd()!r}); pass a relative figures_dir such as 'figures'")
     return (f'<img src="{html.escape(source, quote=True)}" alt="{_escape(block.text)}" '
             f'style="max-width:100%">')
+
+
+def blocks_markdown(title: str, blocks: list[Block]) -> str:
+    """summary.md of a report made of blocks: the same blocks its notebook shows, in the same order, as markdown
+    under `title`, so the two cannot say different things; figures are left out (their PNGs are in figures/)."""
+    lines = [f"# {title}", ""]
+    for block in blocks:
+        if block.kind == "heading":
+            lines += ["#" * block.body + " " + block.text]
+        elif block.kind == "answer":
+            lines += [f"**{block.text}**", ""] + [f"- {line}" for line in block.body]
+        elif block.kind == "note":
+            lines += [block.text]
+        elif block.kind == "warning":
+            lines += [f"**Warning:** {block.text}"]
+        elif block.kind == "table":
+            frame = block.body
+            lines += [f"**{block.text}**", ""] + (["none"] if frame.empty else
+                                                  table(list(frame.columns), frame.values.tolist()))
+        else:
+            continue
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def show(blocks: list[Block]) -> None:

@@ -18,8 +18,7 @@ from . import policy_gaps, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
 from ..sweep import missing_points, was_kept
-from .markdown import table
-from .notebook import Block
+from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, placement_lines, time_table, wall_table
 from .sweep_figures import (FIGURES, OVER_BATCH, model_name, model_title, path, settings_figure, settings_heading,
@@ -284,9 +283,12 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             + [provenance_line([result for _, result in loaded if result is not None])])
 
 
-def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str = "figures",
+def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str | None = "figures",
            folder=".") -> list[Block]:
+    """The report's blocks, which its notebook shows and summary.md renders; figures_dir None: no figure drawn
+    and none among the blocks (summary.md's case)."""
     usable, rejected, verdicts = _parts(folder, record, loaded)
+    draw = figures_dir is not None
     out = [Block("heading", f"Sweep {record['spec'].get('name')}", 2),
            Block("answer", "Answer", answer_lines(record, loaded, folder))]
     if usable and not usable[0].result.cuda_graph:
@@ -307,24 +309,27 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         if one_batch:
             out.append(Block("note", ONE_BATCH_NOTE.format(batch=points[0].batch)))
         for kind, caption, make in FIGURES:
-            if one_batch and kind in OVER_BATCH:
-                continue
-            make(points, figures_dir)
-            out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
+            if draw and not (one_batch and kind in OVER_BATCH):
+                make(points, figures_dir)
+                out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
     models = curves.by_model(usable)
     for points in models.values():
-        if settings_figure(points, figures_dir) is not None:
-            out += [Block("heading", settings_heading(points), 2),
-                    Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)),
-                    Block("table", settings_caption(points), settings_table(points))]
+        if not (side_by_side := settings_table(points)).empty:
+            out.append(Block("heading", settings_heading(points), 2))
+            if draw:
+                settings_figure(points, figures_dir)
+                out.append(Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)))
+            out.append(Block("table", settings_caption(points), side_by_side))
         if not (ordered := policy_gaps.order_table(points)).empty:
             out.append(Block("table", f"{model_name(points)}: {policy_gaps.ORDER_TITLE}", ordered))
     firsts, note = at_first_settings(models)
-    if sweep_scale.scale_figure(firsts, figures_dir) is not None:
-        out += [Block("heading", "The models side by side", 2),
-                Block("figure", SCALE_FIGURE_CAPTION + note, sweep_scale.path(figures_dir)),
-                Block("table", SCALE_CAPTION + note, sweep_scale.scale_table(firsts))]
+    if sweep_scale.tokens_shown(firsts) is not None:
+        out.append(Block("heading", "The models side by side", 2))
+        if draw:
+            sweep_scale.scale_figure(firsts, figures_dir)
+            out.append(Block("figure", SCALE_FIGURE_CAPTION + note, sweep_scale.path(figures_dir)))
+        out.append(Block("table", SCALE_CAPTION + note, sweep_scale.scale_table(firsts)))
     if record.get("repeats"):
         out += [Block("heading", sweep_repeats.HEADING, 2), Block("note", "Rule: " + repeats.RULE),
                 Block("table", sweep_repeats.point_caption(record), sweep_repeats.point_table(verdicts)),
@@ -334,36 +339,5 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
     return out
 
 
-def _markdown(frame: pd.DataFrame) -> list[str]:
-    return table(list(frame.columns), frame.values.tolist()) if not frame.empty else ["none"]
-
-
 def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> str:
-    usable, rejected, verdicts = _parts(folder, record, loaded)
-    lines = [f"# Sweep: {record['spec'].get('name')}", ""]
-    lines += [f"- {line}" for line in answer_lines(record, loaded, folder)] + [""]
-    lines += ["## Definitions", ""] + [f"- {line}" for line in definitions()] + [""]
-    lines += ["## Wall time", ""] + _markdown(wall_table(record)) + [""]
-    lines += ["## Failed and invalid points", ""] + _markdown(failures_table(rejected)) + [""]
-    lines += ["## Where each point's time went (seconds)", ""] + _markdown(time_table(loaded)) + [""]
-    lines += [f"## {HOST_CAPTION}", ""] + _markdown(host_table(loaded)) + [""]
-    for points in curves.by_section(usable).values():
-        lines += [f"## {model_title(points)}", ""]
-        for caption, make in MODEL_TABLES:
-            lines += [f"### {caption}", ""] + _markdown(make(points)) + [""]
-    models = curves.by_model(usable)
-    for points in models.values():
-        if not (side_by_side := settings_table(points)).empty:
-            lines += [f"## {settings_heading(points)}", "", settings_caption(points), ""]
-            lines += _markdown(side_by_side) + [""]
-        if not (ordered := policy_gaps.order_table(points)).empty:
-            lines += [f"## {model_name(points)}: {policy_gaps.ORDER_TITLE}", ""] + _markdown(ordered) + [""]
-    firsts, note = at_first_settings(models)
-    if sweep_scale.tokens_shown(firsts) is not None:
-        lines += ["## The models side by side", "", SCALE_CAPTION + note, ""]
-        lines += _markdown(sweep_scale.scale_table(firsts)) + [""]
-    if record.get("repeats"):
-        lines += ([f"## {sweep_repeats.HEADING}", "", "Rule: " + repeats.RULE, "", sweep_repeats.point_caption(record),
-                   ""] + _markdown(sweep_repeats.point_table(verdicts))
-                  + ["", f"### {sweep_repeats.PHASES_CAPTION}", ""] + _markdown(sweep_repeats.phase_table(verdicts)))
-    return "\n".join(lines).rstrip() + "\n"
+    return blocks_markdown(f"Sweep: {record['spec'].get('name')}", blocks(record, loaded, None, folder))

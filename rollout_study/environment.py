@@ -206,7 +206,8 @@ def commit_fingerprint(commit, root: str | None = None) -> tuple[str | None, str
 def _module_at(tree: str, name: str):
     """`tree`'s rollout_study/<name>.py, run as a module of a package of its own (not this one, and without its
     __init__), so that its relative imports (ae287e5's `from . import numa`), at its top or in its functions,
-    find the tree's modules while the block runs; the package's modules leave sys.modules after."""
+    find the tree's modules while the block runs; the package's modules leave sys.modules after, and its
+    folder's finder sys.path_importer_cache."""
     import importlib.util
     import types
 
@@ -224,6 +225,7 @@ def _module_at(tree: str, name: str):
     finally:
         for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
             del sys.modules[key]
+        sys.path_importer_cache.pop(shell.__path__[0], None)  # the finder its relative imports made: the tree goes
 
 
 def in_repository(root: str = ROOT) -> bool:

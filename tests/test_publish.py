@@ -126,8 +126,10 @@ def test_a_commits_fingerprint_is_read_by_its_own_code_relative_imports_and_all(
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
     commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
+    finders = set(sys.path_importer_cache)
     assert environment.commit_fingerprint(commit, root=str(tmp_path)) == ("of the commit, read late", "")
     assert not [name for name in sys.modules if name.startswith("_rollout_study_at_commit")]  # nothing left
+    assert set(sys.path_importer_cache) - finders == set()  # nor a finder for the commit's tree, gone with it
 
 
 def test_a_result_whose_code_is_not_the_commit_it_names_is_not_published(tmp_path, monkeypatch):

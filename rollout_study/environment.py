@@ -225,7 +225,8 @@ def _module_at(tree: str, name: str):
     finally:
         for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
             del sys.modules[key]
-        sys.path_importer_cache.pop(shell.__path__[0], None)  # the finder its relative imports made: the tree goes
+        for folder in [f for f in sys.path_importer_cache if f.startswith(tree)]:  # its imports' finders: it goes
+            del sys.path_importer_cache[folder]
 
 
 def in_repository(root: str = ROOT) -> bool:

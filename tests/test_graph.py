@@ -1,6 +1,5 @@
 """The graph engine's static path against generate(), and its parameter-version check (CPU)."""
 import copy
-import statistics
 
 import pytest
 import torch
@@ -176,10 +175,11 @@ def test_prefill_and_decode_are_charged_to_their_own_parts(tiny, call_parts):
     w = random_workload(4, 4, 32, params.vocab, seed=0)
 
     def steady_parts(engine) -> dict:
-        """Each part's median over three steady calls: one call's could take a busy host's pause."""
+        """Each part's least over five steady calls: a busy host's pause only adds time (a median of three still
+        read decode 1.4x prefill once, with two test runs sharing two cores)."""
         call_parts(engine, w)
-        calls = [call_parts(engine, w) for _ in range(3)]
-        return {name: statistics.median(parts[name] for parts in calls) for name in calls[0]}
+        calls = [call_parts(engine, w) for _ in range(5)]
+        return {name: min(parts[name] for parts in calls) for name in calls[0]}
 
     parts = steady_parts(GraphEngine(loaded.model, "cpu", "recapture", 32, 1))
     assert parts["prefill"] > 0 and parts["decode"] < 0.05 * parts["prefill"]

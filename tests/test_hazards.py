@@ -107,6 +107,11 @@ def test_report_tables_put_paths_down_and_policies_across():
     text = report.summary({"spec": {"name": "h"}}, results)
     assert "| assign | unchecked (diagnostic) | STALE |" in text
     assert "recapture and reuse: 0 of 2 cells wrong (STALE, WRONG or failed); 2 proven right" in text
+    # summary.md is the report's blocks in their order, the verdict matrix among them
+    place = 0
+    for block in report.blocks({"spec": {"name": "h"}}, results):
+        place = text.index(block.text, place) + len(block.text)
+    assert "| assign | recaptured | STALE |" in text  # the matrix's row, which the old summary.md left out
 
 
 def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path):

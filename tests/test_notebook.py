@@ -103,6 +103,25 @@ def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
     assert "&lt;script&gt;" in rendered
 
 
+def test_blocks_read_as_markdown_in_their_order_without_figures_and_without_markup():
+    bad = " ".join(HOSTILE) + " a *b* `c`"
+    blocks = [notebook.Block("heading", "Sweep s", 2), notebook.Block("answer", "Answer", [bad]),
+              notebook.Block("figure", "a figure", "figures/f.png"), notebook.Block("warning", bad),
+              notebook.Block("note", "a note"), notebook.Block("table", "empty", pd.DataFrame()),
+              notebook.Block("table", "T", pd.DataFrame({"x": [1.23456]}))]
+    text_md = notebook.blocks_markdown(blocks)
+    assert text_md.startswith("# Sweep s\n\n**Answer**\n\n- &lt;script>")  # the first heading as the title
+    assert "a figure" not in text_md and "f.png" not in text_md
+    assert r"a \*b\* \`c\`" in text_md and "<script" not in text_md and "<img" not in text_md
+    assert "**Warning:** &lt;script>" in text_md and "**empty**\n\nnone\n" in text_md
+    assert text_md.endswith("**T**\n\n| x |\n|---|\n| 1.235 |\n")
+    assert notebook.blocks_markdown(blocks[1:2], "Title").startswith("# Title\n\n**Answer**")
+    with pytest.raises(ValueError, match="the first block is of kind .answer."):
+        notebook.blocks_markdown(blocks[1:2])
+    with pytest.raises(ValueError, match="a block of kind 'chart'"):
+        notebook.blocks_markdown([notebook.Block("chart", "new")], "Title")
+
+
 def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figures):
     result = Result.read(os.path.join(REPO, "reports", "reference-tiny", "result.json"))
     first, again = (page(notebook.section_blocks("synthetic", [result], str(tmp_path))) for _ in range(2))

@@ -963,8 +963,8 @@ def test_the_host_table_gives_each_points_start_and_end_and_how_far_generates_st
     assert report.host_lines(entries[-1:])[0].startswith("host: within each valid point")  # no host figures
     assert report.host_lines([({"slug": "failed"}, None)]) == []
     # a failed point's blanks read as blanks in summary.md, not as pandas' <NA>
-    failed_row = [line for line in notebook.blocks_markdown("t", [Block("table", "hosts", report.host_table(
-                      [({"slug": "failed"}, None)]))]).splitlines() if line.startswith("| failed")]
+    failed_row = [line for line in notebook.blocks_markdown([Block("table", "hosts", report.host_table(
+                      [({"slug": "failed"}, None)]))], "t").splitlines() if line.startswith("| failed")]
     assert failed_row == ["| failed | - (no result) | - | - | - | - |"]
 
 

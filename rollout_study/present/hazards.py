@@ -182,7 +182,7 @@ def _keyed(out: list[Block]) -> list[Block]:
 
 
 def summary(record: dict, results: list[Result]) -> str:
-    return blocks_markdown(f"Hazard matrix: {record['spec'].get('name')}", blocks(record, results))
+    return blocks_markdown(blocks(record, results), f"Hazard matrix: {record['spec'].get('name')}")
 
 
 def readme_block(record: dict, results: list[Result]) -> str:

@@ -1,7 +1,8 @@
-"""The report notebook's content: blocks per label and run, and how a notebook shows them.
+"""The report notebook's content: blocks per label and run, how a notebook shows them, and blocks as markdown.
 
 A section per label (synthetic, pretrained) holds every run of that label; each run opens with its
-headline answer, then its validity, then tables and figures. `show` displays blocks as HTML.
+headline answer, then its validity, then tables and figures. `show` displays blocks as HTML; `blocks_markdown`
+writes a sweep's or hazard matrix's summary.md from the very blocks its notebook shows.
 
 Every string that reaches HTML is escaped here: model names, run names, commands and error texts
 come from result files and may hold markup, table cells and headings among them; every table's id derives
@@ -141,13 +142,13 @@ def table_html(frame: pd.DataFrame, key: str) -> str:
     once more): one class on a number's cell is all the alignment needs."""
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
                for c in frame.columns]
-    table = f"T_{_escape(key)}"
+    table_id = f"T_{_escape(key)}"
     head = "".join(f"<th>{_escape(column)}</th>" for column in frame.columns)
     rows = ["<tr>" + "".join(f'<td class="n">{_escape(number(v))}</td>' if right else f"<td>{_escape(number(v))}</td>"
                              for v, right in zip(row, numeric)) + "</tr>"
             for row in frame.itertuples(index=False, name=None)]
-    return (f"<style>#{table} th, #{table} td {{text-align: left}} #{table} td.n {{text-align: right}}</style>\n"
-            f'<table id="{table}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(rows)
+    return (f"<style>#{table_id} th, #{table_id} td {{text-align: left}} #{table_id} td.n {{text-align: right}}"
+            f'</style>\n<table id="{table_id}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(rows)
             + "\n</tbody>\n</table>\n")
 
 
@@ -186,29 +187,6 @@ def figure_html(block: Block) -> str:
             f'style="max-width:100%">')
 
 
-def blocks_markdown(title: str, blocks: list[Block]) -> str:
-    """summary.md of a report made of blocks: the same blocks its notebook shows, in the same order, as markdown
-    under `title`, so the two cannot say different things; figures are left out (their PNGs are in figures/)."""
-    lines = [f"# {title}", ""]
-    for block in blocks:
-        if block.kind == "heading":
-            lines += ["#" * block.body + " " + block.text]
-        elif block.kind == "answer":
-            lines += [f"**{block.text}**", ""] + [f"- {line}" for line in block.body]
-        elif block.kind == "note":
-            lines += [block.text]
-        elif block.kind == "warning":
-            lines += [f"**Warning:** {block.text}"]
-        elif block.kind == "table":
-            frame = block.body
-            lines += [f"**{block.text}**", ""] + (["none"] if frame.empty else
-                                                  table(list(frame.columns), frame.values.tolist()))
-        else:
-            continue
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
 def show(blocks: list[Block]) -> None:
     """Display blocks in a notebook: everything as escaped HTML, figures linked from their PNG files."""
     from IPython.display import HTML, display
@@ -217,3 +195,41 @@ def show(blocks: list[Block]) -> None:
         display(HTML(block_html(block)))
         if block.kind == "figure":
             display(HTML(figure_html(block)))
+
+
+# -- markdown ---------------------------------------------------------------------------------
+def _prose(text: str) -> str:
+    # Error excerpts reach the warnings: a `<class ...>` would vanish as an HTML tag, a `*` or a backtick
+    # turn what follows into emphasis or code
+    return text.replace("\\", "\\\\").replace("<", "&lt;").replace("`", "\\`").replace("*", "\\*")
+
+
+def blocks_markdown(blocks: list[Block], title: str | None = None) -> str:
+    """summary.md of a report made of blocks: the same blocks its notebook shows, in the same order, as markdown,
+    so the two cannot say different things; figures are left out (their PNGs are in figures/). Under `title`, or
+    where it is None, the first block (a heading) as the title."""
+    if title is None:
+        first, *blocks = blocks
+        if first.kind != "heading":
+            raise ValueError(f"no title: the first block is of kind {first.kind!r}, not a heading")
+        title = first.text
+    lines = [f"# {_prose(title)}", ""]
+    for block in blocks:
+        if block.kind == "figure":
+            continue
+        if block.kind == "heading":
+            lines += ["#" * block.body + " " + _prose(block.text)]
+        elif block.kind == "answer":
+            lines += [f"**{_prose(block.text)}**", ""] + [f"- {_prose(line)}" for line in block.body]
+        elif block.kind == "note":
+            lines += [_prose(block.text)]
+        elif block.kind == "warning":
+            lines += [f"**Warning:** {_prose(block.text)}"]
+        elif block.kind == "table":
+            frame = block.body
+            lines += [f"**{_prose(block.text)}**", ""] + (["none"] if frame.empty else
+                                                         table(list(frame.columns), frame.values.tolist()))
+        else:
+            raise ValueError(f"a block of kind {block.kind!r}: summary.md has no form for it")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

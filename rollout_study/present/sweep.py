@@ -286,7 +286,7 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
 def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: str | None = "figures",
            folder=".") -> list[Block]:
     """The report's blocks, which its notebook shows and summary.md renders; figures_dir None: no figure drawn
-    and none among the blocks (summary.md's case)."""
+    and none among the blocks (summary.md's case; the figure functions' None means drawn, not saved)."""
     usable, rejected, verdicts = _parts(folder, record, loaded)
     draw = figures_dir is not None
     out = [Block("heading", f"Sweep {record['spec'].get('name')}", 2),
@@ -340,4 +340,4 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
 
 
 def summary(record: dict, loaded: list[tuple[dict, Result | None]], folder=".") -> str:
-    return blocks_markdown(f"Sweep: {record['spec'].get('name')}", blocks(record, loaded, None, folder))
+    return blocks_markdown(blocks(record, loaded, None, folder))  # under the first block: "Sweep NAME"

@@ -17,150 +17,16 @@ finished but a parity check, a phase or a notebook failed; 2 bad input, nothing 
 from __future__ import annotations
 
 import argparse
-import math
-import dataclasses
-import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-from .param_values import ParameterError
-from .params import StudyParams
+from .cli_params import PARAMS_DIR, default_params_file, parameter_arguments, params_from, preflight
 from .files import save, writable
+from .param_values import ParameterError
 from .pipeline import say
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-PARAMS_DIR = Path(__file__).resolve().parent.parent / "params"
-GPU_DEFAULT_PARAMS = PARAMS_DIR / "reference-tiny.yaml"
-CPU_DEFAULT_PARAMS = PARAMS_DIR / "cpu-smoke.yaml"
-
-
-# -- parameters -------------------------------------------------------------------------------
-PAPERMILL_WORDS = {"True": True, "False": False, "None": None}
-
-
-def parse_value(key: str, raw: str) -> Any:
-    """A command-line value as papermill's -p reads one (True, False, None, an integer, then a number: 1e-4 is
-    0.0001, where YAML would read text), else as YAML, so lists and lowercase booleans keep their types."""
-    import yaml
-
-    if key == "engines" and raw and not raw.lstrip().startswith("["):
-        return [part.strip() for part in raw.split(",") if part.strip()]
-    text = raw.strip()
-    if text in PAPERMILL_WORDS:
-        return PAPERMILL_WORDS[text]
-    if any(ch.isdigit() for ch in text):  # not papermill's float('nan') or float('inf'): no parameter's value
-        for number in (int, float):
-            try:
-                value = number(text)
-            except ValueError:
-                continue
-            if number is int or math.isfinite(value):  # 1e999 overflows to inf: text, refused by its check
-                return value
-    try:
-        return yaml.safe_load(raw) if text else ""
-    except yaml.YAMLError as err:
-        raise ParameterError(f"{key}: value {raw!r} is not valid YAML: {err}") from None
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """`key=value` as --set takes it."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise ParameterError(f"--set expects key=value, got {text!r}")
-    return key.strip(), parse_value(key.strip(), raw)
-
-
-def default_params_file() -> Path:
-    import torch
-
-    return GPU_DEFAULT_PARAMS if torch.cuda.is_available() else CPU_DEFAULT_PARAMS
-
-
-def load_params(params_file: str | os.PathLike | None, overrides: dict | None = None) -> StudyParams:
-    """The parameter file (or the defaults), then the overrides, validated once by StudyParams."""
-    base = StudyParams.from_yaml(str(params_file)).to_dict() if params_file else {}
-    source = f"{params_file or 'defaults'}" + (" with overrides" if overrides else "")
-    return StudyParams.from_dict({**base, **(overrides or {})}, source=source)
-
-
-def overrides_of(args) -> dict:
-    values = {}
-    for field in dataclasses.fields(StudyParams):
-        raw = getattr(args, f"flag_{field.name}", None)
-        if raw is not None:
-            values[field.name] = parse_value(field.name, raw)
-    values.update(dict(parse_override(text) for text in args.overrides))
-    values.update({key: parse_value(key, raw) for key, raw in args.papermill_style})
-    if getattr(args, "no_profile", False):
-        values["profile"] = False
-    return values
-
-
-def _file_defaults(path: Path) -> dict:
-    """A default parameter file's values over StudyParams's, read raw: help must not import torch to validate."""
-    import yaml
-
-    try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        values = {}
-    return {**StudyParams().to_dict(), "name": path.stem, **(values if isinstance(values, dict) else {})}
-
-
-def _default_help(name: str, defaults: dict, with_file: bool) -> str:
-    """What a parameter is when no flag sets it: `run` without a file takes a default file per device, `bench`
-    StudyParams's defaults; either way a file given wins."""
-    def shown(values: dict):
-        return "auto" if values[name] is None else values[name]  # prompt_len
-
-    if not with_file:
-        return f"default: the parameter file's; without one, {shown(defaults['none'])}"
-    cpu, gpu = shown(defaults["cpu"]), shown(defaults["gpu"])
-    if cpu == gpu:
-        return (f"default: the parameter file's; without one, {cpu} (in {CPU_DEFAULT_PARAMS.name} and "
-                f"{GPU_DEFAULT_PARAMS.name})")
-    return (f"default: the parameter file's; without one, {cpu} on CPU ({CPU_DEFAULT_PARAMS.name}), {gpu} with CUDA "
-            f"({GPU_DEFAULT_PARAMS.name})")
-
-
-def _parameter_arguments(parser: argparse.ArgumentParser, default_file: bool = False) -> None:
-    """default_file: the command runs a default parameter file where none is given (`run`)."""
-    group = parser.add_argument_group("parameters (each validated by StudyParams; later ones win)")
-    group.add_argument("--params", dest="params_option", default=None, metavar="FILE",
-                       help="YAML parameter file (same as the positional argument)")
-    group.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="set one parameter; repeatable")
-    group.add_argument("-p", "--parameters", dest="papermill_style", nargs=2, action="append", default=[],
-                       metavar=("KEY", "VALUE"), help="set one parameter, as papermill's -p does; repeatable")
-    defaults = {"none": StudyParams().to_dict(), "cpu": _file_defaults(CPU_DEFAULT_PARAMS),
-                "gpu": _file_defaults(GPU_DEFAULT_PARAMS)}
-    for field in dataclasses.fields(StudyParams):
-        group.add_argument("--" + field.name.replace("_", "-"), dest=f"flag_{field.name}", default=None,
-                           metavar="V", help=_default_help(field.name, defaults, default_file))
-
-
-def params_from(args) -> StudyParams:
-    params_file = args.params_option or args.params_file
-    return load_params(params_file, overrides_of(args))
-
-
-def preflight(params: StudyParams) -> None:
-    """Checks that need the model's files but not its weights, done before any run starts.
-
-    An explicit prompt_len must hold the longest chat prompt; the tokenizer alone tells, in seconds,
-    instead of failing after a model load.
-    """
-    from . import models
-    from .workload import chat_rows, check_chat_prompt_len
-
-    if params.prompt_len is None or params.prompts == "random" or params.is_synthetic:
-        return
-    tokenizer = models.tokenizer_only(params)
-    if tokenizer is not None and params.resolved_prompts(True) == "chat":
-        _, rows = chat_rows(tokenizer, params.requests)
-        check_chat_prompt_len(params.prompt_len, max(len(r) for r in rows))
 
 
 def _command(argv: list[str]) -> str:
@@ -308,13 +174,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--output-root", default=str(Path(PARAMS_DIR.parent, "runs")),
                      help="folder of run folders (default: runs/ in the repository, git-ignored)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    _parameter_arguments(run, default_file=True)
+    parameter_arguments(run, default_file=True)
     bench = commands.add_parser("bench", help="the study alone, into one result JSON")
     bench.add_argument("params_file", nargs="?", default=None, help="YAML parameter file (default: the defaults)")
     bench.add_argument("--output", default="rollout-first-call.json", help="result JSON path")
     bench.add_argument("--no-profile", action="store_true", help="skip the profiled call per engine")
     bench.add_argument("--quiet", action="store_true", help="no progress bar and no summary table")
-    _parameter_arguments(bench)
+    parameter_arguments(bench)
     from .sweep_command import DESCRIPTION
 
     sweep = commands.add_parser("sweep", help="a sweep file: one study per point, then its report",

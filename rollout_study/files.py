@@ -90,6 +90,27 @@ def writable(path: Path) -> str | None:
     return None
 
 
+def _unique_keys_loader():
+    """yaml's safe loader, which refuses a key given twice in one mapping: safe_load keeps the last without a
+    word, so `requests: 0` above `requests: 1` would pass as 1."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` merges, and the keys after it may override what it brings
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
+
+
 def read_yaml(path: str, what: str) -> Any:
     """A parameter or sweep file's YAML; a missing file, a folder, bytes that are not UTF-8 or text that is not
     YAML is a ParameterError naming the file (bad input, exit 2), never a traceback."""
@@ -103,7 +124,7 @@ def read_yaml(path: str, what: str) -> Any:
         raise ParameterError(f"{what} {path!r} does not exist")
     try:
         with open(path, encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
+            return yaml.load(handle, Loader=_unique_keys_loader())
     except UnicodeDecodeError as err:
         raise ParameterError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:

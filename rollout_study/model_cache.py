@@ -96,6 +96,13 @@ def _write_copy(gguf_path: str, target: Path) -> None:
             shutil.rmtree(partial, ignore_errors=True)
 
 
+def complete_copy(gguf_path: str) -> Path | None:
+    """The dequantized copy's folder where a whole one is already there; None otherwise (nothing is made)."""
+    root = cache_root()
+    target = None if root is None else copy_folder(gguf_path, root)
+    return target if target is not None and (target / COMPLETE).is_file() else None
+
+
 def local_copy(gguf_path: str) -> Path | None:
     """The folder of the dequantized copy of `gguf_path`, made if missing; None when caching is off."""
     root = cache_root()

@@ -180,12 +180,13 @@ def check_trainable(model) -> None:
                             "the study needs plain floating-point parameters")
 
 
-def _smollm2_sources() -> tuple[dict, str | None]:
-    """(from_pretrained arguments that name the model, the dequantized copy's folder or None)."""
-    from .model_cache import local_copy
+def _smollm2_sources(make_copy: bool = True) -> tuple[dict, str | None]:
+    """(from_pretrained arguments that name the model, the dequantized copy's folder or None); make_copy False:
+    the copy only where a whole one is there, else the GGUF file (the same weights, vocabulary and template)."""
+    from .model_cache import complete_copy, local_copy
 
     path = smollm2_gguf_path()
-    copy = local_copy(path)
+    copy = local_copy(path) if make_copy else complete_copy(path)
     if copy is not None:
         return {"pretrained_model_name_or_path": str(copy)}, str(copy)
     return {"pretrained_model_name_or_path": os.path.dirname(path), "gguf_file": os.path.basename(path)}, None
@@ -222,7 +223,8 @@ def tokenizer_only(params: StudyParams):
     if params.is_synthetic:
         return None
     if params.model == "smollm2-135m-instruct":
-        return AutoTokenizer.from_pretrained(**_smollm2_sources()[0], local_files_only=True)
+        # a check before any work must not be what dequantizes the model and writes its 517 MB copy
+        return AutoTokenizer.from_pretrained(**_smollm2_sources(make_copy=False)[0], local_files_only=True)
     try:
         return AutoTokenizer.from_pretrained(params.model, local_files_only=True)
     except (OSError, ValueError):

@@ -5,6 +5,7 @@ refused here with a message that names the parameter and its allowed range, befo
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any
@@ -47,6 +48,8 @@ SYNTHETIC_SHAPES = {
 SHAPE_FIELDS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "max_positions")
 RANDOM_PROMPT_LEN = 32  # the reference workload's prompt length
 PRETRAINED_SOURCES = ("smollm2-135m-instruct",)
+# Their position tables, known before any load, so that prompt + new tokens past them is refused up front
+PRETRAINED_POSITIONS = {"smollm2-135m-instruct": 8192}
 
 
 class ParameterError(ValueError):
@@ -82,9 +85,11 @@ def _number_hint(value: Any) -> str:
     if not isinstance(value, str) or not any(ch.isdigit() for ch in value):
         return ""
     try:
-        float(value)
+        number = float(value)
     except ValueError:
         return ""
+    if not math.isfinite(number):  # 1e999 overflows: no way of writing it makes it a number in range
+        return " (past the largest number a float holds)"
     dotted = re.sub(r"^([+-]?\d+)([eE])", r"\1.0\2", value.strip())
     if dotted == value.strip():
         return " (a number in quotes is text)"
@@ -155,6 +160,22 @@ def _checkpoint(name: str, folder: str, config_file: str) -> None:
     if not any(entry.endswith(WEIGHT_FILES) for entry in os.listdir(folder)):
         raise ParameterError(f"{name}: the folder {folder!r} holds no weights "
                              f"(no file ending in {', '.join(WEIGHT_FILES)})")
+
+
+def model_positions(model: str) -> int | None:
+    """A pretrained source's or local checkpoint's position table from what names it (config.json's
+    max_position_embeddings), without its weights; None where that does not say (the load checks again)."""
+    import json
+
+    if model in PRETRAINED_POSITIONS:
+        return PRETRAINED_POSITIONS[model]
+    try:
+        with open(os.path.join(model, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    positions = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 else None
 
 
 def engine_names() -> tuple[str, ...]:

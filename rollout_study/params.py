@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .param_values import (CHECKS, DIAGNOSTIC_POLICIES, POLICIES, RANDOM_PROMPT_LEN, SHAPE_FIELDS, SYNTHETIC,
-                           SYNTHETIC_SHAPES, ParameterError)
+                           SYNTHETIC_SHAPES, ParameterError, model_positions)
 
 
 # The study notebook's variables beside the parameters: where result.json goes, the command that started the run
@@ -164,8 +164,9 @@ class StudyParams:
                 raise ParameterError(f"{source}: heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
             if (self.hidden // self.heads) % 2:
                 raise ParameterError(f"{source}: hidden / heads must be even for rotary embeddings")
-        if self.is_synthetic:
-            self.check_positions(self.shape()["max_positions"], source)
+        positions = self.shape()["max_positions"] if self.is_synthetic else model_positions(self.model)
+        if positions is not None:
+            self.check_positions(positions, source)
 
     def check_positions(self, model_positions: int, source: str = "parameters") -> None:
         """Prompt plus new tokens must fit in the model's position table."""

@@ -28,6 +28,7 @@ RUNS_ROOT = REPO_ROOT / "runs"
 REPORTS_ROOT = REPO_ROOT / "reports"
 FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESERVED_NAMES = {"index.html", "index"}
+MAX_NAME = 200  # with the run folder's time stamp or a partial folder's prefix and suffix, under 255 bytes
 
 
 class PublishError(ValueError):
@@ -35,9 +36,10 @@ class PublishError(ValueError):
 
 
 def check_name(name: str, what: str = "name") -> str:
-    if not FOLDER_NAME.match(name or "") or name in RESERVED_NAMES:
+    if not FOLDER_NAME.match(name or "") or name in RESERVED_NAMES or len(name) > MAX_NAME:
         raise PublishError(f"{what} {name!r} names a report folder; allowed: letters, digits, '.', '_' and '-', "
-                           f"starting with a letter or digit, and not {', '.join(sorted(RESERVED_NAMES))}")
+                           f"starting with a letter or digit, at most {MAX_NAME} characters, and not "
+                           f"{', '.join(sorted(RESERVED_NAMES))}")
     return name
 
 
@@ -107,7 +109,7 @@ def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REP
     if gaps:
         raise PublishError(f"{run_folder}: its report is incomplete ({'; '.join(gaps)}): the run's report step "
                            f"failed; rebuild it (python -m rollout_study report {run_folder}), then publish")
-    name = check_name(name or default_name)
+    name = check_name(default_name if name is None else name, "--name" if name is not None else "name")
     target = reports_root / name
     reports_root.mkdir(parents=True, exist_ok=True)
     with locked(reports_root):

@@ -12,7 +12,6 @@ swap, and a sweep started meanwhile is refused until the rebuild ends.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -23,29 +22,18 @@ from .sweep_lock import LOCK_FILE, locked
 
 
 def sweep_kind(folder: Path) -> str:
-    """The report of a sweep folder (hazards or sweep), once its record and every point's result read."""
+    """The report of a sweep folder (hazards or sweep), once its record (sweep.read_record) and every point's
+    result read."""
     from .record import ResultError
-    from .sweep import REPORTS, SWEEP_FILE, load
+    from .sweep import load
 
-    path = folder / SWEEP_FILE
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ParameterError(f"{path}: not valid JSON: {err}") from None
-    except (ValueError, OSError) as err:  # not UTF-8, not readable
-        raise ParameterError(f"{path}: cannot be read: {err}") from None
-    spec = record.get("spec") if isinstance(record, dict) else None
-    if not isinstance(spec, dict) or spec.get("report") not in REPORTS:
-        raise ParameterError(f"{path}: not a sweep record: it needs a 'spec' mapping whose report is one of "
-                             f"{', '.join(REPORTS)}, as `sweep` writes it")
-    points = record.get("points", [])
-    if not isinstance(points, list) or not all(isinstance(p, dict) and isinstance(p.get("file"), str) for p in points):
-        raise ParameterError(f"{path}: 'points' must be a list of entries, each naming its result file")
-    try:
-        load(folder)
+        record, _ = load(folder)
+    except ParameterError:  # its record: it names the file and what is wrong
+        raise
     except (ResultError, ValueError, OSError) as err:
         raise ParameterError(f"{folder}: a point's result does not read: {err}") from None
-    return spec["report"]
+    return record["spec"]["report"]
 
 
 def check_result(folder: Path) -> None:

@@ -32,11 +32,10 @@ runs of one sweep on different machines can be compared (`rollout-study compare 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
-import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,15 +44,17 @@ from .files import write_json_atomic
 from .launch import LAUNCHERS
 from .param_values import ParameterError
 from .params import LATER_PARAMETERS, StudyParams
-from .record import ResultError, excerpt
+from .record import excerpt
 from .result import Result
 # Whether a sweep folder may be published: in sweep_validity.py, read from here by its callers
 from .sweep_validity import missing_points, point_problems, validity_problems  # noqa: F401
 # Which results a run into a sweep folder keeps: in sweep_resume.py, read from here by its callers
 from .sweep_resume import KEPT, kept_on_resume, kept_status, was_kept  # noqa: F401
+# A sweep folder read back (its record and its points' results): in sweep_load.py, read from here by its callers
+from .sweep_load import REPORTS, SWEEP_FILE, finished, load, load_results, read_record  # noqa: F401
 
-REPORTS = ("hazards", "sweep")
-SWEEP_FILE = "sweep.json"
+SWEEP_KEYS = ("name", "report", "sweep", "repeat_alone", "launcher", "point_timeout_s", "subset_of")
+MAX_POINT_TIMEOUT_S = 2_000_000  # a point's wait polls in milliseconds, a C int: past about 2,147,483 s it overflows
 POINTS_FOLDER = "points"
 
 
@@ -77,9 +78,10 @@ class SweepSpec:
         repeat, subset_of = values.pop("repeat_alone", 0), values.pop("subset_of", None)
         launcher, timeout = values.pop("launcher", "fresh"), values.pop("point_timeout_s", None)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not 0 < timeout < math.inf):
-            raise ParameterError(f"{source}: point_timeout_s must be a number of seconds > 0 (each point's process "
-                                 f"is killed after it; left out, no limit), got {timeout!r}")
+                                    or not 0 < timeout <= MAX_POINT_TIMEOUT_S):
+            raise ParameterError(f"{source}: point_timeout_s must be a number of seconds > 0 and <= "
+                                 f"{MAX_POINT_TIMEOUT_S:,} (each point's process is killed after it; left out, no "
+                                 f"limit), got {timeout!r}")
         if launcher not in LAUNCHERS:
             raise ParameterError(f"{source}: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if subset_of is not None and not isinstance(subset_of, str):
@@ -91,16 +93,27 @@ class SweepSpec:
             raise ParameterError(f"{source}: report must be one of {', '.join(REPORTS)}; got {report!r}")
         if "name" in axes:
             raise ParameterError(f"{source}: 'name' cannot be swept (each point is named after its values)")
+        fields = {f.name for f in dataclasses.fields(StudyParams)}
+        unknown = sorted(set(values) - fields)
+        if unknown:  # else refused against the first point, as though its values were wrong
+            raise ParameterError(f"{source}: unknown key(s) {', '.join(map(str, unknown))}; allowed: the sweep "
+                                 f"file's own ({', '.join(SWEEP_KEYS)}) and any StudyParams field shared by every "
+                                 "point (python -m rollout_study run --help lists them)")
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
-        spec = cls(str(values.get("name") or "sweep"), report, dict(axes), values, repeat, launcher, subset_of,
-                   timeout)
+            if any(isinstance(option, dict) and "name" in option for option in options):
+                raise ParameterError(f"{source}: sweep.{key}: 'name' cannot be swept (each point is named after its "
+                                     "values)")
+        name = values.get("name", "sweep")
+        if not isinstance(name, str) or not name.strip():
+            raise ParameterError(f"{source}: name must be a non-empty string (left out: 'sweep'), got {name!r}")
+        spec = cls(name, report, dict(axes), values, repeat, launcher, subset_of, timeout)
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
-        for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4)
-            for key in (point_hash(params), slug):
+        for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4, auto and
+            for key in (point_hash(params), slug, same_study(params)):  # what auto reads as here)
                 if key in seen:
                     raise ParameterError(f"{source}: points {seen[key]!r} and {slug!r} have the same parameters or "
                                          "name; allowed: each value of an axis once")
@@ -169,6 +182,20 @@ def point_hash(params: StudyParams) -> str:
     values = {k: v for k, v in params.to_dict().items()
               if k != "name" and not (k in LATER_PARAMETERS and v == LATER_PARAMETERS[k])}
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def same_study(params: StudyParams) -> str:
+    """What a point measures once its `auto`s are read on this host (device, dtype, prompts and their length) and
+    its policy named in full: two points alike in it are one study twice, under two hashes."""
+    import torch
+
+    device = params.device if params.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    values = {**params.to_dict(), "device": device, "dtype": params.resolved_dtype(device),
+              "policy": list(params.policies), "prompts": params.resolved_prompts(not params.is_synthetic)}
+    if values["prompts"] == "random":
+        values["prompt_len"] = params.resolved_prompt_len()
+    values.pop("name")
+    return "study " + json.dumps(values, sort_keys=True, default=str)
 
 
 def _now() -> str:
@@ -317,31 +344,3 @@ def local_runner(launcher):
             return None, err, time.perf_counter() - start, {}
 
     return run
-
-
-def load(folder: str | os.PathLike) -> tuple[dict, list[tuple[dict, Result | None]]]:
-    """The sweep record and, per point, its entry and result (None where the point failed)."""
-    folder = Path(folder)
-    with open(folder / SWEEP_FILE, encoding="utf-8") as handle:
-        record = json.load(handle)
-    points = []
-    # In the spec's order, whatever order the points finished in (Ray runs them side by side).
-    for entry in sorted(record.get("points", []), key=lambda e: e.get("order", 0)):
-        path = folder / entry["file"]
-        if path.is_symlink() and not path.exists():  # else read as a point that never ran, and run again
-            raise ResultError(f"{path} links to {os.readlink(path)}, which is not there: the report it names "
-                              "(publish.link_copies) was moved or removed")
-        ran = entry.get("status") != "failed" and path.is_file()
-        points.append((entry, Result.read(path) if ran else None))
-    return record, points
-
-
-def load_results(folder: str | os.PathLike) -> tuple[dict, list[Result]]:
-    """The sweep record and the results of the points that finished (what every report reads)."""
-    record, points = load(folder)
-    return record, finished(points)
-
-
-def finished(points: list[tuple[dict, Result | None]]) -> list[Result]:
-    return [result for _, result in points if result is not None]
-

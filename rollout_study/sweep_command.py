@@ -21,7 +21,7 @@ def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
     from . import publish
     from .files import writable
-    from .sweep import SWEEP_FILE, SweepSpec, load
+    from .sweep import SWEEP_FILE, SweepSpec, load, read_record
     from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
@@ -38,11 +38,13 @@ def command(args) -> list[str]:
     if not args.address:  # every point runs on this host: one asking for a device it lacks is refused now
         for slug, params in spec.points():
             params.resolved_device()
+    preflight_points(spec)
     publish.check_name(spec.name, "name")
     for source in args.keep_from:
         if not (Path(source) / SWEEP_FILE).is_file():
             raise ParameterError(f"--keep-from {source!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a "
                                  "sweep folder whose points share parameters with this sweep's")
+        read_record(source)  # a record that does not read is refused here, not once the new folder is made
     if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep.kept_status)
         folder = Path(args.into).resolve()
         if not (folder / SWEEP_FILE).is_file():
@@ -62,13 +64,41 @@ def command(args) -> list[str]:
         return _run(args, spec, folder, lock)
 
 
+def preflight_points(spec) -> None:
+    """cli_params.preflight for each point that a chat prompt's length can fail (once per model, prompt length,
+    prompts and requests): else each such point loads its model in a process of its own, and fails there."""
+    from .cli_params import preflight
+
+    seen = set()
+    for slug, params in spec.points():
+        key = (params.model, params.prompt_len, params.prompts, params.requests)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            preflight(params)
+        except ParameterError as err:
+            raise ParameterError(f"point {slug}: {err}") from None
+
+
 def reachable(address: str, timeout_s: float = 10.0) -> None:
     """Refuse a cluster address nothing answers at: ray.init retries one for minutes before it gives up, and the
-    sweep would have made its folder by then. 'auto' and ray:// client addresses are left to Ray."""
+    sweep would have made its folder by then. 'auto' and ray:// client addresses (where Ray's client is installed)
+    are left to Ray."""
     import socket
 
+    import importlib.util
+
     host, _, port = address.rpartition(":")
-    if address == "auto" or "://" in address:
+    if address == "auto":
+        return
+    if "://" in address:
+        if not address.startswith("ray://"):
+            raise ParameterError(f"--address {address!r}: allowed: HOST:PORT of a Ray cluster's head, 'auto', or "
+                                 "ray://HOST:PORT (Ray's client)")
+        if importlib.util.find_spec("grpc") is None:  # what ray[client] adds
+            raise ParameterError(f"--address {address!r}: a ray:// address needs Ray's client (pip install "
+                                 "'ray[client]==2.60.0'); allowed without it: HOST:PORT of the head, or 'auto'")
         return
     if not host or not port.isdigit():
         raise ParameterError(f"--address {address!r}: expected HOST:PORT of a Ray cluster's head (or 'auto')")

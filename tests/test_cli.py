@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_study import cli
+from rollout_study import cli, cli_params
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.param_values import ParameterError
 from rollout_study.result import Result
@@ -90,22 +90,25 @@ def test_every_way_of_giving_a_parameter_agrees(tmp_path):
     params = cli.params_from(args)
     assert (params.name, params.requests, params.iterations, params.lr, params.engines, params.cycles,
             params.profile) == ("p", 6, 2, 0.5, ["eager"], 3, False)
-    assert cli.parse_value("engines", "eager,graph") == ["eager", "graph"]
+    assert cli_params.parse_value("engines", "eager,graph") == ["eager", "graph"]
     run_args = cli.parser().parse_args(["run", str(base), "--set", "lr=0.5", "-p", "engines", "[eager]",
                                         "--cycles", "3", "--profile", "false"])
     assert cli.params_from(run_args) == params  # run accepts what bench accepts
     with pytest.raises(ParameterError, match="key=value"):
-        cli.parse_override("iterations")
+        cli_params.parse_override("iterations")
 
 
 def test_numbers_are_read_as_papermill_reads_them():
     """1e-4 is a number on the command line (papermill's -p), though YAML 1.1 reads it as text."""
     for flags in (["-p", "lr", "1e-4"], ["--set", "lr=1e-4"], ["--lr", "1e-4"]):
         assert cli.params_from(cli.parser().parse_args(["run", *flags])).lr == 1e-4, flags
-    assert [cli.parse_value("x", raw) for raw in ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")] \
+    raws = ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")
+    assert [cli_params.parse_value("x", raw) for raw in raws] \
         == [4, -3, 2.5, 5000.0, True, None, True, [1, 2], "abc"]
-    assert cli.parse_value("name", "nan") == "nan"  # words papermill's float() takes stay text: no parameter's value
-    assert cli.parse_value("lr", "1e999") == "1e999"  # float() overflows it to inf: text, which lr's check refuses
+    # words papermill's float() takes stay text: no parameter's value
+    assert cli_params.parse_value("name", "nan") == "nan"
+    # float() overflows it to inf: text, which lr's check refuses
+    assert cli_params.parse_value("lr", "1e999") == "1e999"
     args = cli.parser().parse_args(["run", "-p", "prompt_len", "None", "--requests", "abc"])
     with pytest.raises(ParameterError, match="requests must be an integer between 1 and 4096, got 'abc'"):
         cli.params_from(args)

@@ -213,7 +213,7 @@ def _notebooks_with(tmp_path: Path, first_line: str, new_source: str) -> Path:
 
 
 def _study(tmp_path: Path, notebooks: Path) -> tuple[list[str], Path]:
-    from rollout_study.cli import load_params
+    from rollout_study.cli_params import load_params
 
     folder = tmp_path / "run"
     folder.mkdir()

@@ -202,7 +202,8 @@ def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goe
 
 @pytest.mark.parametrize("value", [0, -5, "1h", True, float("inf"), float("nan"), [60]])
 def test_point_timeout_s_must_be_a_positive_number_of_seconds(value):
-    with pytest.raises(ParameterError, match=r"sweep: point_timeout_s must be a number of seconds > 0 \(.*\), got"):
+    with pytest.raises(ParameterError, match=r"sweep: point_timeout_s must be a number of seconds > 0 and <= "
+                                             r"2,000,000 \(.*\), got"):
         _spec(point_timeout_s=value)
 
 

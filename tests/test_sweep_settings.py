@@ -241,3 +241,24 @@ def test_a_sweep_without_eager_has_settings_side_by_side_without_eager_s_drift()
     usable, _ = curves.split(loaded)
     (line,) = report.settings_lines(usable)
     assert "graph[reuse] at length_bucket 64: 2.00x to 2.00x the steady speed" in line and "eager" not in line
+
+
+def test_a_sweep_of_one_iteration_reports_its_settings_with_no_interval_and_no_verdict(tmp_path):
+    """iterations: 1 leaves one steady sample a side: a ratio without an interval, never faster or slower (the
+    report stopped on it, after every point had run)."""
+    one = {(v, p): [ms] for v, ms in (("eager", 100.0), ("graph[reuse]", None)) for p in ("steady",
+                                                                                         "steady_after_update")}
+    rows = []
+    for batch in (2, 4):
+        for bucket in (0, 64):
+            ms = 10.0 * batch if bucket == 0 else 5.0 * batch
+            samples = {key: ([ms] if value == [None] else value) for key, value in one.items()}
+            rows.append((_entry(len(rows), "synthetic", batch, bucket),
+                         point(batch, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, ms, 1, 1)},
+                               steady_samples=samples)))
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    (line,) = [x for x in report.answer_lines(record, rows) if "graph[reuse] at length_bucket 64" in x]
+    assert "2.00x to 2.00x the steady speed at length_bucket 0; faster at 0 of 2 places, slower at 0" in line
+    assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 | - | - |" in report.summary(
+        record, rows)
+    assert any(b.kind == "figure" for b in report.blocks(record, rows, str(tmp_path / "figures"), str(tmp_path)))

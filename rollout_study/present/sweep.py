@@ -179,7 +179,9 @@ def settings_lines(points) -> list[str]:
     for setting, variant in dict.fromkeys((r.setting, r.variant) for r in rows):
         mine = [r for r in rows if (r.setting, r.variant) == (setting, variant)]
         ratios, eager = [r.ratio for r in mine], [r.eager for r in mine if r.eager]
-        faster, slower = sum(r.low > 1 for r in ratios), sum(r.high < 1 for r in ratios)
+        # one sample a side (iterations: 1) has no interval: neither faster nor slower
+        faster = sum(r.has_interval and r.low > 1 for r in ratios)
+        slower = sum(r.has_interval and r.high < 1 for r in ratios)
         drift = (f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
                  if eager else "")  # a sweep without eager has no drift to show
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "

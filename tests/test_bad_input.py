@@ -1,0 +1,206 @@
+"""Bad input is refused before any work, naming the parameter and what is allowed, with nothing written: the cases
+an audit of every command found getting through (a model's positions, a sweep record that does not read, a YAML key
+given twice, a name too long for a folder, ...)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rollout_study import cli, models, publish, sweep
+from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
+
+REPO = Path(__file__).resolve().parent.parent
+CPU = REPO / "params" / "sweep-cpu.yaml"
+
+
+def _checkpoint(folder: Path, positions: int) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": positions}),
+                                        encoding="utf-8")
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def test_prompt_and_new_tokens_past_a_real_models_positions_are_refused_before_it_loads(tmp_path, monkeypatch, capsys):
+    checkpoint = _checkpoint(tmp_path / "ckpt", 16)
+    with pytest.raises(ParameterError, match="prompt_len \\+ max_new_tokens = 40 exceeds the model's 16 positions; "
+                                             "allowed: prompt_len \\+ max_new_tokens <= 16"):
+        StudyParams.from_dict({"model": str(checkpoint), "prompt_len": 8, "max_new_tokens": 32})
+    assert StudyParams.from_dict({"model": str(checkpoint), "prompt_len": 8, "max_new_tokens": 8}).max_new_tokens == 8
+    with pytest.raises(ParameterError, match="exceeds the model's 8192 positions"):
+        StudyParams.from_dict({"model": "smollm2-135m-instruct", "max_new_tokens": 9000})
+    # a config that does not say leaves it to the load, as before
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
+    assert StudyParams.from_dict({"model": str(checkpoint), "max_new_tokens": 9000}).max_new_tokens == 9000
+    # `run` and `sweep` alike: exit 2, nothing loaded, no folder
+    _checkpoint(tmp_path / "short", 16)
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    runs = tmp_path / "runs"
+    assert cli.main(["run", "--model", str(tmp_path / "short"), "--device", "cpu", "--max-new-tokens", "32",
+                     "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+    assert "exceeds the model's 16 positions" in capsys.readouterr().err and not runs.exists()
+    swept = tmp_path / "swept.yaml"
+    swept.write_text(CPU.read_text(encoding="utf-8").replace("model: synthetic", f"model: {tmp_path / 'short'}")
+                     .replace("max_new_tokens: 4", "max_new_tokens: 30"), encoding="utf-8")
+    assert cli.main(["sweep", str(swept), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert "exceeds the model's 16 positions" in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_sweeps_chat_prompt_too_long_for_its_prompt_len_is_refused_before_any_point_without_dequantizing(
+        tmp_path, monkeypatch, capsys):
+    from rollout_study import model_cache
+
+    # no dequantized copy yet: the check reads the GGUF file's tokenizer and writes no 517 MB copy
+    monkeypatch.setenv(model_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(model_cache, "_write_copy", lambda *a, **k: pytest.fail("the model was dequantized"))
+    swept, runs = tmp_path / "smol.yaml", tmp_path / "runs"
+    swept.write_text(CPU.read_text(encoding="utf-8").replace("model: synthetic", "model: smollm2-135m-instruct"),
+                     encoding="utf-8")  # its prompt_len 8 holds no chat prompt
+    assert cli.main(["sweep", str(swept), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "point batch_size=1-requests=1: prompt_len must be >= 37 for the chat prompts" in err, err
+    assert not runs.exists() and not (tmp_path / "cache").exists()
+
+
+def _sweep_folder(root: Path, record) -> Path:
+    root.mkdir(parents=True)
+    (root / sweep.SWEEP_FILE).write_text(record if isinstance(record, str) else json.dumps(record), encoding="utf-8")
+    return root
+
+
+BAD_RECORDS = {
+    "not JSON": ("{oops", "not valid JSON"),
+    "a list": ([1, 2], "not a sweep record: it needs a 'spec' mapping"),
+    "no spec": ({"points": []}, "not a sweep record"),
+    "an entry without its slug": ({"spec": {"report": "sweep"}, "points": [{"file": "points/a.json"}]},
+                                  "each naming its point \\(slug\\) and its result file"),
+    "a wall that is text": ({"spec": {"report": "sweep"}, "points": [], "wall": "x"}, "'wall' must be a mapping"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RECORDS, ids=list(BAD_RECORDS))
+def test_a_sweep_record_that_does_not_read_is_bad_input_for_every_command_that_takes_one(tmp_path, case, capsys):
+    record, said = BAD_RECORDS[case]
+    folder = _sweep_folder(tmp_path / "bad", record)
+    with pytest.raises(ParameterError, match=said):
+        sweep.load(folder)
+    good = _sweep_folder(tmp_path / "good", {"spec": {"report": "sweep", "name": "good"}, "points": []})
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    runs = tmp_path / "runs"
+    for argv in (["sweep", str(CPU), "--keep-from", str(folder), "--output-root", str(runs)],
+                 ["sweep", str(CPU), "--into", str(folder)], ["compare", str(good), str(folder)],
+                 ["report", str(folder)], ["publish", str(folder), "--reports-root", str(tmp_path / "reports")]):
+        assert cli.main([*argv, "--quiet"] if argv[0] in ("sweep", "report") else argv) == cli.EXIT_BAD_INPUT, argv
+        assert str(folder) in capsys.readouterr().err, argv
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no partial folder, no lock, no report root
+
+
+def test_a_key_given_twice_in_a_parameter_or_sweep_file_is_refused(tmp_path, capsys):
+    doubled = tmp_path / "doubled.yaml"
+    doubled.write_text("requests: 0\ndevice: cpu\nrequests: 1\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="doubled.yaml: not valid YAML: the key 'requests' is given twice"):
+        StudyParams.from_yaml(str(doubled))
+    doubled.write_text(CPU.read_text(encoding="utf-8") + "name: again\n", encoding="utf-8")
+    assert cli.main(["sweep", str(doubled), "--output-root", str(tmp_path / "runs")]) == cli.EXIT_BAD_INPUT
+    assert "the key 'name' is given twice" in capsys.readouterr().err
+    merged = tmp_path / "merged.yaml"  # a merge key's keys may be overridden after it: no key given twice
+    merged.write_text("base: &b {requests: 2, device: cpu}\npoint:\n  <<: *b\n  requests: 4\n", encoding="utf-8")
+    from rollout_study.files import read_yaml
+
+    assert read_yaml(str(merged), "file")["point"] == {"requests": 4, "device": "cpu"}
+
+
+def test_names_too_long_for_a_folder_and_an_empty_publish_name_are_refused(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert cli.main(["run", "--set", "name=" + "a" * 201, "--device", "cpu", "--output-root", str(runs)]) \
+        == cli.EXIT_BAD_INPUT
+    assert f"at most {publish.MAX_NAME} characters" in capsys.readouterr().err and not runs.exists()
+    assert publish.check_name("a" * publish.MAX_NAME) == "a" * publish.MAX_NAME
+    with pytest.raises(publish.PublishError, match="--name '' names a report folder; allowed: letters"):
+        publish.publish(REPO / "reports" / "reference-tiny", tmp_path / "reports", name="")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_path, capsys):
+    import importlib.util
+
+    with pytest.raises(ParameterError, match=f"point_timeout_s must be a number of seconds > 0 and <= "
+                                             f"{sweep.MAX_POINT_TIMEOUT_S:,}"):
+        sweep.SweepSpec.from_dict({**sweep.SweepSpec.from_yaml(str(CPU)).to_dict(), "point_timeout_s": 3_000_000})
+    bench = ["bench", str(CPU.parent / "cpu-smoke.yaml"), "--params", str(CPU.parent / "reference-tiny.yaml")]
+    assert cli.main(bench) == cli.EXIT_BAD_INPUT
+    assert "two parameter files" in capsys.readouterr().err
+    if importlib.util.find_spec("ray") is None:
+        return
+    runs = tmp_path / "runs"
+    addresses = [("http://127.0.0.1:8265", "allowed: HOST:PORT of a Ray cluster's head, 'auto', or ray://")]
+    if importlib.util.find_spec("grpc") is None:
+        addresses.append(("ray://127.0.0.1:10001", "a ray:// address needs Ray's client"))
+    for address, said in addresses:
+        assert cli.main(["sweep", str(CPU), "--executor", "ray", "--address", address, "--output-root", str(runs),
+                         "--quiet"]) == cli.EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err and not runs.exists()
+
+
+def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_are_refused_before_it_loads(
+        tmp_path, monkeypatch, capsys):
+    from tokenizers import Tokenizer
+    from tokenizers import models as token_models
+    from transformers import PreTrainedTokenizerFast
+
+    plain = _checkpoint(tmp_path / "plain", 64)
+    words = Tokenizer(token_models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]").save_pretrained(plain)  # no chat template
+    bare = _checkpoint(tmp_path / "bare", 64)  # no tokenizer at all
+    monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    runs = tmp_path / "runs"
+    for model, prompts, said in ((plain, "auto", "whose tokenizer has no chat template; allowed here: random"),
+                                 (plain, "chat", "whose tokenizer has no chat template"),
+                                 (bare, "chat", "prompts: 'chat' needs a model with a tokenizer")):
+        assert cli.main(["run", "--model", str(model), "--prompts", prompts, "--device", "cpu",
+                         "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err and not runs.exists()
+
+
+def test_an_unknown_sweep_file_key_is_named_against_the_file_and_an_overflowing_number_is_said_to_be_one(
+        tmp_path, capsys):
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(CPU.read_text(encoding="utf-8") + "executor: ray\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"unknown.yaml: unknown key\(s\) executor; allowed: the sweep file's own "
+                                             r"\(name, report, sweep, repeat_alone, launcher, point_timeout_s, "
+                                             r"subset_of\) and any StudyParams field"):
+        sweep.SweepSpec.from_yaml(str(unknown))
+    assert cli.main(["bench", "--set", "lr=1e999", "--output", str(tmp_path / "x.json")]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "lr must be a number in (0, 10], got '1e999' (str) (past the largest number a float holds)" in err
+    assert "write 1.0e999" not in err and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("axis", [{"device": ["auto", "cpu"]}, {"dtype": ["auto", "float32"]},
+                                  {"prompts": ["auto", "random"]}, {"policy": ["both", ["recapture", "reuse"]]},
+                                  {"prompt_len": [None, 32]}])
+def test_two_points_one_study_once_auto_is_read_are_refused(axis):
+    """On this CPU host device auto is cpu, dtype auto float32; a synthetic model's prompts auto are random, 32
+    long: each pair is one study twice, under two hashes."""
+    import torch
+
+    if "device" in axis and torch.cuda.is_available():
+        pytest.skip("device auto is cuda on this host: two studies")
+    base = {"name": "twice", "model": "synthetic", "device": "cpu", "prompt_len": 32}
+    with pytest.raises(ParameterError, match="have the same parameters or name; allowed: each value of an axis once"):
+        sweep.SweepSpec.from_dict({**base, "sweep": axis})
+    assert len(sweep.SweepSpec.from_dict({**base, "sweep": {"dtype": ["float16", "float32"]}}).points()) == 2
+
+
+@pytest.mark.parametrize("values, said", [
+    ({"name": None}, "name must be a non-empty string \\(left out: 'sweep'\\), got None"),
+    ({"name": ""}, "name must be a non-empty string"),
+    ({"name": 0}, "name must be a non-empty string"),
+    ({"sweep": {"seed": [{"seed": 0, "name": "a"}, {"seed": 1}]}}, "sweep.seed: 'name' cannot be swept"),
+])
+def test_a_sweep_name_that_is_none_and_one_inside_an_axis_are_refused(values, said):
+    with pytest.raises(ParameterError, match=said):
+        sweep.SweepSpec.from_dict({"name": "s", "device": "cpu", "sweep": {"seed": [0, 1]}, **values})

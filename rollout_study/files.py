@@ -90,6 +90,17 @@ def writable(path: Path) -> str | None:
     return None
 
 
+def check_output_dir(output_dir: str, what: str = "output_dir") -> None:
+    """A run folder its result.json can be written into, checked before the run (a file there once lost a whole
+    study's result at its end)."""
+    from .param_values import ParameterError
+
+    problem = writable(Path(output_dir) / "result.json")
+    if problem:
+        raise ParameterError(f"{what} {output_dir!r}: {problem}; allowed: a folder, existing or not, that can be "
+                             "written")
+
+
 def _unique_keys_loader():
     """yaml's safe loader, which refuses a key given twice in one mapping: safe_load keeps the last without a
     word, so `requests: 0` above `requests: 1` would pass as 1."""

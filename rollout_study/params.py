@@ -37,6 +37,14 @@ def named_policies(policy) -> tuple[str, ...]:
     return {"both": POLICIES, "all": POLICIES + DIAGNOSTIC_POLICIES}.get(policy, (policy,))
 
 
+def set_since(namespace: dict, before: set) -> list[str]:
+    """The data names a notebook's namespace gained since `before` (what its parameters cell and papermill's
+    injected cell set): the kernel's own names (_, _i3, ...) and the imports' modules, classes and functions aside."""
+    return [name for name in set(namespace) - set(before)
+            if not _KERNEL_NAME.fullmatch(name) and not isinstance(namespace[name], types.ModuleType)
+            and not callable(namespace[name])]
+
+
 @dataclass(frozen=True)
 class StudyParams:
     # Defaults are the reference workload of STUDY.md (one cycle, recapture policy).
@@ -120,10 +128,7 @@ class StudyParams:
         otherwise go on with the default."""
         known = {f.name for f in dataclasses.fields(cls)}
         if before is not None:
-            # The validation cell's own imports are modules, classes and functions; an injected value is data
-            unknown = sorted(name for name in set(namespace) - set(before)
-                             if name not in known and name not in NOTEBOOK_NAMES and not _KERNEL_NAME.fullmatch(name)
-                             and not isinstance(namespace[name], types.ModuleType) and not callable(namespace[name]))
+            unknown = sorted(set(set_since(namespace, before)) - known - set(NOTEBOOK_NAMES))
             if unknown:
                 raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; known: "
                                      f"{', '.join(sorted(known | set(NOTEBOOK_NAMES)))}")

@@ -18,6 +18,7 @@ import pytest
 from result_fixture import make_invalid_result_dict
 from rollout_study import environment, numa, pipeline
 from rollout_study.environment import core_count
+from rollout_study.param_values import ParameterError
 from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -185,6 +186,30 @@ def test_papermill_refuses_a_misspelt_parameter_before_any_work(tmp_path):
     assert done.returncode != 0
     assert "unknown parameter(s) batchsize, requets; known: attn, batch_size" in done.stderr
     assert not runs.exists()  # refused before the run folder is made
+    # an output_dir its result cannot be written into: refused before the study, not once it has run
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    done = _run(sys.executable, "-m", "papermill", str(REPO / "notebooks/study.ipynb"), str(tmp_path / "run.ipynb"),
+                "-f", str(REPO / "params/cpu-smoke.yaml"), "-p", "output_dir", str(tmp_path / "a-file"), cwd=tmp_path)
+    assert done.returncode != 0 and f"output_dir '{tmp_path / 'a-file'}': {tmp_path / 'a-file'} is not a folder" \
+        in done.stderr, done.stderr[-2000:]
+
+
+def test_report_notebooks_refuse_a_misspelt_parameter_or_a_value_of_another_kind(tmp_path):
+    from rollout_study.present import notebook
+
+    done = _run(sys.executable, "-m", "papermill", str(REPO / "notebooks/report.ipynb"), str(tmp_path / "r.ipynb"),
+                "-p", "result_file", "x.json", cwd=tmp_path)
+    assert done.returncode != 0 and "unknown parameter(s) result_file; known: figures_dir, result_files" \
+        in done.stderr, done.stderr[-2000:]
+    before = {"json"}
+    expected = {"result_files": "list of text", "figures_dir": "text"}
+    notebook.check_parameters({"json": json, "result_files": ["a.json"], "figures_dir": "f", "_": 1, "_i3": ""},
+                              before, expected)
+    for values, said in (({"result_files": "/", "figures_dir": "f"}, "result_files must be a list of texts, got '/'"),
+                         ({"result_files": [], "figures_dir": " "}, "figures_dir must be a non-empty text"),
+                         ({"result_files": [1], "figures_dir": "f"}, "result_files must be a list of texts")):
+        with pytest.raises(ParameterError, match=said):
+            notebook.check_parameters(values, set(), expected)
 
 
 def test_nbconvert_execute_runs_the_defaults_anywhere(tmp_path):

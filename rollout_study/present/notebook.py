@@ -33,6 +33,25 @@ class Block:
     key: str = ""  # stable id of the block within the report (its table's id)
 
 
+def check_parameters(namespace: dict, before: set, expected: dict[str, str]) -> None:
+    """A report notebook's parameters, before it reads anything: papermill only warns about a name its parameters
+    cell lacks (`-p result_file X` ran as an empty report), so a name set since `before` that is none of `expected`
+    is refused, as is a value of another kind (expected: name -> 'text' or 'list of text')."""
+    from ..param_values import ParameterError
+    from ..params import set_since
+
+    unknown = sorted(set(set_since(namespace, before)) - set(expected))
+    if unknown:
+        raise ParameterError(f"notebook parameters: unknown parameter(s) {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(expected))}")
+    for name, kind in expected.items():
+        value = namespace.get(name)
+        text = isinstance(value, str) and value.strip() != ""
+        if not (text if kind == "text" else isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ParameterError(f"{name} must be {'a non-empty text' if kind == 'text' else 'a list of texts'}, "
+                                 f"got {value!r}")
+
+
 def read_results(paths: Iterable[str]) -> list[Result]:
     return [Result.read(path) for path in paths]
 

@@ -39,11 +39,11 @@ def cmd_bench(args, argv: list[str]) -> int:
     from .present import text
 
     params = params_from(args)
-    preflight(params)
     output = Path(args.output)
     problem = writable(output)
     if problem:
         raise ParameterError(f"--output {args.output!r}: {problem}")
+    preflight(params)  # after the quick checks: it reads the tokenizer (seconds)
     result = run_study(params, progress=not args.quiet, command=_command(argv))
     written = save(result, output)
     if not args.quiet or written != output:
@@ -65,11 +65,11 @@ def cmd_run(args, argv: list[str]) -> int:
     params = params_from(args)
     publish.check_name(params.name, "name")
     params.resolved_device()  # cuda without a GPU is refused here, not inside the notebook
-    preflight(params)
     runs_root = Path(args.output_root).resolve()
     problem = writable(runs_root / "probe.json")
     if problem:
         raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
+    preflight(params)  # after the quick checks: it reads the tokenizer (seconds)
     partial = publish.start_run(runs_root, params.name)
     problems: list[str] = []
     shown = "the run folder (renamed when the run ends: 'run folder:' below)"  # a failure is said before that
@@ -196,8 +196,9 @@ def parser() -> argparse.ArgumentParser:
                        "as on resume; its wall time joins this sweep's. Repeatable")
     sweep.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: one point after another; ray: one point per GPU as Ray tasks")
-    sweep.add_argument("--address", default=None, help="with --executor ray: an existing cluster (default: a "
-                                                       "local instance started for the sweep)")
+    sweep.add_argument("--address", default=None, help="with --executor ray: an existing cluster, HOST:PORT of its "
+                                                       "head, auto, or ray://HOST:PORT with Ray's client installed "
+                                                       "(default: a local instance started for the sweep)")
     sweep.add_argument("--quiet", action="store_true", help="no progress lines")
     report = commands.add_parser("report", help="rebuild a folder's report from its result.json or sweep.json")
     report.add_argument("folder", help="a run or report folder holding result.json, or a sweep folder")

@@ -131,19 +131,24 @@ def params_from(args) -> StudyParams:
     return load_params(params_file, overrides_of(args))
 
 
-def preflight(params: StudyParams) -> None:
+def preflight(params: StudyParams, tokenizers: dict | None = None) -> None:
     """Checks that need the model's files but not its weights, done before any run starts: the tokenizer alone
     tells, in seconds, instead of a failure after a model load.
 
-    Chat prompts need a tokenizer with a chat template (a local checkpoint may lack either), and an explicit
-    prompt_len must hold the longest of them.
+    Chat prompts need a tokenizer with a chat template (a local checkpoint may lack either); an explicit prompt_len
+    must hold the longest of them, and the longest (or prompt_len) plus the new tokens must fit the model's
+    positions. tokenizers: model -> tokenizer already read (a sweep's points share one per model).
     """
     from . import models
+    from .param_values import model_positions
     from .workload import chat_rows, check_chat_prompt_len
 
     if params.prompts == "random" or params.is_synthetic:
         return
-    tokenizer = models.tokenizer_only(params)
+    tokenizers = {} if tokenizers is None else tokenizers
+    if params.model not in tokenizers:
+        tokenizers[params.model] = models.tokenizer_only(params)
+    tokenizer = tokenizers[params.model]
     if tokenizer is None:
         if params.prompts == "chat":  # auto: random prompts, as the run will resolve them
             raise ParameterError(f"prompts: 'chat' needs a model with a tokenizer; {params.model} has none "
@@ -152,6 +157,9 @@ def preflight(params: StudyParams) -> None:
     if not getattr(tokenizer, "chat_template", None):
         raise ParameterError(f"prompts: {params.prompts!r} takes chat prompts from {params.model}, whose tokenizer has "
                              "no chat template; allowed here: random")
-    if params.prompt_len is not None:
-        _, rows = chat_rows(tokenizer, params.requests)
-        check_chat_prompt_len(params.prompt_len, max(len(r) for r in rows))
+    _, rows = chat_rows(tokenizer, params.requests)
+    longest = max(len(r) for r in rows)
+    check_chat_prompt_len(params.prompt_len, longest)
+    positions = model_positions(params.model)
+    if positions is not None:
+        params.check_positions(positions, longest_prompt=longest)

@@ -130,7 +130,7 @@ def _git(*args, root: str = ROOT) -> str | None:
 # the sessions of a long sweep without measuring its points again (the sweep's report is drawn by the code of
 # its last session).
 NOT_MEASURING = ("rollout_study/present/", "rollout_study/sweep_curves.py", "rollout_study/sweep_settings.py",
-                 "rollout_study/sweep_crossover.py", "rollout_study/sweep_validity.py",
+                 "rollout_study/sweep_crossover.py", "rollout_study/sweep_validity.py", "rollout_study/sweep_load.py",
                  "rollout_study/compare.py", "rollout_study/policy_gap.py",
                  "rollout_study/policy_order.py", "notebooks/report.ipynb",
                  "notebooks/hazards.ipynb",

@@ -173,14 +173,23 @@ class StudyParams:
         if positions is not None:
             self.check_positions(positions, source)
 
-    def check_positions(self, model_positions: int, source: str = "parameters") -> None:
-        """Prompt plus new tokens must fit in the model's position table."""
-        # auto: chat prompts are measured once the tokenizer is there; random prompts take the reference's.
-        prompt = self.prompt_len or (1 if self.prompts == "chat" or not self.is_synthetic else RANDOM_PROMPT_LEN)
+    def check_positions(self, model_positions: int, source: str = "parameters",
+                        longest_prompt: int | None = None) -> None:
+        """Prompt plus new tokens must fit in the model's position table. prompt_len auto: the longest chat prompt
+        where the tokenizer has measured it (longest_prompt), else at least one token (chat prompts, before they are
+        measured) or the reference's 32 (random prompts)."""
+        if self.prompt_len is not None:
+            prompt, what = self.prompt_len, "prompt_len"
+        elif longest_prompt is not None:
+            prompt, what = longest_prompt, f"the longest chat prompt ({longest_prompt} tokens; prompt_len auto)"
+        elif self.prompts == "chat" or not self.is_synthetic:
+            prompt, what = 1, "at least one prompt token (prompt_len auto)"
+        else:
+            prompt, what = RANDOM_PROMPT_LEN, f"prompt_len (auto: {RANDOM_PROMPT_LEN})"
         needed = prompt + self.max_new_tokens
         if needed > model_positions:
             raise ParameterError(
-                f"{source}: prompt_len + max_new_tokens = {needed} exceeds the model's "
+                f"{source}: {what} + max_new_tokens = {needed} exceeds the model's "
                 f"{model_positions} positions; allowed: prompt_len + max_new_tokens <= {model_positions}")
 
     @property

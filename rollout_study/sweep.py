@@ -97,8 +97,8 @@ class SweepSpec:
         unknown = sorted(set(values) - fields)
         if unknown:  # else refused against the first point, as though its values were wrong
             raise ParameterError(f"{source}: unknown key(s) {', '.join(map(str, unknown))}; allowed: the sweep "
-                                 f"file's own ({', '.join(SWEEP_KEYS)}) and any StudyParams field shared by every "
-                                 "point (python -m rollout_study run --help lists them)")
+                                 f"file's own ({', '.join(SWEEP_KEYS)}) and the StudyParams fields, shared by every "
+                                 f"point ({', '.join(sorted(fields))})")
         for key, options in axes.items():
             if not isinstance(options, list) or not options:
                 raise ParameterError(f"{source}: sweep.{key} must be a non-empty list, got {options!r}")
@@ -112,12 +112,20 @@ class SweepSpec:
         points = spec.points()  # every point validated before anything runs
         total = len(points)
         seen: dict[str, str] = {}
-        for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4, auto and
-            for key in (point_hash(params), slug, same_study(params)):  # what auto reads as here)
+        studies: dict[str, str] = {}
+        for slug, params in points:  # two entries of one axis that are the same value (0.0001 and 1e-4)
+            for key in (point_hash(params), slug):
                 if key in seen:
                     raise ParameterError(f"{source}: points {seen[key]!r} and {slug!r} have the same parameters or "
                                          "name; allowed: each value of an axis once")
                 seen[key] = slug
+            study = same_study(params)
+            if study in studies:  # auto and what it reads as, both, or two names of one policy list
+                raise ParameterError(f"{source}: points {studies[study]!r} and {slug!r} are one study once 'auto' "
+                                     "and the policy names are read (dtype auto under a named device, a synthetic "
+                                     "model's prompts auto: random, 32 long; both: recapture, reuse); allowed: "
+                                     "each study once")
+            studies[study] = slug
         if repeat > total:
             raise ParameterError(f"{source}: repeat_alone must be at most the sweep's {total} point(s), got {repeat}")
         return spec
@@ -185,17 +193,19 @@ def point_hash(params: StudyParams) -> str:
 
 
 def same_study(params: StudyParams) -> str:
-    """What a point measures once its `auto`s are read on this host (device, dtype, prompts and their length) and
-    its policy named in full: two points alike in it are one study twice, under two hashes."""
-    import torch
-
-    device = params.device if params.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    values = {**params.to_dict(), "device": device, "dtype": params.resolved_dtype(device),
-              "policy": list(params.policies), "prompts": params.resolved_prompts(not params.is_synthetic)}
-    if values["prompts"] == "random":
-        values["prompt_len"] = params.resolved_prompt_len()
+    """What a point measures once the `auto`s that read the same on every host are read: dtype under a named device,
+    a synthetic model's prompts (random) and their length (32), and its policy named in full. Two points alike in it
+    are one study twice, under two hashes. device auto, and dtype under it, stay as written: what they read as
+    depends on the host that runs the point (another under Ray), not the one that reads the file."""
+    values = {**params.to_dict(), "policy": list(params.policies)}
+    if params.device != "auto":
+        values["dtype"] = params.resolved_dtype(params.device)
+    if params.is_synthetic:
+        values["prompts"] = params.resolved_prompts(False)
+        if values["prompts"] == "random":
+            values["prompt_len"] = params.resolved_prompt_len()
     values.pop("name")
-    return "study " + json.dumps(values, sort_keys=True, default=str)
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 def _now() -> str:

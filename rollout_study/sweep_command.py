@@ -13,15 +13,16 @@ DESCRIPTION = (
     "the update-path matrix; or sweep, curves over batch size and new tokens per model). Keys of the file: name, "
     "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
     "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
-    "StudyParams field shared by every point; point_timeout_s (seconds: a point's process is killed after it and "
-    "the point recorded failed). One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ with "
+    "StudyParams field shared by every point; point_timeout_s (seconds, at most 2,000,000: a point's process is "
+    "killed after it and the point recorded failed). One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ with "
     "sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
+
 
 def command(args) -> list[str]:
     """`rollout-study sweep`: validate, run the points (local or Ray), build the report; returns the problems."""
     from . import publish
     from .files import writable
-    from .sweep import SWEEP_FILE, SweepSpec, load, read_record
+    from .sweep import SWEEP_FILE, SweepSpec, load
     from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
@@ -38,13 +39,12 @@ def command(args) -> list[str]:
     if not args.address:  # every point runs on this host: one asking for a device it lacks is refused now
         for slug, params in spec.points():
             params.resolved_device()
-    preflight_points(spec)
     publish.check_name(spec.name, "name")
     for source in args.keep_from:
         if not (Path(source) / SWEEP_FILE).is_file():
             raise ParameterError(f"--keep-from {source!r}: not a sweep folder (no {SWEEP_FILE}); allowed: a "
                                  "sweep folder whose points share parameters with this sweep's")
-        read_record(source)  # a record that does not read is refused here, not once the new folder is made
+        load(source)  # a record or a point's result that does not read is refused here, before the new folder
     if args.into:  # resume: points with a result from the same code in the folder are not run again (sweep.kept_status)
         folder = Path(args.into).resolve()
         if not (folder / SWEEP_FILE).is_file():
@@ -59,24 +59,23 @@ def command(args) -> list[str]:
         problem = writable(Path(args.output_root) / "probe.json")
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
+    if not args.address:  # the points' model files are this host's (under Ray's cluster, its nodes')
+        preflight_points(spec)
+    if not args.into:
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
     with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
         return _run(args, spec, folder, lock)
 
 
 def preflight_points(spec) -> None:
-    """cli_params.preflight for each point that a chat prompt's length can fail (once per model, prompt length,
-    prompts and requests): else each such point loads its model in a process of its own, and fails there."""
+    """cli_params.preflight for each point (its chat prompts against its prompt_len and the model's positions), a
+    tokenizer read once per model: else each such point loads its model in a process of its own, and fails there."""
     from .cli_params import preflight
 
-    seen = set()
+    tokenizers: dict = {}
     for slug, params in spec.points():
-        key = (params.model, params.prompt_len, params.prompts, params.requests)
-        if key in seen:
-            continue
-        seen.add(key)
         try:
-            preflight(params)
+            preflight(params, tokenizers)
         except ParameterError as err:
             raise ParameterError(f"point {slug}: {err}") from None
 

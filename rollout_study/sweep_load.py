@@ -25,14 +25,15 @@ def read_record(folder: str | os.PathLike) -> dict:
     except (ValueError, OSError) as err:  # not UTF-8, not readable, not there
         raise ParameterError(f"{path}: cannot be read: {err}") from None
     spec = record.get("spec") if isinstance(record, dict) else None
-    if not isinstance(spec, dict) or spec.get("report") not in REPORTS:
-        raise ParameterError(f"{path}: not a sweep record: it needs a 'spec' mapping whose report is one of "
-                             f"{', '.join(REPORTS)}, as `sweep` writes it")
+    if not isinstance(spec, dict) or spec.get("report") not in REPORTS or not isinstance(spec.get("name"), str):
+        raise ParameterError(f"{path}: not a sweep record: it needs a 'spec' mapping with its name and a report, "
+                             f"one of {', '.join(REPORTS)}, as `sweep` writes it")
     points = record.get("points", [])
     if not isinstance(points, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("file"), str) and isinstance(p.get("slug"), str) for p in points):
-        raise ParameterError(f"{path}: 'points' must be a list of entries, each naming its point (slug) and its "
-                             "result file (file)")
+            isinstance(p, dict) and isinstance(p.get("file"), str) and isinstance(p.get("slug"), str)
+            and isinstance(p.get("order", 0), int) for p in points):
+        raise ParameterError(f"{path}: 'points' must be a list of entries, each naming its point (slug), its "
+                             "result file (file) and, where it has one, its place in the spec (order, an integer)")
     for key in ("wall", "repeats"):
         if not isinstance(record.get(key) or {}, dict):
             raise ParameterError(f"{path}: '{key}' must be a mapping, as `sweep` writes it")

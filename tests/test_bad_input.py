@@ -16,6 +16,14 @@ REPO = Path(__file__).resolve().parent.parent
 CPU = REPO / "params" / "sweep-cpu.yaml"
 
 
+def _sweep_file(path: Path, **values) -> Path:
+    """params/sweep-cpu.yaml with `values` over its keys, as a file."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({**yaml.safe_load(CPU.read_text(encoding="utf-8")), **values}), encoding="utf-8")
+    return path
+
+
 def _checkpoint(folder: Path, positions: int) -> Path:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": positions}),
@@ -42,9 +50,7 @@ def test_prompt_and_new_tokens_past_a_real_models_positions_are_refused_before_i
     assert cli.main(["run", "--model", str(tmp_path / "short"), "--device", "cpu", "--max-new-tokens", "32",
                      "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
     assert "exceeds the model's 16 positions" in capsys.readouterr().err and not runs.exists()
-    swept = tmp_path / "swept.yaml"
-    swept.write_text(CPU.read_text(encoding="utf-8").replace("model: synthetic", f"model: {tmp_path / 'short'}")
-                     .replace("max_new_tokens: 4", "max_new_tokens: 30"), encoding="utf-8")
+    swept = _sweep_file(tmp_path / "swept.yaml", model=str(tmp_path / "short"), max_new_tokens=30)
     assert cli.main(["sweep", str(swept), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
     assert "exceeds the model's 16 positions" in capsys.readouterr().err and not runs.exists()
 
@@ -56,13 +62,19 @@ def test_a_sweeps_chat_prompt_too_long_for_its_prompt_len_is_refused_before_any_
     # no dequantized copy yet: the check reads the GGUF file's tokenizer and writes no 517 MB copy
     monkeypatch.setenv(model_cache.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(model_cache, "_write_copy", lambda *a, **k: pytest.fail("the model was dequantized"))
-    swept, runs = tmp_path / "smol.yaml", tmp_path / "runs"
-    swept.write_text(CPU.read_text(encoding="utf-8").replace("model: synthetic", "model: smollm2-135m-instruct"),
-                     encoding="utf-8")  # its prompt_len 8 holds no chat prompt
+    runs = tmp_path / "runs"
+    swept = _sweep_file(tmp_path / "smol.yaml", model="smollm2-135m-instruct", prompt_len=8)  # holds no chat prompt
     assert cli.main(["sweep", str(swept), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "point batch_size=1-requests=1: prompt_len must be >= 37 for the chat prompts" in err, err
     assert not runs.exists() and not (tmp_path / "cache").exists()
+    # prompt_len auto: the longest chat prompt (37 tokens at 2 requests) counts against the 8192 positions
+    tight = _sweep_file(tmp_path / "tight.yaml", model="smollm2-135m-instruct", prompt_len=None, max_new_tokens=8160)
+    assert cli.main(["sweep", str(tight), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert ("the longest chat prompt (37 tokens; prompt_len auto) + max_new_tokens = 8197 exceeds the model's 8192 "
+            "positions") in err, err
+    assert not runs.exists()
 
 
 def _sweep_folder(root: Path, record) -> Path:
@@ -75,9 +87,13 @@ BAD_RECORDS = {
     "not JSON": ("{oops", "not valid JSON"),
     "a list": ([1, 2], "not a sweep record: it needs a 'spec' mapping"),
     "no spec": ({"points": []}, "not a sweep record"),
-    "an entry without its slug": ({"spec": {"report": "sweep"}, "points": [{"file": "points/a.json"}]},
-                                  "each naming its point \\(slug\\) and its result file"),
-    "a wall that is text": ({"spec": {"report": "sweep"}, "points": [], "wall": "x"}, "'wall' must be a mapping"),
+    "a spec without its name": ({"spec": {"report": "sweep"}, "points": []}, "a 'spec' mapping with its name"),
+    "an order that is text": ({"spec": {"report": "sweep", "name": "s"},
+                               "points": [{"slug": "a", "file": "points/a.json", "order": "1"}]}, "order, an integer"),
+    "an entry without its slug": ({"spec": {"report": "sweep", "name": "s"}, "points": [{"file": "points/a.json"}]},
+                                  "each naming its point \\(slug\\), its result file"),
+    "a wall that is text": ({"spec": {"report": "sweep", "name": "s"}, "points": [], "wall": "x"},
+                            "'wall' must be a mapping"),
 }
 
 
@@ -171,7 +187,7 @@ def test_an_unknown_sweep_file_key_is_named_against_the_file_and_an_overflowing_
     unknown.write_text(CPU.read_text(encoding="utf-8") + "executor: ray\n", encoding="utf-8")
     with pytest.raises(ParameterError, match=r"unknown.yaml: unknown key\(s\) executor; allowed: the sweep file's own "
                                              r"\(name, report, sweep, repeat_alone, launcher, point_timeout_s, "
-                                             r"subset_of\) and any StudyParams field"):
+                                             r"subset_of\) and the StudyParams fields, shared by every point \(attn, batch_size, "):
         sweep.SweepSpec.from_yaml(str(unknown))
     assert cli.main(["bench", "--set", "lr=1e999", "--output", str(tmp_path / "x.json")]) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
@@ -179,20 +195,18 @@ def test_an_unknown_sweep_file_key_is_named_against_the_file_and_an_overflowing_
     assert "write 1.0e999" not in err and not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.parametrize("axis", [{"device": ["auto", "cpu"]}, {"dtype": ["auto", "float32"]},
-                                  {"prompts": ["auto", "random"]}, {"policy": ["both", ["recapture", "reuse"]]},
-                                  {"prompt_len": [None, 32]}])
+@pytest.mark.parametrize("axis", [{"dtype": ["auto", "float32"]}, {"prompts": ["auto", "random"]},
+                                  {"policy": ["both", ["recapture", "reuse"]]}, {"prompt_len": [None, 32]}])
 def test_two_points_one_study_once_auto_is_read_are_refused(axis):
-    """On this CPU host device auto is cpu, dtype auto float32; a synthetic model's prompts auto are random, 32
-    long: each pair is one study twice, under two hashes."""
-    import torch
-
-    if "device" in axis and torch.cuda.is_available():
-        pytest.skip("device auto is cuda on this host: two studies")
+    """dtype auto on device cpu is float32 on any host; a synthetic model's prompts auto are random, 32 long: each
+    pair is one study twice, under two hashes. device auto stays as written: the host that runs it reads it."""
     base = {"name": "twice", "model": "synthetic", "device": "cpu", "prompt_len": 32}
-    with pytest.raises(ParameterError, match="have the same parameters or name; allowed: each value of an axis once"):
+    with pytest.raises(ParameterError, match="are one study once 'auto' and the policy names are read"):
         sweep.SweepSpec.from_dict({**base, "sweep": axis})
-    assert len(sweep.SweepSpec.from_dict({**base, "sweep": {"dtype": ["float16", "float32"]}}).points()) == 2
+    for two in ({"dtype": ["float16", "float32"]}, {"device": ["auto", "cpu"]}):
+        assert len(sweep.SweepSpec.from_dict({**base, "sweep": two}).points()) == 2
+    auto = {**base, "device": "auto", "sweep": {"dtype": ["auto", "float32"]}}  # float16 under a GPU
+    assert len(sweep.SweepSpec.from_dict(auto).points()) == 2
 
 
 @pytest.mark.parametrize("values, said", [
@@ -204,3 +218,14 @@ def test_two_points_one_study_once_auto_is_read_are_refused(axis):
 def test_a_sweep_name_that_is_none_and_one_inside_an_axis_are_refused(values, said):
     with pytest.raises(ParameterError, match=said):
         sweep.SweepSpec.from_dict({"name": "s", "device": "cpu", "sweep": {"seed": [0, 1]}, **values})
+
+
+def test_keep_from_a_sweep_whose_point_result_does_not_read_leaves_no_folder(tmp_path, capsys):
+    source = _sweep_folder(tmp_path / "source", {"spec": {"report": "sweep", "name": "sweep-cpu"}, "points": [
+        {"slug": "a", "file": "points/a.json", "status": "valid", "order": 0}]})
+    (source / "points").mkdir()
+    (source / "points" / "a.json").write_text("{broken", encoding="utf-8")
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(CPU), "--keep-from", str(source), "--output-root", str(runs), "--quiet"]) \
+        == cli.EXIT_BAD_INPUT
+    assert "a.json" in capsys.readouterr().err and not runs.exists()

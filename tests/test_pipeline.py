@@ -131,7 +131,7 @@ def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
 @pytest.mark.parametrize("name, content, fragment", [
     ("sweep.json", "{not json", "sweep.json: not valid JSON"),
     ("sweep.json", '{"points": []}', "sweep.json: not a sweep record: it needs a 'spec' mapping"),
-    ("sweep.json", '{"spec": {"report": "sweep"}, "points": [{"file": "points/p.json"}]}',
+    ("sweep.json", '{"spec": {"report": "sweep", "name": "s"}, "points": [{"slug": "p", "file": "points/p.json"}]}',
      "a point's result does not read"),
     ("result.json", '{"x": 1}', "result.json: not a result this version reads: missing field(s) calls"),
     ("result.json", "\udcff", "result.json: not a result this version reads: 'utf-8' codec")])

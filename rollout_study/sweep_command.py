@@ -14,8 +14,8 @@ DESCRIPTION = (
     "report, sweep (parameter -> list of values, or of mappings of parameters that go together), repeat_alone (N "
     "points run again one at a time after the sweep, to tell whether running side by side moved them), and any "
     "StudyParams field shared by every point; point_timeout_s (seconds, at most 2,000,000: a point's process is "
-    "killed after it and the point recorded failed). One sweep at a time per folder (a lock). Writes runs/<name>-<time>/ with "
-    "sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
+    "killed after it and the point recorded failed). One sweep at a time per folder (a lock). Writes "
+    "runs/<name>-<time>/ with sweep.json (points, wall time), points/, repeats/, summary.md and report.html.")
 
 
 def command(args) -> list[str]:

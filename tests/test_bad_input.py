@@ -187,7 +187,8 @@ def test_an_unknown_sweep_file_key_is_named_against_the_file_and_an_overflowing_
     unknown.write_text(CPU.read_text(encoding="utf-8") + "executor: ray\n", encoding="utf-8")
     with pytest.raises(ParameterError, match=r"unknown.yaml: unknown key\(s\) executor; allowed: the sweep file's own "
                                              r"\(name, report, sweep, repeat_alone, launcher, point_timeout_s, "
-                                             r"subset_of\) and the StudyParams fields, shared by every point \(attn, batch_size, "):
+                                             r"subset_of\) and the StudyParams fields, shared by every point "
+                                             r"\(attn, batch_size, "):
         sweep.SweepSpec.from_yaml(str(unknown))
     assert cli.main(["bench", "--set", "lr=1e999", "--output", str(tmp_path / "x.json")]) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err

@@ -157,11 +157,13 @@ def test_report_notebook_is_committed_without_outputs_and_uses_present():
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
     tagged = [cell for cell in code if "parameters" in cell.metadata.get("tags", [])]
-    assert len(tagged) == 1 and tagged[0] is code[0]
+    # the names before the parameters cell, which the first cell after them checks (notebook.check_parameters)
+    assert len(tagged) == 1 and tagged[0] is code[1] and "_before_parameters = set(globals())" in code[0].source
     assert "result_files =" in tagged[0].source and "figures_dir =" in tagged[0].source
+    assert "notebook.check_parameters(globals(), _before_parameters" in code[2].source
     assert all("rollout_study.report" not in cell.source and "from rollout_study import report" not in cell.source
                for cell in nb.cells)
-    assert "from rollout_study.present import notebook" in code[1].source
+    assert "from rollout_study.present import notebook" in code[2].source
     assert any("public engines" in cell.source for cell in nb.cells if cell.cell_type == "markdown")
     assert nb.metadata.kernelspec.name == "python3"
     with open(os.path.join(REPO, "notebooks", "report.ipynb"), encoding="utf-8") as handle:

@@ -26,6 +26,8 @@ def command(args) -> list[str]:
     from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
+    if spec.report == "hazards":
+        matrix_points(spec)
     if args.executor == "ray":
         import importlib.util
 
@@ -65,6 +67,23 @@ def command(args) -> list[str]:
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
     with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
         return _run(args, spec, folder, lock)
+
+
+def matrix_points(spec) -> None:
+    """A hazard sweep's points as its matrix reads them: a row per point, named by its update path, so no two points
+    share one (a sweep over seed as well merged their rows), and cells from an engine beside eager (the reference)."""
+    points = spec.points()
+    first: dict[str, str] = {}
+    for slug, params in points:
+        if params.update_path in first:
+            raise ParameterError(f"report: hazards draws one matrix row per update path, and points "
+                                 f"{first[params.update_path]!r} and {slug!r} both sync by {params.update_path!r}; "
+                                 "allowed: each update path in one point, or report: sweep for curves over other "
+                                 "parameters")
+        first[params.update_path] = slug
+    if not any(engine != "eager" for engine in points[0][1].engines):
+        raise ParameterError(f"report: hazards needs an engine beside eager (its cells are the graph engines' "
+                             f"policies and the peer engines); engines is {list(points[0][1].engines)}")
 
 
 def preflight_points(spec) -> None:

@@ -23,6 +23,11 @@ from .param_values import ParameterError
 ALLOWED = ("name", "subset_of", "repeat_alone", "launcher", "sweep")  # launcher: how, not what, a point runs
 
 
+def _same(a, b) -> bool:
+    """One value of an axis: equal values match (512 and 512.0), a boolean never a number (True == 1 in Python)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
 def resolve(values: dict, path: str) -> dict:
     """The sweep file's values as a full sweep file's: the full file's keys with the subset's axes cut."""
     from .files import read_yaml
@@ -56,11 +61,14 @@ def resolve(values: dict, path: str) -> dict:
         if not isinstance(options, list) or not options:
             raise ParameterError(f"{path}: sweep.{key} must be a non-empty list of values of {named}'s "
                                  f"sweep.{key} ({cut[key]!r}), got {options!r}")
-        unknown = [option for option in options if option not in cut[key]]
-        if unknown:  # equal values match (512 and 512.0); YAML reads 1e-4 as text: 1.0e-4 is the number
+        unknown = [option for option in options if not any(_same(option, value) for value in cut[key])]
+        if unknown:  # YAML reads 1e-4 as text: 1.0e-4 is the number
             raise ParameterError(f"{path}: sweep.{key} has {unknown!r}, not among {named}'s sweep.{key}; allowed: "
                                  f"{cut[key]!r}")
-        cut[key] = [option for option in cut[key] if option in options]  # the full sweep's order
+        repeated = [option for i, option in enumerate(options) if any(_same(option, o) for o in options[:i])]
+        if repeated:
+            raise ParameterError(f"{path}: sweep.{key} lists {repeated!r} more than once; allowed: each value once")
+        cut[key] = [value for value in cut[key] if any(_same(option, value) for option in options)]  # full's order
     kept = {key: value for key, value in full.items() if key not in ("name", "repeat_alone", "sweep")}
     launcher = {"launcher": values["launcher"]} if "launcher" in values else {}
     return {**kept, "name": name, "subset_of": named, "repeat_alone": values.get("repeat_alone", 0), **launcher,

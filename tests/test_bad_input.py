@@ -230,3 +230,37 @@ def test_keep_from_a_sweep_whose_point_result_does_not_read_leaves_no_folder(tmp
     assert cli.main(["sweep", str(CPU), "--keep-from", str(source), "--output-root", str(runs), "--quiet"]) \
         == cli.EXIT_BAD_INPUT
     assert "a.json" in capsys.readouterr().err and not runs.exists()
+
+
+@pytest.mark.parametrize("values, said", [
+    ({"sweep": {"update_path": ["copy", "assign"], "seed": [0, 1]}},
+     "points 'update_path=copy-seed=0' and 'update_path=copy-seed=1' both sync by 'copy'"),
+    ({"sweep": {"seed": [0, 1]}}, "both sync by 'copy'"),
+    ({"sweep": {"update_path": ["copy", "assign"]}, "engines": ["eager"]},
+     "report: hazards needs an engine beside eager"),
+])
+def test_a_hazard_sweep_whose_matrix_would_merge_rows_or_have_no_cell_is_refused(tmp_path, values, said, capsys):
+    import yaml
+
+    path, runs = tmp_path / "hazards.yaml", tmp_path / "runs"
+    path.write_text(yaml.safe_dump({"name": "h", "report": "hazards", "device": "cpu", "engines": ["eager", "graph"],
+                                    **values}, sort_keys=False), encoding="utf-8")
+    assert cli.main(["sweep", str(path), "--output-root", str(runs), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert said in capsys.readouterr().err and not runs.exists()
+
+
+@pytest.mark.parametrize("seeds, said", [([0, 0], "sweep.seed lists [0] more than once; allowed: each value once"),
+                                         ([True], "sweep.seed has [True], not among full.yaml's sweep.seed")])
+def test_a_subset_that_repeats_a_value_or_names_a_boolean_for_a_number_is_refused(tmp_path, seeds, said):
+    import yaml
+
+    (tmp_path / "full.yaml").write_text(yaml.safe_dump({"name": "full", "report": "sweep", "device": "cpu",
+                                                        "sweep": {"seed": [0, 1]}}), encoding="utf-8")
+    subset = tmp_path / "subset.yaml"
+    subset.write_text(yaml.safe_dump({"name": "part", "subset_of": "full.yaml", "sweep": {"seed": seeds}}),
+                      encoding="utf-8")
+    with pytest.raises(ParameterError, match=said.replace("[", "\\[").replace("]", "\\]")):
+        sweep.SweepSpec.from_yaml(str(subset))
+    subset.write_text(yaml.safe_dump({"name": "part", "subset_of": "full.yaml", "sweep": {"seed": [1]}}),
+                      encoding="utf-8")
+    assert [slug for slug, _ in sweep.SweepSpec.from_yaml(str(subset)).points()] == ["seed=1"]

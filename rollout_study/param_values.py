@@ -142,15 +142,20 @@ def _model(name: str, value: Any) -> None:
 WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".gguf")
 
 
-def _checkpoint(name: str, folder: str, config_file: str) -> None:
-    """A checkpoint folder that will load: config parses, architecture known, weights present."""
+def _config(name: str, config_file: str) -> Any:
+    """A checkpoint's config.json, parsed; a ParameterError naming it where it does not."""
     import json
 
     try:
         with open(config_file, encoding="utf-8") as handle:
-            config = json.load(handle)
+            return json.load(handle)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ParameterError(f"{name}: {config_file} does not parse as JSON: {err}") from None
+
+
+def _checkpoint(name: str, folder: str, config_file: str) -> None:
+    """A checkpoint folder that will load: config parses, architecture known, weights present."""
+    config = _config(name, config_file)
     model_type = config.get("model_type") if isinstance(config, dict) else None
     from transformers import CONFIG_MAPPING
 
@@ -165,14 +170,11 @@ def _checkpoint(name: str, folder: str, config_file: str) -> None:
 def model_positions(model: str) -> int | None:
     """A pretrained source's or local checkpoint's position table from what names it (config.json's
     max_position_embeddings), without its weights; None where that does not say (the load checks again)."""
-    import json
-
     if model in PRETRAINED_POSITIONS:
         return PRETRAINED_POSITIONS[model]
     try:
-        with open(os.path.join(model, "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, UnicodeDecodeError, ValueError):
+        config = _config("model", os.path.join(model, "config.json"))
+    except ParameterError:  # the model's own check has said why, where it is one
         return None
     positions = config.get("max_position_embeddings") if isinstance(config, dict) else None
     return positions if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0 else None

@@ -75,18 +75,11 @@ def ordered_gaps(result: Result) -> list[OrderedGap]:
     return gaps
 
 
-def _side(ratio: Ratio) -> int:
-    """-1 or 1 where the interval is clear of 1, below or above; 0 where it includes 1 or there is none."""
-    if not ratio.has_interval or ratio.contains(1.0):
-        return 0
-    return -1 if ratio.high < 1 else 1
-
-
 def verdict(recapture_first: list[Ratio], reuse_first: list[Ratio]) -> str | None:
     """The module's rule; None where one order has no point (nothing to tell apart)."""
     if not recapture_first or not reuse_first:
         return None
-    a, b = {_side(r) for r in recapture_first}, {_side(r) for r in reuse_first}
+    a, b = {r.side() for r in recapture_first}, {r.side() for r in reuse_first}
     if a == b == {0}:
         return NO_GAP
     if len(a) == len(b) == 1 and 0 not in a | b:

@@ -211,8 +211,7 @@ def shifts_alone(side: Result, alones: list[Result]) -> list[Shift]:
     rows = []
     for variant, cycle, phase, mine, theirs in found:
         ratios = [ratio_interval(mine, t, level=level) for t in theirs]
-        beyond = all(r.has_interval and r.low > 1 for r in ratios) or all(r.has_interval and r.high < 1
-                                                                            for r in ratios)
+        beyond = all(r.side() == 1 for r in ratios) or all(r.side() == -1 for r in ratios)
         few = min(mine.n, *(t.n for t in theirs)) < MIN_SHIFT_SAMPLES
         nearest = min(range(len(ratios)), key=lambda i: abs(math.log(ratios[i].point)))
         drift = ratio_interval(theirs[1], theirs[0]) if len(theirs) > 1 else None

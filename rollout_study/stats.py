@@ -93,6 +93,12 @@ class Ratio(NamedTuple):
     def contains(self, value: float) -> bool:
         return self.has_interval and self.low <= value <= self.high
 
+    def side(self, value: float = 1.0) -> int:
+        """1 where the interval lies above `value`, -1 below, 0 where it holds it or there is none."""
+        if not self.has_interval or self.contains(value):
+            return 0
+        return -1 if self.high < value else 1
+
 
 def resampled_sides(numerator: Samples, denominator: Samples) -> str:
     """Which samples an interval came from, in words (a single sample cannot be resampled)."""

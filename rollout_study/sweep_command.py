@@ -26,8 +26,9 @@ def command(args) -> list[str]:
     from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
+    points = spec.points()  # once: each call validates every point again
     if spec.report == "hazards":
-        matrix_points(spec)
+        matrix_points(points)
     if args.executor == "ray":
         import importlib.util
 
@@ -39,7 +40,7 @@ def command(args) -> list[str]:
     elif args.address:
         raise ParameterError("--address needs --executor ray")
     if not args.address:  # every point runs on this host: one asking for a device it lacks is refused now
-        for slug, params in spec.points():
+        for slug, params in points:
             params.resolved_device()
     publish.check_name(spec.name, "name")
     for source in args.keep_from:
@@ -62,17 +63,17 @@ def command(args) -> list[str]:
         if problem:
             raise ParameterError(f"--output-root {args.output_root!r}: {problem}")
     if not args.address:  # the points' model files are this host's (under Ray's cluster, its nodes')
-        preflight_points(spec)
+        preflight_points(points)
     if not args.into:
         folder = publish.start_run(Path(args.output_root).resolve(), spec.name)
     with locked(folder) as lock:  # one sweep per folder, through the report; refused before any work
         return _run(args, spec, folder, lock)
 
 
-def matrix_points(spec) -> None:
+def matrix_points(points: list) -> None:
     """A hazard sweep's points as its matrix reads them: a row per point, named by its update path, so no two points
-    share one (a sweep over seed as well merged their rows), and cells from an engine beside eager (the reference)."""
-    points = spec.points()
+    share one (a sweep over seed as well merged their rows), and cells from an engine beside eager (the reference);
+    points: (slug, parameters) as SweepSpec.points gives them."""
     first: dict[str, str] = {}
     for slug, params in points:
         if params.update_path in first:
@@ -86,13 +87,13 @@ def matrix_points(spec) -> None:
                              f"policies and the peer engines); engines is {list(points[0][1].engines)}")
 
 
-def preflight_points(spec) -> None:
+def preflight_points(points: list) -> None:
     """cli_params.preflight for each point (its chat prompts against its prompt_len and the model's positions), a
     tokenizer read once per model: else each such point loads its model in a process of its own, and fails there."""
     from .cli_params import preflight
 
     tokenizers: dict = {}
-    for slug, params in spec.points():
+    for slug, params in points:
         try:
             preflight(params, tokenizers)
         except ParameterError as err:
@@ -103,9 +104,8 @@ def reachable(address: str, timeout_s: float = 10.0) -> None:
     """Refuse a cluster address nothing answers at: ray.init retries one for minutes before it gives up, and the
     sweep would have made its folder by then. 'auto' and ray:// client addresses (where Ray's client is installed)
     are left to Ray."""
-    import socket
-
     import importlib.util
+    import socket
 
     host, _, port = address.rpartition(":")
     if address == "auto":

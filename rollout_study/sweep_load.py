@@ -64,4 +64,3 @@ def load_results(folder: str | os.PathLike) -> tuple[dict, list[Result]]:
 
 def finished(points: list[tuple[dict, Result | None]]) -> list[Result]:
     return [result for _, result in points if result is not None]
-

@@ -78,3 +78,9 @@ def test_samples_owns_median_quartiles_and_spread():
     assert one.quartiles == (7.0, 7.0) and one.iqr == 0 and not one.wide
     with pytest.raises(ValueError):
         Samples([])
+
+
+def test_a_ratio_is_on_a_side_of_a_value_only_where_its_interval_clears_it():
+    assert [Ratio(1.2, 1.1, 1.3).side(), Ratio(0.8, 0.7, 0.9).side(), Ratio(1.0, 0.9, 1.1).side()] == [1, -1, 0]
+    assert Ratio(1.2, 1.0, 1.3).side() == 0 and Ratio(1.5, None, None).side() == 0  # an end on it; no interval
+    assert Ratio(1.2, 1.1, 1.3).side(1.15) == 0 and Ratio(1.2, 1.1, 1.3).side(1.05) == 1

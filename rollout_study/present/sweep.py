@@ -180,8 +180,7 @@ def settings_lines(points) -> list[str]:
         mine = [r for r in rows if (r.setting, r.variant) == (setting, variant)]
         ratios, eager = [r.ratio for r in mine], [r.eager for r in mine if r.eager]
         # one sample a side (iterations: 1) has no interval: neither faster nor slower
-        faster = sum(r.has_interval and r.low > 1 for r in ratios)
-        slower = sum(r.has_interval and r.high < 1 for r in ratios)
+        faster, slower = sum(r.side() == 1 for r in ratios), sum(r.side() == -1 for r in ratios)
         drift = (f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
                  if eager else "")  # a sweep without eager has no drift to show
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "

@@ -102,14 +102,19 @@ def preflight_points(points: list) -> None:
 
 def reachable(address: str, timeout_s: float = 10.0) -> None:
     """Refuse a cluster address nothing answers at: ray.init retries one for minutes before it gives up, and the
-    sweep would have made its folder by then. 'auto' and ray:// client addresses (where Ray's client is installed)
-    are left to Ray."""
+    sweep would have made its folder by then. 'auto' is the cluster Ray itself would find (RAY_ADDRESS, the last
+    `ray start` on this host, a running one); ray:// client addresses (where Ray's client is installed) are left to
+    Ray."""
     import importlib.util
     import socket
 
-    host, _, port = address.rpartition(":")
+    named = repr(address)
     if address == "auto":
-        return
+        address = _auto_address()
+        if address is None:
+            return
+        named = f"'auto' (Ray finds {address!r} here)"
+    host, _, port = address.rpartition(":")
     if "://" in address:
         if not address.startswith("ray://"):
             raise ParameterError(f"--address {address!r}: allowed: HOST:PORT of a Ray cluster's head, 'auto', or "
@@ -123,8 +128,25 @@ def reachable(address: str, timeout_s: float = 10.0) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as err:
-        raise ParameterError(f"--address {address!r}: nothing answers there ({err}); allowed: the HOST:PORT of a "
+        raise ParameterError(f"--address {named}: nothing answers there ({err}); allowed: the HOST:PORT of a "
                              "running Ray cluster's head (ray start --head prints it)") from None
+
+
+def _auto_address() -> str | None:
+    """HOST:PORT of the cluster `--address auto` reaches, found as ray.init finds it, None where this Ray cannot say
+    (a private function, which a later Ray may move); refused where there is none, which ray.init would say only
+    after the sweep had made its folder."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+    except ImportError:
+        return None
+    try:
+        found = get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        raise ParameterError("--address 'auto': no running Ray cluster found (RAY_ADDRESS unset, no `ray start` on "
+                             "this host); allowed: 'auto' with one running, HOST:PORT of a cluster's head, or no "
+                             "--address (a local instance started for the sweep)") from None
+    return found if isinstance(found, str) and ":" in found and "://" not in found else None
 
 
 def _run(args, spec, folder: Path, lock) -> list[str]:

@@ -140,7 +140,19 @@ def test_names_too_long_for_a_folder_and_an_empty_publish_name_are_refused(tmp_p
     assert not (tmp_path / "reports").exists()
 
 
-def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_path, capsys):
+def test_a_folder_for_summary_and_a_file_for_publish_are_named_with_what_is_allowed(tmp_path, capsys):
+    run = REPO / "reports" / "reference-tiny"
+    assert cli.main(["summary", str(run)]) == cli.EXIT_BAD_INPUT  # was the OS's bare "[Errno 21] Is a directory"
+    assert f"summary: {str(run)!r} is a folder; allowed: a result file, such as " \
+           f"{str(run / 'result.json')!r}" in capsys.readouterr().err
+    reports = tmp_path / "reports"
+    assert cli.main(["publish", str(run / "result.json"), "--reports-root", str(reports)]) == cli.EXIT_BAD_INPUT
+    assert f"publish: {str(run / 'result.json')!r} is a file; allowed: a run or sweep folder (the folder that " \
+           f"holds it: {str(run)!r})" in capsys.readouterr().err  # was "[Errno 20] Not a directory"
+    assert not reports.exists()
+
+
+def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_path, monkeypatch, capsys):
     import importlib.util
 
     with pytest.raises(ParameterError, match=f"point_timeout_s must be a number of seconds > 0 and <= "
@@ -159,6 +171,24 @@ def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_p
         assert cli.main(["sweep", str(CPU), "--executor", "ray", "--address", address, "--output-root", str(runs),
                          "--quiet"]) == cli.EXIT_BAD_INPUT
         assert said in capsys.readouterr().err and not runs.exists()
+    # 'auto' is the cluster ray.init would find: RAY_ADDRESS first (a port nothing listens on here), then a running
+    # one; where none is, ray.init said so only after the sweep had made its output root
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    auto = ["sweep", str(CPU), "--executor", "ray", "--address", "auto", "--output-root", str(runs), "--quiet"]
+    assert cli.main(auto) == cli.EXIT_BAD_INPUT
+    assert f"--address 'auto' (Ray finds '127.0.0.1:{port}' here): nothing answers there" in capsys.readouterr().err and not runs.exists()
+    monkeypatch.delenv("RAY_ADDRESS")
+    from ray._private import services
+
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: [])  # none running, whatever this host runs
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
+    assert cli.main(auto) == cli.EXIT_BAD_INPUT
+    assert "--address 'auto': no running Ray cluster found" in capsys.readouterr().err and not runs.exists()
 
 
 def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_are_refused_before_it_loads(

@@ -270,7 +270,8 @@ class _Record:
 
     def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool, gpus: int, workers: int):
         (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
-        self.folder, self.progress, self.total = folder, progress, len(spec.points())
+        self.points = spec.points()  # once: each call validates every point again
+        self.folder, self.progress, self.total = folder, progress, len(self.points)
         # This invocation's wall time, and the earlier invocations' of a resumed sweep (one session
         # may not fit a sweep): their sum is the time the sweep took to run, pauses between them aside.
         earlier = earlier_walls(folder)
@@ -281,13 +282,13 @@ class _Record:
         self.began = time.perf_counter()
         self.code: str | None = None  # the sweep's code fingerprint, taken by pending()
 
-    def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
+    def pending(self) -> list[tuple[dict, StudyParams]]:
         """Entries of the points to run; those with a result to keep are recorded at once."""
         from .environment import git_commit
 
         todo, current = [], git_commit()  # once: two git processes and a hash of the package each time
         self.code = current.get("code_sha256")
-        for order, (slug, params) in enumerate(spec.points()):
+        for order, (slug, params) in enumerate(self.points):
             digest = point_hash(params)
             file = point_file(POINTS_FOLDER, slug, digest)
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
@@ -336,7 +337,7 @@ def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     run = local_runner(launcher)
-    for entry, params in record.pending(spec):
+    for entry, params in record.pending():
         result, error, wall_s, _ = run(params)
         record.done(entry, result, error, wall_s=wall_s, launcher=kind, executor="local")
     return record.data

@@ -162,9 +162,25 @@ def _checkpoint(name: str, folder: str, config_file: str) -> None:
     if model_type not in CONFIG_MAPPING:
         raise ParameterError(f"{name}: {config_file} names model_type {model_type!r}, which this transformers "
                              "does not know; allowed: a causal LM architecture such as llama")
-    if not any(entry.endswith(WEIGHT_FILES) for entry in os.listdir(folder)):
+    entries = sorted(os.listdir(folder))
+    if not any(entry.endswith(WEIGHT_FILES) for entry in entries):
         raise ParameterError(f"{name}: the folder {folder!r} holds no weights "
                              f"(no file ending in {', '.join(WEIGHT_FILES)})")
+    for entry in (e for e in entries if e.endswith(".safetensors")):  # its header only: milliseconds, no tensor read
+        _safetensors_header(name, os.path.join(folder, entry))
+
+
+def _safetensors_header(name: str, path: str) -> None:
+    """A weights file whose header does not read (cut short, or not safetensors) would fail the load, after the run's
+    folder is made: refused here."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt") as weights:
+            weights.keys()
+    except Exception as err:  # SafetensorError, or the OS's for a file that cannot be opened
+        raise ParameterError(f"{name}: {path!r} is not a readable safetensors file ({err}); allowed: a checkpoint "
+                             "folder as save_pretrained writes it") from None
 
 
 def model_positions(model: str) -> int | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from checkpoint_fixture import fake_checkpoint
 from rollout_study import cli, models, publish, sweep
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
@@ -25,11 +26,7 @@ def _sweep_file(path: Path, **values) -> Path:
 
 
 def _checkpoint(folder: Path, positions: int) -> Path:
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": positions}),
-                                        encoding="utf-8")
-    (folder / "model.safetensors").write_bytes(b"")
-    return folder
+    return fake_checkpoint(folder, {"model_type": "llama", "max_position_embeddings": positions})
 
 
 def test_prompt_and_new_tokens_past_a_real_models_positions_are_refused_before_it_loads(tmp_path, monkeypatch, capsys):

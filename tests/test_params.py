@@ -2,6 +2,7 @@ import dataclasses
 
 import pytest
 
+from checkpoint_fixture import NO_TENSORS, fake_checkpoint
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
 
@@ -112,16 +113,18 @@ def test_values_that_would_crash_later_are_refused_up_front(tmp_path):
 
 
 @pytest.mark.parametrize("config, weights, fragment", [
-    ("{not json", True, "does not parse as JSON"),
-    ('{"model_type": "no-such-model"}', True, "model_type 'no-such-model'"),
-    ('{"model_type": "llama"}', False, "holds no weights"),
+    ("{not json", NO_TENSORS, "does not parse as JSON"),
+    ('{"model_type": "no-such-model"}', NO_TENSORS, "model_type 'no-such-model'"),
+    ('{"model_type": "llama"}', None, "holds no weights"),
+    # a cut or foreign weights file failed at the load, after the run's folder was made
+    ('{"model_type": "llama"}', b"garbage" * 10, "model.safetensors' is not a readable safetensors file"),
+    ('{"model_type": "llama"}', NO_TENSORS[:5], "not a readable safetensors file"),
 ])
 def test_checkpoint_folders_that_cannot_load_are_refused(tmp_path, config, weights, fragment):
-    (tmp_path / "config.json").write_text(config, encoding="utf-8")
-    if weights:
-        (tmp_path / "model.safetensors").write_bytes(b"")
+    checkpoint = fake_checkpoint(tmp_path / "ckpt", config, weights)
     with pytest.raises(ParameterError, match=fragment):
-        StudyParams.from_dict({"model": str(tmp_path)})
+        StudyParams.from_dict({"model": str(checkpoint)})
+    assert StudyParams.from_dict({"model": str(fake_checkpoint(tmp_path / "good"))}).model == str(tmp_path / "good")
 
 
 def test_master_weights_need_a_trainer_apart():

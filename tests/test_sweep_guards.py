@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from checkpoint_fixture import fake_checkpoint
 from result_fixture import sweep_point
 from rollout_study import cli, launch, pipeline, repeats, sweep
 from rollout_study.launch import LaunchError
@@ -149,9 +150,7 @@ def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep
 def test_a_point_whose_name_is_too_long_for_a_file_name_is_recorded_under_a_cut_one(tmp_path):
     # A local checkpoint path of 4 x 60 characters once made a 283-character name, and the sweep stopped
     checkpoint = tmp_path.joinpath(*(c * 60 for c in "abcd"))
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "config.json").write_text(json.dumps({"model_type": "llama"}), encoding="utf-8")
-    (checkpoint / "model.safetensors").write_bytes(b"")
+    fake_checkpoint(checkpoint)
     spec = _spec(sweep={"model": [str(checkpoint), "synthetic"]})
     record = sweep.run_local(spec, tmp_path / "sweep", progress=False, launcher=lambda params: MEASURED)
     long, short = sorted(record["points"], key=lambda entry: entry["order"])

@@ -124,22 +124,22 @@ def _git(*args, root: str = ROOT) -> str | None:
         return None
 
 
-# What a measured call never runs: the presentation layer, the notebooks that only read result files, and
-# the modules that only read finished sweeps or runs (a sweep report's numbers, whether a folder may be
-# published, comparing two runs, the policies' gap). Left out of the fingerprint, so these can change between
-# the sessions of a long sweep without measuring its points again (the sweep's report is drawn by the code of
-# its last session).
+# What a measured call never runs: the presentation layer and the modules that only read finished sweeps or
+# runs (a sweep report's numbers, whether a folder may be published, comparing two runs, the policies' gap).
+# Left out of the fingerprint, so these can change between the sessions of a long sweep without measuring its
+# points again (the sweep's report is drawn by the code of its last session).
 NOT_MEASURING = ("rollout_study/present/", "rollout_study/sweep_curves.py", "rollout_study/sweep_settings.py",
                  "rollout_study/sweep_crossover.py", "rollout_study/sweep_validity.py", "rollout_study/sweep_load.py",
-                 "rollout_study/compare.py", "rollout_study/policy_gap.py",
-                 "rollout_study/policy_order.py", "notebooks/report.ipynb",
-                 "notebooks/hazards.ipynb",
-                 "notebooks/sweep.ipynb")
+                 "rollout_study/compare.py", "rollout_study/policy_gap.py", "rollout_study/policy_order.py")
+# The one notebook that measures, by name: the report notebooks only read result files, and an executed copy
+# beside it (`jupyter nbconvert --execute` writes study.nbconvert.ipynb, git-ignored) would move the fingerprint
+# of a clean tree, and a sweep resumed there would measure its kept points again
+STUDY_NOTEBOOK = "notebooks/study.ipynb"
 
 
 def code_fingerprint(root: str | None = None) -> str:
-    """sha256 over the code that measures: the package's Python files and the study notebook, by relative
-    path, less NOT_MEASURING.
+    """sha256 over the code that measures: the package's Python files, less NOT_MEASURING, and the study
+    notebook, by relative path.
 
     A commit names the whole tree, so a change to a test, a README, a parameter file or a report table
     makes a new one; the fingerprint moves only with the code that measures, which lets a sweep that
@@ -149,12 +149,11 @@ def code_fingerprint(root: str | None = None) -> str:
 
     root = root or ROOT
     digest = hashlib.sha256()
-    files = []
-    for folder, suffix in (("rollout_study", ".py"), ("notebooks", ".ipynb")):
-        for base, dirs, names in os.walk(os.path.join(root, folder)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-            # Not dot-files: an editor's lock file (.#graph.py) is no code, and may be a dangling link.
-            files += [os.path.join(base, n) for n in names if n.endswith(suffix) and not n.startswith(".")]
+    files = [os.path.join(root, STUDY_NOTEBOOK)] if os.path.isfile(os.path.join(root, STUDY_NOTEBOOK)) else []
+    for base, dirs, names in os.walk(os.path.join(root, "rollout_study")):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        # Not dot-files: an editor's lock file (.#graph.py) is no code, and may be a dangling link.
+        files += [os.path.join(base, n) for n in names if n.endswith(".py") and not n.startswith(".")]
     for path in sorted(files):
         relative = os.path.relpath(path, root).replace(os.sep, "/")
         if relative.startswith(NOT_MEASURING):

@@ -125,8 +125,11 @@ def cmd_summary(args, argv: list[str]) -> int:
     path = Path(args.result)
     if path.is_dir():  # else the OS's bare "[Errno 21] Is a directory", naming no argument
         inside = (f", such as {str(path / 'result.json')!r}" if (path / "result.json").is_file()
-                  else "; a sweep folder's summary is its summary.md" if (path / "sweep.json").is_file() else "")
+                  else f" (a sweep's are its points/*.json; its summary is {str(path / 'summary.md')!r})"
+                  if (path / "sweep.json").is_file() else "")
         raise ParameterError(f"summary: {str(path)!r} is a folder; allowed: a result file{inside}")
+    if not path.exists():
+        raise ParameterError(f"summary: {str(path)!r} does not exist; allowed: a result file")
     result = Result.read(path)
     sys.stdout.write(markdown.summary(result) if args.markdown else text.console_summary(result) + "\n")
     return EXIT_OK
@@ -164,7 +167,8 @@ def cmd_publish(args, argv: list[str]) -> int:
         raise ParameterError(f"--reports-root {args.reports_root!r}: {problem}")
     folder = Path(args.run_folder)
     if folder.exists() and not folder.is_dir():  # else "[Errno 20] Not a directory: '.../result.json'"
-        hint = f" (the folder that holds it: {str(folder.parent)!r})" if folder.name == "result.json" else ""
+        finished = any((folder.parent / name).is_file() for name in ("result.json", "sweep.json"))
+        hint = f" (the folder that holds it: {str(folder.parent)!r})" if finished else ""
         raise ParameterError(f"publish: {str(folder)!r} is a file; allowed: a run or sweep folder{hint}")
     target = publish.publish(args.run_folder, args.reports_root, args.name)
     say(f"published: {target}\nindex: {Path(args.reports_root) / 'index.html'}")

@@ -117,16 +117,16 @@ def reachable(address: str, timeout_s: float = 10.0) -> None:
     host, _, port = address.rpartition(":")
     if "://" in address:
         if not address.startswith("ray://"):
-            raise ParameterError(f"--address {address!r}: allowed: HOST:PORT of a Ray cluster's head, 'auto', or "
+            raise ParameterError(f"--address {named}: allowed: HOST:PORT of a Ray cluster's head, 'auto', or "
                                  "ray://HOST:PORT (Ray's client)")
         if importlib.util.find_spec("grpc") is None:  # what ray[client] adds
-            raise ParameterError(f"--address {address!r}: a ray:// address needs Ray's client (pip install "
+            raise ParameterError(f"--address {named}: a ray:// address needs Ray's client (pip install "
                                  "'ray[client]==2.60.0'); allowed without it: HOST:PORT of the head, or 'auto'")
         return
     if not host or not port.isdigit():
-        raise ParameterError(f"--address {address!r}: expected HOST:PORT of a Ray cluster's head (or 'auto')")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        raise ParameterError(f"--address {named}: expected HOST:PORT of a Ray cluster's head (or 'auto')")
+    try:  # an IPv6 host as Ray writes it, [::1]:6379, without the brackets
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as err:
         raise ParameterError(f"--address {named}: nothing answers there ({err}); allowed: the HOST:PORT of a "
                              "running Ray cluster's head (ray start --head prints it)") from None
@@ -143,10 +143,14 @@ def _auto_address() -> str | None:
     try:
         found = get_ray_address_from_environment("auto", None)
     except ConnectionError:
-        raise ParameterError("--address 'auto': no running Ray cluster found (RAY_ADDRESS unset, no `ray start` on "
-                             "this host); allowed: 'auto' with one running, HOST:PORT of a cluster's head, or no "
-                             "--address (a local instance started for the sweep)") from None
-    return found if isinstance(found, str) and ":" in found and "://" not in found else None
+        raise ParameterError("--address 'auto': no running Ray cluster found (RAY_ADDRESS unset or 'auto', no `ray "
+                             "start` on this host); allowed: 'auto' with one running, HOST:PORT of a cluster's head, "
+                             "or no --address (a local instance started for the sweep)") from None
+    except Exception:  # a later Ray's other signature, or /tmp/ray unreadable: ray.init will say
+        return None
+    # RAY_ADDRESS may hold anything an explicit --address may (ray://, or the http:// of `ray job submit`), and
+    # gets the same checks; 'local' and the like start an instance of their own
+    return found if isinstance(found, str) and ":" in found else None
 
 
 def _run(args, spec, folder: Path, lock) -> list[str]:

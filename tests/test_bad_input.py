@@ -146,10 +146,18 @@ def test_a_folder_for_summary_and_a_file_for_publish_are_named_with_what_is_allo
     assert cli.main(["publish", str(run / "result.json"), "--reports-root", str(reports)]) == cli.EXIT_BAD_INPUT
     assert f"publish: {str(run / 'result.json')!r} is a file; allowed: a run or sweep folder (the folder that " \
            f"holds it: {str(run)!r})" in capsys.readouterr().err  # was "[Errno 20] Not a directory"
+    assert cli.main(["publish", str(run / "summary.md"), "--reports-root", str(reports)]) == cli.EXIT_BAD_INPUT
+    assert f"(the folder that holds it: {str(run)!r})" in capsys.readouterr().err
     assert not reports.exists()
+    assert cli.main(["summary", str(tmp_path / "no-such.json")]) == cli.EXIT_BAD_INPUT  # was "[Errno 2] No such file"
+    assert f"summary: {str(tmp_path / 'no-such.json')!r} does not exist; allowed: a result file" \
+        in capsys.readouterr().err
+    sweep_folder = REPO / "reports" / "sweep-h200-tiny"
+    assert cli.main(["summary", str(sweep_folder)]) == cli.EXIT_BAD_INPUT
+    assert f"its summary is {str(sweep_folder / 'summary.md')!r}" in capsys.readouterr().err
 
 
-def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_path, monkeypatch, capsys):
+def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_path, capsys):
     import importlib.util
 
     with pytest.raises(ParameterError, match=f"point_timeout_s must be a number of seconds > 0 and <= "
@@ -168,24 +176,48 @@ def test_sweep_limits_the_command_line_and_the_file_cannot_run_are_refused(tmp_p
         assert cli.main(["sweep", str(CPU), "--executor", "ray", "--address", address, "--output-root", str(runs),
                          "--quiet"]) == cli.EXIT_BAD_INPUT
         assert said in capsys.readouterr().err and not runs.exists()
-    # 'auto' is the cluster ray.init would find: RAY_ADDRESS first (a port nothing listens on here), then a running
-    # one; where none is, ray.init said so only after the sweep had made its output root
+
+
+def test_address_auto_is_the_cluster_ray_would_find_and_is_refused_where_none_answers(tmp_path, monkeypatch, capsys):
+    """ray.init('auto') with no cluster said so only after the sweep had made its output root."""
+    pytest.importorskip("ray")
     import socket
 
+    from ray._private import services
+    from rollout_study import sweep_command, sweep_ray
+
+    # Past the checks, ray.init would retry a dead address for minutes: a check that let one through fails here
+    monkeypatch.setattr(sweep_ray, "run_ray", lambda *args, **kwargs: pytest.fail("ray.init reached"))
+    runs = tmp_path / "runs"
+    auto = ["sweep", str(CPU), "--executor", "ray", "--address", "auto", "--output-root", str(runs), "--quiet"]
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    auto = ["sweep", str(CPU), "--executor", "ray", "--address", "auto", "--output-root", str(runs), "--quiet"]
-    assert cli.main(auto) == cli.EXIT_BAD_INPUT
-    assert f"--address 'auto' (Ray finds '127.0.0.1:{port}' here): nothing answers there" in capsys.readouterr().err and not runs.exists()
+    for value, said in ((f"127.0.0.1:{port}", f"--address 'auto' (Ray finds '127.0.0.1:{port}' here): nothing "
+                                               "answers there"),
+                        ("http://127.0.0.1:8265", "--address 'auto' (Ray finds 'http://127.0.0.1:8265' here): "
+                                                  "allowed: HOST:PORT")):  # the address `ray job submit` reads
+        monkeypatch.setenv("RAY_ADDRESS", value)
+        assert cli.main(auto) == cli.EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err and not runs.exists()
     monkeypatch.delenv("RAY_ADDRESS")
-    from ray._private import services
-
     monkeypatch.setattr(services, "find_gcs_addresses", lambda: [])  # none running, whatever this host runs
     monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
     assert cli.main(auto) == cli.EXIT_BAD_INPUT
     assert "--address 'auto': no running Ray cluster found" in capsys.readouterr().err and not runs.exists()
+    with socket.socket() as head:  # one answering: let through, as ray.init would connect
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{head.getsockname()[1]}")
+        sweep_command.reachable("auto")
+    try:  # Ray writes an IPv6 head in brackets, [::1]:6379
+        head = socket.socket(socket.AF_INET6)
+        head.bind(("::1", 0))
+    except OSError:
+        return  # no IPv6 loopback here
+    with head:
+        head.listen()
+        sweep_command.reachable(f"[::1]:{head.getsockname()[1]}")
 
 
 def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_are_refused_before_it_loads(

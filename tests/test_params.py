@@ -124,7 +124,19 @@ def test_checkpoint_folders_that_cannot_load_are_refused(tmp_path, config, weigh
     checkpoint = fake_checkpoint(tmp_path / "ckpt", config, weights)
     with pytest.raises(ParameterError, match=fragment):
         StudyParams.from_dict({"model": str(checkpoint)})
-    assert StudyParams.from_dict({"model": str(fake_checkpoint(tmp_path / "good"))}).model == str(tmp_path / "good")
+
+
+def test_a_sharded_checkpoint_with_metadata_passes_the_weights_check(tmp_path):
+    """What save_pretrained writes for a larger model: shards with `format` metadata and an index."""
+    import torch
+    from safetensors.torch import save_file
+
+    checkpoint = fake_checkpoint(tmp_path / "ckpt", weights=None)
+    for shard in (1, 2):
+        save_file({f"w{shard}": torch.zeros(2, 3, dtype=torch.bfloat16)},
+                  str(checkpoint / f"model-0000{shard}-of-00002.safetensors"), metadata={"format": "pt"})
+    (checkpoint / "model.safetensors.index.json").write_text('{"weight_map": {}}', encoding="utf-8")
+    assert StudyParams.from_dict({"model": str(checkpoint)}).model == str(checkpoint)
 
 
 def test_master_weights_need_a_trainer_apart():

@@ -1253,7 +1253,7 @@ def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apar
     assert CommonPoints(("p",)).lines()[-1] == "steady medians: no steady phase measured in both"
 
 
-def test_the_code_fingerprint_moves_with_the_package_and_notebooks_only(tmp_path):
+def test_the_code_fingerprint_moves_with_the_package_and_the_study_notebook_only(tmp_path):
     from rollout_study.environment import code_fingerprint
 
     (tmp_path / "rollout_study" / "engines").mkdir(parents=True)

@@ -118,19 +118,28 @@ def cmd_report(args, argv: list[str]) -> int:
     return command(args)
 
 
+def result_file(command: str, given: str, sweeps: bool = False) -> Path:
+    """A command's result-file argument, where it is one; a folder or a missing path is named with what is allowed
+    (else the OS's bare "[Errno 21] Is a directory", naming no argument). sweeps: the command takes sweep folders
+    too (a folder here has no sweep.json)."""
+    path = Path(given)
+    if path.is_dir():
+        inside = (f", such as {str(path / 'result.json')!r} (it holds one: name it)" if (path / "result.json").is_file()
+                  else f" (a sweep's are its points/*.json; its summary is {str(path / 'summary.md')!r})"
+                  if (path / "sweep.json").is_file() else "")
+        raise ParameterError(f"{command}: {str(path)!r} is a folder{' without sweep.json' if sweeps else ''}; "
+                             f"allowed: a result file{inside}{', or a sweep folder' if sweeps else ''}")
+    if not path.is_file():
+        raise ParameterError(f"{command}: {str(path)!r} does not exist; allowed: a result file"
+                             f"{' or a sweep folder' if sweeps else ''}")
+    return path
+
+
 def cmd_summary(args, argv: list[str]) -> int:
     from .present import markdown, text
     from .result import Result
 
-    path = Path(args.result)
-    if path.is_dir():  # else the OS's bare "[Errno 21] Is a directory", naming no argument
-        inside = (f", such as {str(path / 'result.json')!r}" if (path / "result.json").is_file()
-                  else f" (a sweep's are its points/*.json; its summary is {str(path / 'summary.md')!r})"
-                  if (path / "sweep.json").is_file() else "")
-        raise ParameterError(f"summary: {str(path)!r} is a folder; allowed: a result file{inside}")
-    if not path.exists():
-        raise ParameterError(f"summary: {str(path)!r} does not exist; allowed: a result file")
-    result = Result.read(path)
+    result = Result.read(result_file("summary", args.result))
     sys.stdout.write(markdown.summary(result) if args.markdown else text.console_summary(result) + "\n")
     return EXIT_OK
 
@@ -147,14 +156,8 @@ def cmd_compare(args, argv: list[str]) -> int:
         comparison = compare_sweeps(args.a, args.b)
         print(comparison.text())
         return EXIT_OK if comparison.agrees else EXIT_FAILED
-    for path in map(Path, (args.a, args.b)):  # else a bare "[Errno 21] Is a directory"
-        if path.is_dir():
-            inside = " (it holds one: name it)" if (path / "result.json").is_file() else ""
-            raise ParameterError(f"compare: {str(path)!r} is a folder without sweep.json; allowed: a result file, "
-                                 f"such as {str(path / 'result.json')!r}{inside}, or two sweep folders")
-        if not path.is_file():
-            raise ParameterError(f"compare: {str(path)!r} does not exist; allowed: a result file or a sweep folder")
-    comparison = compare(Result.read(args.a), Result.read(args.b))
+    a, b = (result_file("compare", path, sweeps=True) for path in (args.a, args.b))  # both, before either is read
+    comparison = compare(Result.read(a), Result.read(b))
     print(comparison.text())
     return EXIT_OK if comparison.same_workload and comparison.tokens_match else EXIT_FAILED
 
@@ -165,11 +168,6 @@ def cmd_publish(args, argv: list[str]) -> int:
     problem = writable(Path(args.reports_root) / "index.html")  # before any work, naming the option
     if problem:
         raise ParameterError(f"--reports-root {args.reports_root!r}: {problem}")
-    folder = Path(args.run_folder)
-    if folder.exists() and not folder.is_dir():  # else "[Errno 20] Not a directory: '.../result.json'"
-        finished = any((folder.parent / name).is_file() for name in ("result.json", "sweep.json"))
-        hint = f" (the folder that holds it: {str(folder.parent)!r})" if finished else ""
-        raise ParameterError(f"publish: {str(folder)!r} is a file; allowed: a run or sweep folder{hint}")
     target = publish.publish(args.run_folder, args.reports_root, args.name)
     say(f"published: {target}\nindex: {Path(args.reports_root) / 'index.html'}")
     return EXIT_OK

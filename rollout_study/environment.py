@@ -149,7 +149,8 @@ def code_fingerprint(root: str | None = None) -> str:
 
     root = root or ROOT
     digest = hashlib.sha256()
-    files = [os.path.join(root, STUDY_NOTEBOOK)] if os.path.isfile(os.path.join(root, STUDY_NOTEBOOK)) else []
+    study = os.path.join(root, STUDY_NOTEBOOK)
+    files = [study] if os.path.isfile(study) else []
     for base, dirs, names in os.walk(os.path.join(root, "rollout_study")):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
         # Not dot-files: an editor's lock file (.#graph.py) is no code, and may be a dangling link.

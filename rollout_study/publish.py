@@ -97,7 +97,12 @@ def _device(result: Result) -> str:
 def publish(run_folder: str | os.PathLike, reports_root: str | os.PathLike = REPORTS_ROOT,
             name: str | None = None) -> Path:
     """Copy a finished run folder to reports_root/<name> (default: the run's name); returns the folder."""
-    run_folder, reports_root = Path(run_folder).resolve(), Path(reports_root).resolve()
+    given = Path(run_folder)
+    if given.exists() and not given.is_dir():  # else "[Errno 20] Not a directory: '.../result.json'"
+        finished = any((given.parent / name).is_file() for name in ("result.json", "sweep.json"))
+        hint = f" (the folder that holds it: {str(given.parent)!r})" if finished else ""
+        raise PublishError(f"publish: {str(given)!r} is a file; allowed: a run or sweep folder{hint}")
+    run_folder, reports_root = given.resolve(), Path(reports_root).resolve()
     result, problems, default_name, results = _readable(run_folder)  # validity from the records, never a flag
     if problems:
         raise PublishError(f"{run_folder}: the result is invalid ({'; '.join(problems)}); "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -144,7 +145,12 @@ class SweepSpec:
         return cls.from_dict(values, source=path)
 
     def points(self) -> list[tuple[str, StudyParams]]:
-        """(slug, parameters) per point, in the product's order."""
+        """(slug, parameters) per point, in the product's order: validated once per spec (each point's StudyParams,
+        reading a checkpoint's config and weights' headers), however many of a sweep's steps ask."""
+        return list(self._points)
+
+    @functools.cached_property
+    def _points(self) -> tuple[tuple[str, StudyParams], ...]:
         keys = list(self.axes)
         out = []
         for combo in itertools.product(*(self.axes[k] for k in keys)):
@@ -154,7 +160,7 @@ class SweepSpec:
                 values.update(value if isinstance(value, dict) else {key: value})
             values["name"] = f"{self.name}-{slug}"
             out.append((slug, StudyParams.from_dict(values, source=f"sweep {self.name} point {slug}")))
-        return out
+        return tuple(out)
 
     def to_dict(self) -> dict:
         repeat = {"repeat_alone": self.repeat_alone} if self.repeat_alone else {}
@@ -270,8 +276,7 @@ class _Record:
 
     def __init__(self, spec: SweepSpec, folder: Path, executor: str, progress: bool, gpus: int, workers: int):
         (folder / POINTS_FOLDER).mkdir(parents=True, exist_ok=True)
-        self.points = spec.points()  # once: each call validates every point again
-        self.folder, self.progress, self.total = folder, progress, len(self.points)
+        self.folder, self.progress, self.total = folder, progress, len(spec.points())
         # This invocation's wall time, and the earlier invocations' of a resumed sweep (one session
         # may not fit a sweep): their sum is the time the sweep took to run, pauses between them aside.
         earlier = earlier_walls(folder)
@@ -282,13 +287,13 @@ class _Record:
         self.began = time.perf_counter()
         self.code: str | None = None  # the sweep's code fingerprint, taken by pending()
 
-    def pending(self) -> list[tuple[dict, StudyParams]]:
+    def pending(self, spec: SweepSpec) -> list[tuple[dict, StudyParams]]:
         """Entries of the points to run; those with a result to keep are recorded at once."""
         from .environment import git_commit
 
         todo, current = [], git_commit()  # once: two git processes and a hash of the package each time
         self.code = current.get("code_sha256")
-        for order, (slug, params) in enumerate(self.points):
+        for order, (slug, params) in enumerate(spec.points()):
             digest = point_hash(params)
             file = point_file(POINTS_FOLDER, slug, digest)
             entry = {"order": order, "slug": slug, "hash": digest, "file": file, "params": params.to_dict()}
@@ -337,7 +342,7 @@ def _run_local(spec: SweepSpec, folder: Path, progress: bool, launcher) -> dict:
     kind, launcher = sweep_launcher(spec.launcher, launcher, timeout_s=spec.point_timeout_s)
     record = _Record(spec, folder, "local", progress, gpus=int(torch.cuda.is_available()), workers=1)
     run = local_runner(launcher)
-    for entry, params in record.pending():
+    for entry, params in record.pending(spec):
         result, error, wall_s, _ = run(params)
         record.done(entry, result, error, wall_s=wall_s, launcher=kind, executor="local")
     return record.data

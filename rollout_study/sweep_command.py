@@ -26,7 +26,7 @@ def command(args) -> list[str]:
     from .sweep_lock import locked
 
     spec = SweepSpec.from_yaml(args.sweep_file)  # every point validated before any runs
-    points = spec.points()  # once: each call validates every point again
+    points = spec.points()
     if spec.report == "hazards":
         matrix_points(points)
     if args.executor == "ray":

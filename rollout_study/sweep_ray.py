@@ -214,7 +214,7 @@ def _run_ray(spec: SweepSpec, folder: Path, address: str | None, progress: bool)
             _ray_point)
         timeout = spec.point_timeout_s
         running = {task.remote(params.to_dict(), spec.launcher, cuda, timeout): entry
-                   for entry, params in record.pending()}
+                   for entry, params in record.pending(spec)}
         while running:
             (ready,), _ = ray.wait(list(running), num_returns=1)
             entry = running.pop(ready)

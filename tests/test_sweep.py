@@ -1306,6 +1306,21 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     assert code_fingerprint(str(tmp_path)) != first
 
 
+def test_a_specs_points_are_validated_once_however_many_steps_ask(monkeypatch):
+    """Each point's StudyParams reads a checkpoint's config and weights' headers: the file's validation, the
+    command's checks, the record and the repeats' sample take the same points, not four validations of each."""
+    made = []
+    real = StudyParams.from_dict.__func__
+    monkeypatch.setattr(StudyParams, "from_dict",
+                        classmethod(lambda cls, *args, **kwargs: made.append(1) or real(cls, *args, **kwargs)))
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    first = len(made)
+    points = spec.points()
+    points.pop()  # a copy of the list: the spec's own stays whole
+    assert len(spec.points()) == len(points) + 1 == first and len(made) == first
+    assert len(dataclasses.replace(spec, name="other").points()) == first and len(made) == 2 * first
+
+
 def test_a_two_point_cpu_sweep_through_the_fork_server_runs_each_point_in_a_forked_child(tmp_path):
     spec = sweep.SweepSpec.from_dict({**yaml.safe_load((REPO / "params" / "sweep-cpu.yaml").read_text()),
                                       "launcher": "fork-server", "repeat_alone": 1})

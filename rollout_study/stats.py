@@ -3,7 +3,7 @@
 `Samples` owns the statistics of replicates (median, quartiles, IQR, the wide-spread flag), as
 `torch.utils.benchmark.Measurement` does: every table and check asks it, none recomputes.
 
-Intervals are seeded, pure Python, the same numbers on every rebuild.
+Intervals are seeded: the same numbers on every rebuild.
 A ratio of two medians (generate() over a graph, after an update over before) is stated with a 95%
 percentile interval from `RESAMPLES` resamples of the raw samples: each side is resampled with
 replacement on its own, the ratio of the resampled medians is taken, and the 2.5th and 97.5th
@@ -19,6 +19,8 @@ import random
 import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
 
 WIDE_IQR = 0.10  # an IQR above this fraction of the median is flagged, as torch.utils.benchmark does
 
@@ -133,15 +135,25 @@ def _interval(numerator: tuple, denominator: tuple, seed: int, resamples: int, l
     point = top / bottom
     if len(numerator) == 1 and len(denominator) == 1:
         return Ratio(point, None, None)
-    rng = random.Random(seed)
-
-    def median_of(values: tuple) -> float:
-        return values[0] if len(values) == 1 else statistics.median(rng.choices(values, k=len(values)))
-
-    ratios = []
-    for _ in range(resamples):
-        top_r, bottom_r = median_of(numerator), median_of(denominator)
-        ratios.append(top_r / bottom_r if bottom_r > 0 else math.inf)
-    ratios.sort()
+    # The draws of random.Random(seed), in its order (each resample: the numerator's, then the denominator's, as
+    # `random.choices` takes them), drawn at once: numpy's Mersenne Twister set to Python's state gives the same
+    # floats, so the interval is the pure-Python resampling's to the bit, about 50x sooner (a sweep report asks
+    # for thousands).
+    sides = [np.asarray(values) for values in (numerator, denominator)]
+    widths = [len(values) if len(values) > 1 else 0 for values in sides]  # a one-sample side draws nothing
+    state = random.Random(seed).getstate()[1]
+    twister = np.random.RandomState()
+    twister.set_state(("MT19937", np.array(state[:-1], dtype=np.uint32), state[-1]))
+    draws = twister.random_sample((resamples, sum(widths)))
+    medians = []
+    for values, width, start in zip(sides, widths, (0, widths[0])):
+        if width == 0:
+            medians.append(np.full(resamples, values[0]))
+        else:
+            picks = np.floor(draws[:, start:start + width] * float(width)).astype(np.intp)
+            medians.append(np.median(values[picks], axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(medians[1] > 0, medians[0] / medians[1], math.inf)
+    ratios = np.sort(ratios).tolist()
     tail = (1 - level) / 2
     return Ratio(point, percentile(ratios, tail), percentile(ratios, 1 - tail))

@@ -1,6 +1,8 @@
 """stats.py: bootstrap intervals of ratios of medians, checked against cases known without resampling."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from rollout_study.stats import Samples
@@ -84,3 +86,41 @@ def test_a_ratio_is_on_a_side_of_a_value_only_where_its_interval_clears_it():
     assert [Ratio(1.2, 1.1, 1.3).side(), Ratio(0.8, 0.7, 0.9).side(), Ratio(1.0, 0.9, 1.1).side()] == [1, -1, 0]
     assert Ratio(1.2, 1.0, 1.3).side() == 0 and Ratio(1.5, None, None).side() == 0  # an end on it; no interval
     assert Ratio(1.2, 1.1, 1.3).side(1.15) == 0 and Ratio(1.2, 1.1, 1.3).side(1.05) == 1
+
+
+def _pure_python_interval(numerator, denominator, seed, resamples, level):
+    """The resampling as random.choices does it, one draw at a time: what the drawn-at-once interval must equal."""
+    import random
+    import statistics
+
+    rng = random.Random(seed)
+
+    def median_of(values):
+        return values[0] if len(values) == 1 else statistics.median(rng.choices(values, k=len(values)))
+
+    ratios = []
+    for _ in range(resamples):
+        top, bottom = median_of(numerator), median_of(denominator)
+        ratios.append(top / bottom if bottom > 0 else math.inf)
+    ratios.sort()
+    tail = (1 - level) / 2
+    return percentile(ratios, tail), percentile(ratios, 1 - tail)
+
+
+@pytest.mark.parametrize("sizes", [(1, 7), (8, 1), (2, 2), (5, 6), (31, 40)])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_interval_is_the_one_random_choices_draws_to_the_bit(sizes, seed):
+    import random
+
+    rng = random.Random(f"{sizes}-{seed}")
+    numerator, denominator = ([rng.lognormvariate(0, 0.3) for _ in range(n)] for n in sizes)
+    got = ratio_interval(Samples(numerator), Samples(denominator), seed=seed, resamples=500)
+    assert (got.low, got.high) == _pure_python_interval(tuple(numerator), tuple(denominator), seed, 500, stats.LEVEL)
+
+
+def test_a_resampled_denominator_median_of_zero_gives_the_ratio_one_at_a_time_gives():
+    # half the denominator's samples are zero: some resampled medians are zero, the point's median is not
+    numerator, denominator = (1.0, 1.1, 1.2), (0.0, 0.0, 2.0, 3.0, 4.0)
+    got = ratio_interval(Samples(numerator), Samples(denominator), seed=1, resamples=400, level=0.99)
+    assert not math.isfinite(got.high)  # the top ratios are infinite (interpolating between two gives nan)
+    assert repr((got.low, got.high)) == repr(_pure_python_interval(numerator, denominator, 1, 400, 0.99))

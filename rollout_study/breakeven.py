@@ -13,6 +13,7 @@ break-even to state.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from .result import Result
 from .stats import ratio_interval
 
 WITHIN_INTERVAL = "their 95% interval"
+WITHIN_RANGE = "their 95% interval (their calls' whole range)"  # stats.WHOLE_RANGE
 
 
 def margin_reason() -> str:
@@ -53,6 +55,9 @@ class BreakEven:
     steady_differs: bool = True
     first_differs: bool = True
     steady_within: str | None = None
+    # Set where the steady states before any update differ and those after it, which the verdict reads, do not or
+    # differ the other way (the 1B shape at batch 16 / 512 tokens in sweep-h200): _disagrees_before.
+    disagrees_before: str | None = None
 
     def __post_init__(self):
         if self.steady_differs and self.steady_within is not None:
@@ -64,6 +69,11 @@ class BreakEven:
 
     @property
     def verdict(self) -> str:
+        if self.disagrees_before:
+            return f"{self._verdict()}; but {self.disagrees_before}"
+        return self._verdict()
+
+    def _verdict(self) -> str:
         if not (self.steady_differs or self.first_differs):
             return (f"no difference: its first calls are within their 95% interval of the baseline's and its "
                     f"steady states within {self.steady_within} of each other")
@@ -176,7 +186,7 @@ def steady_tie(samples, base_samples, with_margin: bool) -> str | None:
     """Why two steady states count as one (their interval, or the margin where asked), or None where they differ."""
     ratio = ratio_interval(samples, base_samples)  # interval_excludes_one's, with its point
     if ratio.contains(1.0):
-        return WITHIN_INTERVAL
+        return WITHIN_RANGE if ratio.whole_range else WITHIN_INTERVAL
     return margin_reason() if with_margin and within_margin(ratio.point) else None
 
 
@@ -189,7 +199,26 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
         tie = steady_tie(steady, base_steady, with_margin=same_engine(candidate, baseline))
         # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
         first_differs = tie is None or interval_excludes_one(firsts, base_firsts)
-        rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median,
-                                 break_even_rollouts(base_first, base_steady.median, first, steady.median,
-                                                     tie is None, first_differs, tie)))
+        verdict = break_even_rollouts(base_first, base_steady.median, first, steady.median, tie is None,
+                                      first_differs, tie)
+        after = 0 if tie else (1 if steady.median > base_steady.median else -1)
+        if disagrees := _disagrees_before(result, candidate, baseline, after):
+            verdict = dataclasses.replace(verdict, disagrees_before=disagrees)
+        rows.append(BreakEvenRow(candidate, baseline, first, steady.median, base_first, base_steady.median, verdict))
     return rows
+
+
+def _disagrees_before(result: Result, candidate: str, baseline: str, after: int) -> str | None:
+    """Where the steady states before any update differ (as steady_tie counts a difference) and those after the
+    updates, which the verdict reads, do not, or differ the other way: said beside the verdict, for the verdict
+    then rests on which phases were measured (drift between them, or an update that moved one)."""
+    mine, theirs = (result.samples(variant, *effects.BEFORE) for variant in (candidate, baseline))
+    if mine is None or theirs is None:
+        return None
+    before = ratio_interval(mine, theirs)
+    # side 0: no interval (one sample each), or one that holds 1
+    if before.side() in (0, after) or steady_tie(mine, theirs, with_margin=same_engine(candidate, baseline)):
+        return None
+    return (f"before any update its steady state was the {'slower' if before.side() > 0 else 'faster'} "
+            f"({before.point:.3f}x the baseline's, {before.bounds_name} {before.low:.3f} to {before.high:.3f}): "
+            "the verdict reads the steady phases after the updates, which drift or an update moved")

@@ -75,12 +75,31 @@ RESAMPLES = 2000
 LEVEL = 0.95
 
 
-class Ratio(NamedTuple):
-    """A ratio of medians and its bootstrap interval; `low`/`high` None: one sample each, no interval."""
-
+class _Bounds(NamedTuple):
     point: float
     low: float | None
     high: float | None
+
+
+class Ratio(_Bounds):
+    """A ratio of medians and its bootstrap interval; `low`/`high` None: one sample each, no interval.
+
+    `whole_range`: the interval reaches the lowest and the highest ratio the samples allow (min/max to max/min).
+    With few samples a side (3, or a first call against 3) every resample's extremes fall inside the 2.5% tails,
+    so the "95%" interval is the samples' whole range: what was measured rather than a confidence statement. It is
+    an attribute beside the three fields, so a Ratio still unpacks and compares as (point, low, high)."""
+
+    whole_range = False  # what _make and _replace, which bypass __new__, give
+
+    def __new__(cls, point: float, low: float | None, high: float | None, whole_range: bool = False):
+        ratio = super().__new__(cls, point, low, high)
+        ratio.whole_range = whole_range
+        return ratio
+
+    @property
+    def bounds_name(self) -> str:
+        """How a report names the interval: "95%", or "whole range" where it is the samples' whole range."""
+        return "whole range" if self.whole_range else f"{LEVEL:.0%}"
 
     @property
     def has_interval(self) -> bool:
@@ -156,4 +175,26 @@ def _interval(numerator: tuple, denominator: tuple, seed: int, resamples: int, l
         ratios = np.where(medians[1] > 0, medians[0] / medians[1], math.inf)
     ratios = np.sort(ratios).tolist()
     tail = (1 - level) / 2
-    return Ratio(point, percentile(ratios, tail), percentile(ratios, 1 - tail))
+    low, high = percentile(ratios, tail), percentile(ratios, 1 - tail)
+    lowest = min(numerator) / max(denominator)
+    highest = max(numerator) / min(denominator) if min(denominator) > 0 else math.inf
+    return Ratio(point, low, high, whole_range=(low, high) == (lowest, highest))
+
+
+WHOLE_RANGE_WHY = ("with as few as 3 calls a side, or a first call against 3, every resample's extremes fall in "
+                   "the 2.5% tails, so such an interval says what was measured, not 95% confidence")
+WHOLE_RANGE = ("whole range: a 95% interval that reaches the lowest and the highest ratio any two of its calls give "
+               f"(min/max to max/min); {WHOLE_RANGE_WHY}")
+
+
+def whole_range_note(ratios: list[Ratio], what: str = "95% interval here", why: bool = False) -> str:
+    """Says how many of `ratios`' intervals are their samples' whole range (WHOLE_RANGE; `why`: and why);
+    "" where none is."""
+    ranges = sum(r.whole_range for r in ratios)
+    if not ranges:
+        return ""
+    if ranges == len(ratios):
+        note = f"every {what} is its samples' whole range"
+    else:
+        note = f"{ranges} of the {len(ratios)} {what.replace('interval', 'intervals')} are their samples' whole range"
+    return f"{note} ({WHOLE_RANGE_WHY})" if why else note

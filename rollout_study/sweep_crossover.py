@@ -4,7 +4,8 @@
                 points' range; where a larger batch's is not under it, every larger batch's speed-up is listed too
                 (point estimates, as the crossing's): the speed-up need not fall steadily with the batch. Where
                 the speed-up's 95% interval at the crossing includes CROSSOVER, the text gives it: the crossing is
-                then the point estimate's alone (from 3 samples a side the interval spans about the samples' range).
+                then the point estimate's alone (from 3 samples a side the interval is the samples' whole range: the
+                text says so).
                 Before the crossing (at every batch, where none is under), a batch at or over CROSSOVER whose
                 interval includes it is named too, with its interval: not under it by the point estimate alone, so
                 "none in range" or "first under at batch 8" does not hide a point the samples cannot place on either
@@ -35,11 +36,12 @@ class Crossover:
     # the batches before the crossing (every batch, where none is under) at or over CROSSOVER by the point estimate
     # whose 95% interval includes it, each with its speed-up
     over_by_point_alone: tuple[tuple[int, Ratio], ...] = ()
+    interval_whole_range: bool = False  # that interval is its samples' whole range (stats.Ratio.whole_range)
 
     @property
     def ratio(self) -> Ratio:
         """The speed-up at the crossing with its interval (none where it had none), as the speed-up rows hold it."""
-        return Ratio(self.speedup, *(self.interval or (None, None)))
+        return Ratio(self.speedup, *(self.interval or (None, None)), whole_range=self.interval_whole_range)
 
     @property
     def interval_includes_threshold(self) -> bool:
@@ -57,8 +59,7 @@ class Crossover:
     @property
     def text(self) -> str:
         if self.batch is None:
-            return (f"none in the valid points' range (batch {self.swept[0]} to {self.swept[-1]})"
-                    + self._over_by_point_alone)
+            return f"none in the valid points' range ({_batches(self.swept)})" + self._over_by_point_alone
         if self.before is None:
             return _already_under(self.batch, [self.speed_text]) + self._later
         return (f"batch {self.batch} ({self.speed_text}; {self.before[1]:.2f}x at batch {self.before[0]})"
@@ -76,7 +77,7 @@ class Crossover:
         if not self.later:
             return ""
         every = ", ".join(f"{s:.2f}x at batch {b}" for b, s in self.later)
-        return f", at or over {CROSSOVER}x at a larger batch (every larger batch: {every})"
+        return f"; not falling steadily: back at or over {CROSSOVER}x at a larger batch (each larger batch: {every})"
 
 
 def _already_under(batch: int, speedups: list[str]) -> str:
@@ -87,7 +88,14 @@ def _already_under(batch: int, speedups: list[str]) -> str:
 def _with_interval(ratio: Ratio) -> str:
     """A speed-up whose interval includes CROSSOVER, 3 decimals (a point near the threshold may round to its bound);
     in brackets: several counts' speed-ups may share one clause, comma-separated."""
-    return f"{ratio.point:.3f}x [95% {ratio.low:.3f} to {ratio.high:.3f}, includes {CROSSOVER}x]"
+    return f"{ratio.point:.3f}x [{ratio.bounds_name} {ratio.low:.3f} to {ratio.high:.3f}, includes {CROSSOVER}x]"
+
+
+def _batches(swept: tuple[int, ...]) -> str:
+    """The batches swept: a few by name (batch 1 to 4 would read as 1, 2, 3, 4), more as their range."""
+    if len(swept) > 3:
+        return f"batch {swept[0]} to {swept[-1]}"
+    return ("batch " if len(swept) == 1 else "batches ") + _words([str(b) for b in swept])
 
 
 def _words(words: list[str]) -> str:
@@ -136,5 +144,6 @@ def crossovers(points: list[Point]) -> list[Crossover]:
                 later = ()
             ratio = rows[under].ratio
             out.append(Crossover(variant, tokens, rows[under].batch, ratio.point, before, swept, later,
-                                 (ratio.low, ratio.high) if ratio.has_interval else None, over_alone))
+                                 (ratio.low, ratio.high) if ratio.has_interval else None, over_alone,
+                                 ratio.whole_range))
     return out

@@ -38,6 +38,9 @@ from .stats import Ratio, ratio_interval
 NOT_SETTINGS = ("name", "engines", "batch_size", "requests", "max_new_tokens")
 NOT_RECORDED = "not recorded"
 UNRECORDED = (("setting", NOT_RECORDED),)  # a point without parameters, where its model's others vary
+# What eager generate() runs the same whatever these say (the graph engines' buckets, the graph policies' order
+# after eager's turn): only there is eager's ratio between two settings the points' drift alone.
+EAGER_IGNORES = ("length_bucket", "policy")
 NONE_MEANS = {"prompt_len": "auto"}  # how a parameter left unset reads (StudyParams: None is prompt_len's auto)
 
 
@@ -172,3 +175,10 @@ def side_by_side(points: list) -> list[SideBySide]:
                 rows.append(SideBySide(variant, tokens, batch, requests, ordered[0], setting, mine.median,
                                        theirs.median, ratio_interval(mine, theirs), eager))
     return sorted(rows, key=lambda r: (ordered.index(r.setting), variant_rank(r.variant), r.new_tokens, r.batch))
+
+
+def moves_eager(setting: tuple, base: tuple) -> list[str]:
+    """The parameters in which `setting` differs from `base` that change what eager runs (a seed: its weights and
+    prompts): [] where eager's ratio between the two is their drift alone."""
+    theirs = dict(base)
+    return [name for name, value in setting if theirs.get(name) != value and name not in EAGER_IGNORES]

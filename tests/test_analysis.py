@@ -9,7 +9,7 @@ from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, m
                             rename_engine, retime)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
-from rollout_study.breakeven import WITHIN_INTERVAL, margin_reason, steady_tie
+from rollout_study.breakeven import WITHIN_INTERVAL, WITHIN_RANGE, margin_reason, steady_tie
 from rollout_study.effects import STEADY_MARGIN
 from rollout_study.result import Result
 from rollout_study.stats import Samples
@@ -172,8 +172,10 @@ def test_break_even_rows_from_fixture():
                           ("graph[reuse]", "graph[recapture]")]
     assert rows[("graph[recapture]", "eager")].break_even == BreakEven(2, None)  # 130 > 100; 140 <= 150
     assert rows[("graph[reuse]", "eager")].break_even == BreakEven(1, None)
-    # The same steady samples (10 ms each): within their interval, so the cheaper first call alone decides.
-    assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, steady_differs=False)
+    # The same steady samples (10 ms each): within their interval, so the cheaper first call alone decides; that
+    # interval (1 to 1) is also the samples' whole range, and the verdict says so.
+    assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, steady_differs=False,
+                                                                            steady_within=WITHIN_RANGE)
     assert rows[("graph[recapture]", "eager")].candidate_first_ms == 130.0
 
 
@@ -306,7 +308,7 @@ def test_headline_of_the_fixture():
     assert firsts["graph[reuse]"].over_steady == analysis.Span(6.0, 6.0)
     assert (answer.first_update_ms, answer.later_updates_ms) == (40.0, analysis.Span(20.0, 20.0))
     assert [r.break_even for r in answer.break_even] == [BreakEven(2, None), BreakEven(1, None),
-                                                         BreakEven(1, None, steady_differs=False)]
+                                                         BreakEven(1, None, False, True, WITHIN_RANGE)]
     assert (answer.parity_matched, answer.calls, answer.valid) == (36, 36, True)
 
 
@@ -353,3 +355,21 @@ def test_the_report_notebook_states_the_margin_the_code_applies():
     with open(os.path.join(REPO, "notebooks", "report.ipynb"), encoding="utf-8") as handle:
         text = handle.read()
     assert f"the ratio is beyond {STEADY_MARGIN:.0%} either way" in text
+
+
+def test_a_verdict_whose_steady_states_were_the_other_way_before_any_update_says_so():
+    # Before any update graph[reuse] (10 ms) is far faster than eager (50); after the update it is slower (80): the
+    # verdict, which reads the after-update phases, carries what the phase before them said.
+    data = retime(make_result_dict(), "graph[reuse]", "steady_after_update", 80.0)
+    row = by_pair(Result.from_dict(data))[("graph[reuse]", "eager")]
+    assert (row.break_even.first_u, row.break_even.last_u) == (1, 2)  # 60 + 80 <= 100 + 50; 60 + 160 > 100 + 100
+    assert row.break_even.disagrees_before.startswith("before any update its steady state was the faster (0.200x")
+    assert row.break_even.verdict.startswith("only up to U=2 rollouts per update: its steady state is slower; but "
+                                             "before any update its steady state was the faster")
+    # where both phases agree, or the phase before ties, nothing is added
+    agreeing = by_pair(make_result())
+    assert all(r.break_even.disagrees_before is None for r in agreeing.values())
+    assert "before any update" not in agreeing[("graph[reuse]", "eager")].break_even.verdict
+    tied = retime(retime(make_result_dict(), "graph[reuse]", "steady", 50.0, cycle=0), "graph[reuse]",
+                  "steady_after_update", 80.0)
+    assert by_pair(Result.from_dict(tied))[("graph[reuse]", "eager")].break_even.disagrees_before is None

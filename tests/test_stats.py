@@ -124,3 +124,18 @@ def test_a_resampled_denominator_median_of_zero_gives_the_ratio_one_at_a_time_gi
     got = ratio_interval(Samples(numerator), Samples(denominator), seed=1, resamples=400, level=0.99)
     assert not math.isfinite(got.high)  # the top ratios are infinite (interpolating between two gives nan)
     assert repr((got.low, got.high)) == repr(_pure_python_interval(numerator, denominator, 1, 400, 0.99))
+
+
+def test_an_interval_that_reaches_the_samples_lowest_and_highest_ratio_is_named_their_whole_range():
+    three = ratio_interval(Samples([10.0, 11.0, 13.0]), Samples([5.0, 5.5, 6.0]))
+    assert three.whole_range and (three.low, three.high) == (10.0 / 6.0, 13.0 / 5.0)
+    assert three.bounds_name == "whole range"
+    first = ratio_interval(Samples([12.0]), Samples([5.0, 5.5, 6.0]))  # a first call against three
+    assert first.whole_range and (first.low, first.high) == (2.0, 12.0 / 5.0)
+    ten = ratio_interval(Samples([10.0 + i for i in range(10)]), Samples([5.0 + i / 10 for i in range(10)]))
+    assert not ten.whole_range and ten.bounds_name == "95%" and ten.low > 10.0 / 5.9
+    assert not ratio_interval(Samples([1.0]), Samples([2.0])).whole_range  # no interval at all
+    assert stats.whole_range_note([ten]) == ""
+    assert stats.whole_range_note([three, first]) == "every 95% interval here is its samples' whole range"
+    assert stats.whole_range_note([three, ten], "speed-up's 95% interval") == (
+        "1 of the 2 speed-up's 95% intervals are their samples' whole range")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from result_fixture import sweep_entries as loaded, sweep_point as point
-from rollout_study import cli, repeats, sweep
+from rollout_study import cli, repeats, stats, sweep
 from rollout_study.compare import compare_sweeps
 from rollout_study import sweep_curves as curves
 from rollout_study import sweep_crossover as crossing
@@ -63,6 +63,12 @@ def test_growth_fit_matches_numpy_least_squares():
     assert row.fit.r2 == pytest.approx(r2) and 0.99 < row.fit.r2 < 1
     assert curves.fit_line([16.0, 16.0], [1.0, 2.0]) is None  # one distinct x: no line
     assert curves.fit_line([1.0, 2.0], [5.0, 5.0]).r2 is None  # nothing to explain
+    assert report.growth_table(points)["R^2"].tolist() == [pytest.approx(r2)]
+    # through two counts the line fits exactly: the table gives no R^2 (it would read 1.000), the line itself still
+    two = [p for p in points if p.new_tokens in (16, 512)]
+    assert curves.growth(two)[0].fit.r2 == 1.0
+    (row,) = report.growth_table(two).to_dict("records")
+    assert pd.isna(row["R^2"]) and row["slope ms per token"] == pytest.approx((490 - 31) / (512 - 16))
 
 
 def _by_batch(graph_ms: dict) -> list:
@@ -75,15 +81,15 @@ def test_crossover_is_the_first_batch_under_the_threshold_or_none():
     assert (found.batch, found.before) == (4, (2, 2.5)) and found.speedup == pytest.approx(1.25)
     assert found.text.startswith("batch 4 (1.25x")
     (absent,) = crossing.crossovers(_by_batch({1: 20.0, 8: 60.0}))  # 5x, 1.67x
-    assert absent.batch is None and absent.text == "none in the valid points' range (batch 1 to 8)"
+    assert absent.batch is None and absent.text == "none in the valid points' range (batches 1 and 8)"
     (at_once,) = crossing.crossovers(_by_batch({2: 90.0, 4: 20.0}))
     assert at_once.batch == 2 and "already under" in at_once.text
     # a larger batch not under again: every larger batch named, the dip between them too; 1.5x is not under
     # 5, 1.25, 2, 1.11, 1.5
     (back,) = crossing.crossovers(_by_batch({1: 20.0, 2: 80.0, 4: 50.0, 8: 90.0, 16: 100 / 1.5}))
     assert (back.batch, [b for b, _ in back.later]) == (2, [4, 8, 16])
-    assert back.text == ("batch 2 (1.25x; 5.00x at batch 1), at or over 1.5x at a larger batch (every larger batch: "
-                         "2.00x at batch 4, 1.11x at batch 8, 1.50x at batch 16)")
+    assert back.text == ("batch 2 (1.25x; 5.00x at batch 1); not falling steadily: back at or over 1.5x at a larger "
+                         "batch (each larger batch: 2.00x at batch 4, 1.11x at batch 8, 1.50x at batch 16)")
     (edge,) = crossing.crossovers(_by_batch({1: 80.0, 2: 50.0, 4: 90.0, 8: 62.5}))  # 1.25x, 2x, 1.11x, 1.6x
     assert edge.later == ((2, 2.0), (4, pytest.approx(100 / 90)), (8, 1.6))
     (exactly,) = crossing.crossovers(_by_batch({1: 80.0, 2: 100 / 1.5}))  # 1.5x is not under: named
@@ -109,11 +115,16 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     (held,) = crossing.crossovers([at(1, [20.0] * 3), at(4, [64.0, 68.0, 70.0])])
     low, high = held.interval
     assert held.interval_includes_threshold and low < curves.CROSSOVER < high
-    assert held.text == f"batch 4 (1.471x [95% {low:.3f} to {high:.3f}, includes 1.5x]; 5.00x at batch 1)"
+    # three calls a side: the interval is the samples' whole range (100/70 to 100/64), and says so
+    assert (low, high) == (100 / 70, 100 / 64) and held.ratio.whole_range
+    assert held.text == f"batch 4 (1.471x [whole range {low:.3f} to {high:.3f}, includes 1.5x]; 5.00x at batch 1)"
+    (wider,) = crossing.crossovers([at(4, [64.0, 66.0, 67.0, 68.0, 68.0, 69.0, 70.0, 71.0])])  # eight: a 95% one
+    assert not wider.ratio.whole_range and wider.interval_includes_threshold and "[95% " in wider.text
     (first,) = crossing.crossovers([at(4, [64.0, 68.0, 70.0])])
     (other,) = crossing.crossovers([at(4, [90.0] * 3)])
     assert crossing.crossing_summary([first, dataclasses.replace(other, new_tokens=256)]) == (
-        f"64 and 256 tokens: batch 4 (1.471x [95% {low:.3f} to {high:.3f}, includes 1.5x], 1.11x): already under 1.5x "
+        f"64 and 256 tokens: batch 4 (1.471x [whole range {low:.3f} to {high:.3f}, includes 1.5x], 1.11x): already "
+        "under 1.5x "
         "at the smallest batch with a valid point")
     # the bounds included: an interval that ends at 1.5x includes it
     assert dataclasses.replace(clear, interval=(1.4, curves.CROSSOVER)).interval_includes_threshold
@@ -133,22 +144,24 @@ def test_a_batch_not_under_the_threshold_by_the_point_alone_is_named_before_the_
     (none,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [64.0, 66.0, 68.0]), at(4, [50.0] * 3)])
     ((batch, ratio),) = none.over_by_point_alone
     assert none.batch is None and batch == 2 and ratio.low < curves.CROSSOVER < ratio.point
-    assert none.text == ("none in the valid points' range (batch 1 to 4), at or over 1.5x by the point estimate "
-                         f"alone at batch 2 (1.515x [95% {ratio.low:.3f} to {ratio.high:.3f}, includes 1.5x])")
+    assert none.text == ("none in the valid points' range (batches 1, 2 and 4), at or over 1.5x by the point "
+                         f"estimate alone at batch 2 (1.515x [whole range {ratio.low:.3f} to {ratio.high:.3f}, "
+                         "includes 1.5x])")
     (found,) = crossing.crossovers([at(1, [64.0, 66.0, 68.0]), at(2, [20.0] * 3), at(4, [64.0, 66.0, 68.0]),
                                     at(8, [90.0] * 3), at(16, [64.0, 66.0, 68.0])])
     # the one after the crossing is not read
     assert (found.batch, [b for b, _ in found.over_by_point_alone]) == (8, [1, 4])
     assert re.match(r"batch 8 \(1\.11x; 1\.52x at batch 4\), at or over 1\.5x by the point estimate alone at batch "
-                    r"1 \(1\.515x \[95% .*\]\) and 4 \(1\.515x \[95% .*\]\), at or over 1\.5x at a larger batch",
+                    r"1 \(1\.515x \[whole range .*\]\) and 4 \(1\.515x \[whole range .*\]\); not falling steadily: "
+                    r"back at or over 1\.5x at a larger batch",
                     found.text)
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [60.0] * 3)])
-    assert clear.over_by_point_alone == () and clear.text == "none in the valid points' range (batch 1 to 2)"
+    assert clear.over_by_point_alone == () and clear.text == "none in the valid points' range (batches 1 and 2)"
     # a 'none' with a batch not under by the point alone takes its own clause, apart from a plain one of the same
     # range; the plain ones still share theirs
     (plain,) = crossing.crossovers([at(1, [20.0] * 3, 16), at(2, [60.0] * 3, 16), at(4, [50.0] * 3, 16)])
     assert crossing.crossing_summary([plain, none, dataclasses.replace(plain, new_tokens=256)]) == (
-        "16 and 256 tokens: none in the valid points' range (batch 1 to 4); 64 tokens: " + none.text)
+        "16 and 256 tokens: none in the valid points' range (batches 1, 2 and 4); 64 tokens: " + none.text)
 
 
 def test_which_batches_are_not_under_by_the_point_alone_at_the_bounds(monkeypatch):
@@ -177,15 +190,15 @@ def test_the_sweep_definitions_follow_the_margin_when_read(monkeypatch):
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
     c = crossing.Crossover
-    swept = (1, 2, 4)
+    swept = (1, 2, 4, 8)
     rows = [c("v", 16, None, None, None, swept), c("v", 64, 1, 0.5, None, swept), c("v", 128, None, None, None, swept),
             c("v", 256, 1, 1.25, None, swept), c("v", 512, 2, 1.11, (1, 1.56), swept),
             c("v", 1024, None, None, None, (1, 2))]  # another range (a failed point at batch 4): apart
     assert crossing.crossing_summary(rows) == (
-        "16 and 128 tokens: none in the valid points' range (batch 1 to 4); "
+        "16 and 128 tokens: none in the valid points' range (batch 1 to 8); "
         "64 and 256 tokens: batch 1 (0.50x, 1.25x): already under 1.5x at the smallest batch with a valid point; "
         "512 tokens: batch 2 (1.11x; 1.56x at batch 1); "
-        "1024 tokens: none in the valid points' range (batch 1 to 2)")
+        "1024 tokens: none in the valid points' range (batches 1 and 2)")
     assert crossing.crossing_summary(rows[4:5]) == "512 tokens: batch 2 (1.11x; 1.56x at batch 1)"
     # already under at the smallest batch, not under at a larger one: its own clause, from crossovers() itself
     first = crossing.crossovers(_by_batch({1: 80.0, 2: 90.0}))  # 1.25x, 1.11x
@@ -193,8 +206,8 @@ def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together()
     assert later[0].later == ((2, 1.6),)
     assert crossing.crossing_summary(first + [dataclasses.replace(later[0], new_tokens=256)]) == (
         "64 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point; "
-        "256 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point, "
-        "at or over 1.5x at a larger batch (every larger batch: 1.60x at batch 2)")
+        "256 tokens: batch 1 (1.25x): already under 1.5x at the smallest batch with a valid point; "
+        "not falling steadily: back at or over 1.5x at a larger batch (each larger batch: 1.60x at batch 2)")
 
 
 def test_models_are_kept_apart_and_failed_or_invalid_points_are_listed_not_plotted():
@@ -299,8 +312,9 @@ def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_p
     smoke = REPO / "reports" / "sweep-h200-ray-smoke"
     with_repeats = sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke", folder=smoke)
     # its 3 samples a side give no verdict (a bootstrap interval of 3 medians is their range at any level)
-    assert "\nRepeated alone: 2 point(s), 0 moved between its ray run" in with_repeats
-    assert "one run alone per point" in with_repeats and ", 0 not moved, 2 not compared (" in with_repeats
+    assert "\nRepeated alone: 2 point(s), none compared (" in with_repeats  # said first: no "0 moved" before it
+    assert "so no verdict on whether they moved between its ray run" in with_repeats
+    assert "one run alone per point" in with_repeats and "0 moved" not in with_repeats
     assert with_repeats.count("; 0 of 2 ran beside other points in the sweep.") == 1
     assert "Repeated alone" not in sweep_readme.readme_block(*sweep.load(smoke), "sweep-h200-ray-smoke")
     # a repeat without a verdict is counted, not silently neither moved nor not moved
@@ -309,6 +323,10 @@ def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_p
                                                                                                     (), "no result")])
     assert counted.startswith("repeated alone: 2 point(s), 1 moved (a) run to run") and counted.endswith(
         ", 0 not moved, 1 not compared (a run without a result, other threads or cores, or too few samples)")
+    # the rule shown is this code's, which the verdicts apply; a record that kept another says so
+    assert sweep_repeats.rule_note({"repeats": {"rule": repeats.RULE}}) == "Rule: " + repeats.RULE
+    older = sweep_repeats.rule_note({"repeats": {"rule": "an older rule"}})
+    assert older.startswith("Rule: " + repeats.RULE) and older.endswith("which differs: these verdicts are this code's")
 
 
 def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):
@@ -1033,7 +1051,12 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": ms})) for b, ms in times.items()]
     # and at 64 new tokens, never at any batch: no colour of its own in the legend, nothing drawn
     points += [curves.Point(f"b{b}-64", point(b, 64, {"eager": eager, "graph[reuse]": times[8]})) for b in times]
-    assert [r.break_even.verdict for r in curves.break_evens(points)][:4] == [
+    verdicts = [r.break_even.verdict for r in curves.break_evens(points)]
+    # at batch 2 the steady state was the faster before the update (20 against 100 ms): the verdict says so
+    assert verdicts[1].endswith("; but before any update its steady state was the faster (0.200x the baseline's, "
+                                "whole range 0.200 to 0.200): the verdict reads the steady phases after the updates, "
+                                "which drift or an update moved")
+    assert [v.split("; but before any update")[0] for v in verdicts][:4] == [
         "pays off from 2 rollouts per update", "only up to U=9 rollouts per update: its steady state is slower",
         "pays off from 2 rollouts per update", "never: its first call and its steady state are not cheaper"]
     figure = sweep_figures.break_even_figure(points)
@@ -1431,3 +1454,19 @@ def test_a_section_of_one_batch_size_draws_no_figure_over_batch_and_says_so(tmp_
         assert sorted(p.name for p in figures.glob("*.png")) == sorted(Path(d).name for d in drawn)
         notes = [b.text for b in blocks if b.kind == "note" and b.text.startswith("one batch size here")]
         assert notes == ([report.ONE_BATCH_NOTE.format(batch=1)] if results is one else [])
+
+
+def test_intervals_that_are_their_samples_whole_range_are_named_so_in_the_answer_and_the_speed_up_caption(tmp_path):
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    three = [({"slug": f"b{b}", "status": "valid"}, _graph_over_eager(b, [60.0, 62.0, 65.0], "graph[reuse]", 16).result)
+             for b in (1, 2)]
+    (line,) = [x for x in report.answer_lines(record, three, tmp_path) if x.startswith("intervals: ")]
+    assert line.startswith("intervals: every steady speed-up's 95% interval is its samples' whole range (few calls")
+    blocks = report.blocks(record, three, None, tmp_path)
+    (caption,) = [b.text for b in blocks if b.kind == "table" and "Steady speed-up over eager" in b.text]
+    assert caption.endswith("; every 95% interval here is its samples' whole range")
+    assert stats.WHOLE_RANGE in report.definitions()
+    # eight calls a side: a 95% interval proper, and nothing said
+    eight = [({"slug": "b1", "status": "valid"},
+              _graph_over_eager(1, [60.0, 61.0, 62.0, 62.5, 63.0, 64.0, 65.0, 66.0], "graph[reuse]", 16).result)]
+    assert not [x for x in report.answer_lines(record, eight, tmp_path) if x.startswith("intervals: ")]

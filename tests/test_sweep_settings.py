@@ -206,7 +206,8 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 |" in text
     (line,) = [x for x in report.answer_lines(record, loaded) if "graph[reuse] at length_bucket 64" in x]
     assert "2.00x to 2.00x the steady speed at length_bucket 0" in line
-    assert "; eager in the same points 1.00x to 1.00x" in line
+    assert line.endswith("; eager in the same points 1.00x to 1.00x, their run-to-run drift (eager ignores the "
+                         "setting)")
     assert not any(x.startswith("Synthetic model: tiny-llama-fixture, float16: eager at") for x in
                    report.answer_lines(record, loaded))  # eager's ratio stands beside each variant's, not alone
     blocks = report.blocks(record, loaded, str(tmp_path / "figures"), str(tmp_path))
@@ -262,3 +263,14 @@ def test_a_sweep_of_one_iteration_reports_its_settings_with_no_interval_and_no_v
     assert "| graph[reuse] | 16 | 4 | 4 | length_bucket 64 | 40.000 | 20.000 | 2.000 | - | - |" in report.summary(
         record, rows)
     assert any(b.kind == "figure" for b in report.blocks(record, rows, str(tmp_path / "figures"), str(tmp_path)))
+
+
+def test_eager_s_ratio_between_two_settings_is_drift_alone_only_where_eager_runs_the_same_in_both():
+    base = (("length_bucket", "0"), ("policy", '["recapture", "reuse"]'), ("seed", "0"))
+    assert settings.moves_eager((("length_bucket", "64"),) + base[1:], base) == []
+    assert settings.moves_eager((base[0], ("policy", '["reuse", "recapture"]'), base[2]), base) == []
+    # a seed draws other weights and prompts for eager too; the order of turns moves eager's place among them
+    assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == ["seed"]
+    assert settings.moves_eager((("length_bucket", "64"), ("turn_order", "reverse")), (("length_bucket", "0"),
+                                                                                       ("turn_order", "fixed"))) == [
+        "turn_order"]

@@ -95,14 +95,15 @@ def test_headline_and_console_show_controls_intervals_and_timing_flags():
     retime(data, "eager", "steady_after_update", 80.0, cycle=1)  # a real effect: 1.6x, the control's is 1.0x
     result = Result.from_dict(data)
     lines = text.headline_lines(result)
-    assert "after-update effects beyond drift: eager c1 1.600x (95% 1.600..1.600x) of steady before" in lines
+    assert "after-update effects beyond drift: eager c1 1.600x (whole range 1.600..1.600x) of steady before" in lines
     retime(data, "graph[recapture]", "steady_after_update", 20.0, cycle=1)  # 2.0x, beside generate()'s 1.6x
     beside = text.headline_lines(Result.from_dict(data))
-    assert ("after-update effects beyond drift: eager c1 1.600x (95% 1.600..1.600x) of steady before; graph[recapture] "
-            "c1 2.000x (95% 2.000..2.000x) of steady before (generate() 1.600x in that cycle)") in beside
+    assert ("after-update effects beyond drift: eager c1 1.600x (whole range 1.600..1.600x) of steady before; "
+            "graph[recapture] c1 2.000x (whole range 2.000..2.000x) of steady before (generate() 1.600x in that cycle)"
+            ) in beside
     retime(data, "graph[recapture]", "steady_after_update", 16.5, cycle=1)  # 1.65x: within 5% of generate()'s 1.6x
     near = text.headline_lines(Result.from_dict(data))
-    assert ("graph[recapture] c1 1.650x (95% 1.650..1.650x) of steady before (generate() 1.600x in that cycle, "
+    assert ("graph[recapture] c1 1.650x (whole range 1.650..1.650x) of steady before (generate() 1.600x in that cycle, "
             "within 5% of it)") in "\n".join(near)
     summary = text.console_summary(result)
     assert "timing check: 2 of 48 calls flagged (measured parts over the measured total by more than 1%)" in summary

@@ -18,6 +18,7 @@ from .policy_gaps import gaps_markdown
 from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
 from ..effects import before_text
+from ..stats import whole_range_note
 from .text import (MIB, effects_rule, goal_detail, goal_measured, headline_lines, number, phase_name, table,
                    timing_line)
 
@@ -53,7 +54,9 @@ def measurement_sections(result: Result) -> list[str]:
     controls = analysis.control_cycles(result)
     speedups = analysis.speedup_ratios(result)
     if speedups:
+        note = whole_range_note([r for *_, r in speedups], why=True)
         lines += ["## Speed-up over generate() per steady phase (95% bootstrap intervals)", "",
+                  *([note[0].upper() + note[1:] + ".", ""] if note else []),
                   *table(["variant", "cycle", "phase", "speed-up", "95% low", "95% high"],
                          [[v, str(c), phase_name(controls, c, p), *_interval_cells(r)] for v, c, p, r in speedups]), ""]
     effects = analysis.effects(result)

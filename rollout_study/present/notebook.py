@@ -21,6 +21,7 @@ import pandas as pd
 from .. import analysis
 from ..record import LABELS
 from ..result import Result
+from ..stats import whole_range_note
 from . import captures, figures, floors, kernels, other_split, policy_gaps, tables
 from .text import LABEL_TITLES, NO_GRAPH_NOTE, effects_rule, headline_lines, number, table, timing_line
 
@@ -95,8 +96,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
                       "instrumented calls below" if untouched else "")
     blocks += [
         Block("table", "Goals of the issues, checked against this result", tables.goals_table(result)),
-        Block("table", "Speed-up over generate() per steady phase, with 95% bootstrap intervals",
-              tables.speedup_table(one)),
+        Block("table", "Speed-up over generate() per steady phase, with 95% bootstrap intervals"
+              + (f"; {note}" if (note := whole_range_note([r for *_, r in analysis.speedup_ratios(result)],
+                                                          why=True)) else ""), tables.speedup_table(one)),
         Block("table", f"Steady after an update over steady before ({analysis.before_text(result)}), against "
                        "control cycles. " + effects_rule(), tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",

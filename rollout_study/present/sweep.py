@@ -17,6 +17,7 @@ from .. import sweep_settings as settings
 from . import policy_gaps, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
+from ..stats import WHOLE_RANGE, whole_range_note
 from ..sweep import missing_points, was_kept
 from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
@@ -53,10 +54,11 @@ def definitions() -> list[str]:
         "differ by a few percent in one run), else the first calls alone decide (no 'up to U' drawn from noise), and "
         "where those are within their interval too the verdict is 'no difference'; steady / baseline's: the "
         "candidate's steady median after the update over the baseline's, the gap the verdict read",
+        WHOLE_RANGE,
         "recapture over reuse: " + policy_gaps.SWEEP_NOTE,
         "in both orders: " + policy_gaps.ORDER_NOTE,
         "growth: least squares steady ms = a + b x new tokens per variant and batch (slope b in ms per new token, "
-        "R^2 of the fit)",
+        "R^2 of the fit, given from three new-token counts on: through two a line always fits)",
         f"crossover: per variant and new tokens, the smallest batch with a valid point whose speed-up is under "
         f"{curves.CROSSOVER}x (the point estimate); where a larger batch's is not under it, every larger batch's is "
         "listed: the speed-up need not fall steadily with the batch (eager generate(), among other things, runs at the "
@@ -85,8 +87,10 @@ def definitions() -> list[str]:
 
 SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up over eager generate() and ms per "
                  "token at each variant, batch, request count and new-token count two or more models share")
-SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one line per batch: "
-                        "steady speed-up over eager generate(), capture ms and memory kept after the first call")
+SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one colour per batch, "
+                        "a line only between models of one label (synthetic or pretrained): steady speed-up over "
+                        "eager generate(), capture ms and memory kept after the first call (below zero: see "
+                        "Definitions, capture)")
 
 
 def at_first_settings(models: dict) -> tuple[dict, str]:
@@ -137,7 +141,9 @@ def break_even_table(points) -> pd.DataFrame:
 def growth_table(points) -> pd.DataFrame:
     return pd.DataFrame([{"variant": r.variant, "batch": r.batch, "new tokens": ", ".join(map(str, r.new_tokens)),
                           "slope ms per token": r.fit and r.fit.slope, "intercept ms": r.fit and r.fit.intercept,
-                          "R^2": r.fit and r.fit.r2, "points": len(r.new_tokens)} for r in curves.growth(points)])
+                          # through two counts a line always fits: its R^2 of 1 would say nothing
+                          "R^2": r.fit.r2 if r.fit and r.fit.n > 2 else None, "points": len(r.new_tokens)}
+                         for r in curves.growth(points)])
 
 
 def crossover_table(points) -> pd.DataFrame:
@@ -181,12 +187,22 @@ def settings_lines(points) -> list[str]:
         ratios, eager = [r.ratio for r in mine], [r.eager for r in mine if r.eager]
         # one sample a side (iterations: 1) has no interval: neither faster nor slower
         faster, slower = sum(r.side() == 1 for r in ratios), sum(r.side() == -1 for r in ratios)
-        drift = (f"; eager in the same points {span(eager)}, their run-to-run drift where eager ignores the setting"
-                 if eager else "")  # a sweep without eager has no drift to show
+        moved = settings.moves_eager(setting, mine[0].base)
+        drift = ("" if not eager  # a sweep without eager has no drift to show
+                 else f"; eager in the same points {span(eager)}, their run-to-run drift (eager ignores the setting)"
+                 if not moved else f"; eager in the same points {span(eager)}, which {', '.join(moved)} changes for "
+                 "eager too (not drift alone)")
+        bounds = "whole range" if all(r.whole_range for r in ratios) else "95% interval"
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
                      f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
-                     f"{slower} (the 95% interval clear of 1)" + drift)
+                     f"{slower} (the {bounds} clear of 1)" + drift)
     return lines
+
+
+def _ranges(points, make) -> str:
+    """The speed-up table's caption names intervals that are their samples' whole range (few calls a side)."""
+    note = whole_range_note([r.ratio for r in curves.speedups(points)]) if make is speedup_table else ""
+    return f"; {note}" if note else ""
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
@@ -197,7 +213,8 @@ def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
 MODEL_TABLES = (
     ("Steady speed-up over eager generate()", speedup_table),
     (f"Crossover: where the speed-up falls under {curves.CROSSOVER}x", crossover_table),
-    ("Per-token latency (steady)", latency_table),
+    ("Per-token latency (steady): ms per generated token, the steady call over requests x new tokens (amortized "
+     "over the batch), and ms per decode step", latency_table),
     ("Capture time and memory of the first call", capture_table),
     ("First call after a real update", after_update_table),
     ("Break-even rollouts per update", break_even_table),
@@ -276,6 +293,10 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
             crossings = crossing.crossing_summary([c for c in crossing.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
+    if note := whole_range_note([r.ratio for points in curves.by_section(usable).values()
+                                 for r in curves.speedups(points)], "steady speed-up's 95% interval"):
+        lines.append(f"intervals: {note} (few calls a side: see Definitions); the crossovers and break-evens that "
+                     "read such an interval say so")
     for points in curves.by_model(usable).values():
         lines += settings_lines(points) + policy_gaps.order_lines(points, model_name(points))
     if verdicts:
@@ -313,7 +334,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             if draw and not (one_batch and kind in OVER_BATCH):
                 make(points, figures_dir)
                 out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
-        out += [Block("table", f"{model_title(points)}: {caption}", make(points)) for caption, make in MODEL_TABLES]
+        out += [Block("table", f"{model_title(points)}: {caption}" + _ranges(points, make), make(points))
+                for caption, make in MODEL_TABLES]
     models = curves.by_model(usable)
     for points in models.values():
         if not (side_by_side := settings_table(points)).empty:
@@ -321,7 +343,9 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             if draw:
                 settings_figure(points, figures_dir)
                 out.append(Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)))
-            out.append(Block("table", settings_caption(points), side_by_side))
+            ratios = [r for row in settings.side_by_side(points) for r in (row.ratio, row.eager) if r]
+            out.append(Block("table", settings_caption(points) + (f"; {note}" if (note := whole_range_note(ratios))
+                                                                  else ""), side_by_side))
         if not (ordered := policy_gaps.order_table(points)).empty:
             out.append(Block("table", f"{model_name(points)}: {policy_gaps.ORDER_TITLE}", ordered))
     firsts, note = at_first_settings(models)
@@ -332,7 +356,7 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             out.append(Block("figure", SCALE_FIGURE_CAPTION + note, sweep_scale.path(figures_dir)))
         out.append(Block("table", SCALE_CAPTION + note, sweep_scale.scale_table(firsts)))
     if record.get("repeats"):
-        out += [Block("heading", sweep_repeats.HEADING, 2), Block("note", "Rule: " + repeats.RULE),
+        out += [Block("heading", sweep_repeats.HEADING, 2), Block("note", sweep_repeats.rule_note(record)),
                 Block("table", sweep_repeats.point_caption(record), sweep_repeats.point_table(verdicts)),
                 Block("table", sweep_repeats.PHASES_CAPTION, sweep_repeats.phase_table(verdicts))]
     for index, block in enumerate(out):

@@ -33,9 +33,16 @@ def contrast(record: dict) -> str:
 def _one_run(verdicts: list[repeats.Verdict]) -> str:
     """Said where a record predates the second run alone: one run cannot tell a neighbour from drift."""
     if any(v.runs == 1 for v in verdicts):
-        return (" (one run alone per point, recorded before the second: a shift may be run-to-run drift, which one "
-                "run cannot tell apart)")
+        return (f" (one run alone per point: the sweep ran before repeats made {repeats.ALONE_RUNS} a point, so a "
+                "shift may be run-to-run drift, which one run cannot tell apart)")
     return ""
+
+
+def rule_note(record: dict) -> str:
+    """The rule the verdicts apply (this code's), and where the sweep's record keeps another, that it does."""
+    kept = (record.get("repeats") or {}).get("rule")
+    return "Rule: " + repeats.RULE + (". The sweep's record keeps the rule of the code that ran it, which differs: "
+                                      "these verdicts are this code's" if kept and kept != repeats.RULE else "")
 
 
 def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:
@@ -44,11 +51,15 @@ def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:
     skipped = len(verdicts) - len(ran)
     uncompared = sum(v.verdict == "not compared" for v in ran)  # why: the point table's column
     near = [v.beside for v in ran if v.beside is not None]
-    return (f"repeated alone: {len(ran)} point(s), {len(moved)} moved"
-            + (f" ({', '.join(moved)})" if moved else "") + f" {contrast(record)}{_one_run(ran)}"
-            + f", {sum(v.verdict == 'not moved' for v in ran)} not moved"
-            + (f", {uncompared} not compared (a run without a result, other threads or cores, or too few samples)"
-               if uncompared else "")
+    why = "a run without a result, other threads or cores, or too few samples"
+    if ran and uncompared == len(ran):  # no verdict at all: said first, not after "0 moved"
+        counts = (f"none compared ({why}: the point table says which), so no verdict on whether they moved "
+                  f"{contrast(record)}{_one_run(ran)}")
+    else:
+        counts = (f"{len(moved)} moved" + (f" ({', '.join(moved)})" if moved else "")
+                  + f" {contrast(record)}{_one_run(ran)}, {sum(v.verdict == 'not moved' for v in ran)} not moved"
+                  + (f", {uncompared} not compared ({why})" if uncompared else ""))
+    return (f"repeated alone: {len(ran)} point(s), {counts}"
             + (f"; {sum(1 for n in near if n)} of {len(near)} ran beside other points in the sweep" if near else "")
             + (f"; {skipped} sampled point(s) not repeated (failed or invalid in the sweep's run)" if skipped else ""))
 

@@ -149,8 +149,13 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
                 xy = [(keys.index(key), value(r)) for key, r in by_model.items() if value(r) is not None]
                 if len(xy) >= 2:
                     xy.sort()
-                    ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", color=colors[(batch, requests)],
+                    color = colors[(batch, requests)]
+                    ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", linestyle="none", color=color,
                             label=f"batch {batch}" + ("" if requests == batch else f", {requests} requests"))
+                    # A line only between neighbours of one label: none draws a trend from synthetic to pretrained.
+                    for (x0, y0), (x1, y1) in zip(xy, xy[1:]):
+                        if keys[x0][0] == keys[x1][0]:
+                            ax.plot([x0, x1], [y0, y1], color=color)
                     drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, "no two models with this value", ha="center", va="center",
@@ -168,8 +173,8 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
     fig.suptitle(f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its own "
-                 "model's valid points; synthetic and pretrained named at each tick,\nthe models in full in the bottom "
-                 "row)", fontsize=10)
+                 "model's valid points; synthetic and pretrained named at each tick, lines only between models of\n"
+                 "one label; the models in full in the bottom row)", fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir), dpi=100)

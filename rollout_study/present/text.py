@@ -51,13 +51,14 @@ def span(values: analysis.Span | None, unit: str = "") -> str:
 
 
 def ratio(value: analysis.Ratio | None, digits: int = 3) -> str:
-    """A ratio with its 95% bootstrap interval: `1.004x (95% 1.001..1.007x)`; `no interval` with one sample each."""
+    """A ratio with its 95% bootstrap interval: `1.004x (95% 1.001..1.007x)`, `(whole range ...)` where that
+    interval is its samples' whole range (stats.Ratio.whole_range); `no interval` with one sample each."""
     if value is None:
         return "-"
     point = f"{value.point:.{digits}f}x"
     if not value.has_interval:
         return f"{point} (no interval: one sample each)"
-    return f"{point} (95% {value.low:.{digits}f}..{value.high:.{digits}f}x)"
+    return f"{point} ({value.bounds_name} {value.low:.{digits}f}..{value.high:.{digits}f}x)"
 
 
 def phase_name(result_controls: set[int], cycle: int, phase: str) -> str:

@@ -125,3 +125,23 @@ def test_a_run_off_the_default_order_says_so_and_one_on_it_says_nothing():
     data["metadata"]["training"].update(control_placement="interleaved", turn_order="fixed")
     (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
     assert line.startswith("- order: control cycles interleaved with the real updates") and "turns" not in line
+
+
+def test_the_run_block_counts_in_the_singular_where_there_is_one():
+    # A published one-cycle run read "1 cycles": every count word of the Run block agrees with its count.
+    data = make_result_dict()
+    data["metadata"]["workload"].update(requests=1, max_new_tokens=1, iterations=1, cycles=1)
+    data["metadata"]["model"].update(layers=1, parameters=1)
+    data["metadata"]["hardware"]["cores"] = 1
+    summary = markdown.summary(Result.from_dict(data))
+    (model,) = [x for x in summary.splitlines() if x.startswith("- model:")]
+    (machine,) = [x for x in summary.splitlines() if x.startswith("- machine:")]
+    (workload,) = [x for x in summary.splitlines() if x.startswith("- workload:")]
+    assert ", 1 layer, " in model and ", 1 parameter, " in model
+    assert machine.endswith(", 1 core")
+    assert workload.startswith("- workload: 1 request, batch 4,")
+    assert ", 1 new token, 1 iteration, 1 cycle, seed 0" in workload
+    (workload,) = [x for x in markdown.summary(make_result()).splitlines() if x.startswith("- workload:")]
+    assert "6 requests," in workload and ", 8 new tokens, 3 iterations, 2 cycles, seed 0" in workload
+    assert [text.counted(n, "cycle") for n in (0, 1, 2, 1024, None)] == ["0 cycles", "1 cycle", "2 cycles",
+                                                                         "1,024 cycles", "- cycles"]

@@ -19,8 +19,8 @@ from .provenance import commit_text, fingerprint_text
 from .kernels import kernels_markdown
 from ..effects import before_text
 from ..stats import whole_range_note
-from .text import (MIB, effects_rule, goal_detail, goal_measured, headline_lines, number, phase_name, table,
-                   timing_line)
+from .text import (MIB, counted, effects_rule, goal_detail, goal_measured, headline_lines, number, phase_name,
+                   table, timing_line)
 
 # The original benchmark's figures (RTX A4500, STUDY.md): quoted, not measured here.
 ORIGINAL_A4500 = {"first": (240.182, 61.933), "steady": (228.014, 45.424),
@@ -112,18 +112,18 @@ def _facts(result: Result) -> list[str]:
            if hw.get("gpu") else "CPU only")
     return [
         f"- valid: **{result.is_valid}**{graph_note}",
-        f"- model: {model.get('name')} ({result.label}), {model.get('layers')} layers, "
+        f"- model: {model.get('name')} ({result.label}), {counted(model.get('layers'), 'layer')}, "
         f"hidden {model.get('hidden_size')}, "
         f"heads {model.get('heads')}/{model.get('kv_heads')} KV, vocab {model.get('vocab')}, "
-        f"{number(parameters)} parameters, {meta.get('dtype')}, attention {meta.get('attention_implementation')}"
+        f"{counted(parameters, 'parameter')}, {meta.get('dtype')}, attention {meta.get('attention_implementation')}"
         + (f", {model['quantization']}" if model.get("quantization") else ""),
-        f"- machine: {gpu}; {hw.get('cpu')}, {hw.get('cores')} cores",
+        f"- machine: {gpu}; {hw.get('cpu')}, {counted(hw.get('cores'), 'core')}",
         f"- software: Python {sw.get('python')}, torch {sw.get('torch_build') or sw.get('torch')}, "
         f"transformers {sw.get('transformers')}",
-        f"- workload: {wl.get('requests')} requests, batch {wl.get('batch_size')}, "
+        f"- workload: {counted(wl.get('requests'), 'request')}, batch {wl.get('batch_size')}, "
         f"prompt length {wl.get('prompt_len')} "
-        f"(true lengths {wl.get('true_prompt_lengths')}), {wl.get('max_new_tokens')} new tokens, "
-        f"{wl.get('iterations')} iterations, {wl.get('cycles')} cycles, seed {wl.get('seed')}, "
+        f"(true lengths {wl.get('true_prompt_lengths')}), {counted(wl.get('max_new_tokens'), 'new token')}, "
+        f"{counted(wl.get('iterations'), 'iteration')}, {counted(wl.get('cycles'), 'cycle')}, seed {wl.get('seed')}, "
         f"prompts {wl.get('prompt_source')}",
         f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}, "
         f"path {training.get('update_path', 'in-place')}, master weights {training.get('master_dtype', 'none')}; "

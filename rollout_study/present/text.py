@@ -41,6 +41,12 @@ def number(value, digits: int = 3) -> str:
     return str(value)
 
 
+def counted(count, noun: str) -> str:
+    """'1 cycle', '2 cycles', '1,024 requests': a count before its noun, singular only for one; a count not
+    recorded reads '- cycles'. The noun's plural is its singular with an s (every count word here)."""
+    return f"{number(count)} {noun}{'' if count == 1 else 's'}"
+
+
 def span(values: analysis.Span | None, unit: str = "") -> str:
     """A range as `low..high` (one value when both ends round the same)."""
     if values is None:

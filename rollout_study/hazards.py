@@ -66,6 +66,8 @@ class HazardCell:
     engine: str = GRAPH  # a peer engine's cell has its engine's name as `policy` too
     compiles: tuple = ()  # peers: dynamo compilations in the calls after each sync, one entry per sync
     recordings: tuple = ()  # peers: CUDA-graph recordings likewise
+    first_calls: int = 0  # timed calls `first_ms` is the median of (one per sync)
+    steady_calls: int = 0  # timed calls `steady_ms` is the median of, over every sync
 
     @property
     def peer(self) -> bool:
@@ -150,12 +152,13 @@ def _cell(result: Result, seen: _AfterSyncs, policy: str, verdict: str, detail: 
     later = seen.updates[1:] or seen.updates
     if not result.metadata.get("cuda_graph"):
         verdict += " (no CUDA graph)"
+    firsts = [c.total_ms for c in seen.firsts if c.total_ms is not None]
+    steady = [c.total_ms for c in seen.after if c.phase == "steady_after_update" and c.total_ms is not None]
     return HazardCell(
         seen.path, policy, policy in DIAGNOSTIC_POLICIES, verdict, len(seen.updates),
         sum(c.captures for c in seen.firsts), f"{sum(c.parity_ok for c in seen.after)}/{len(seen.after)}",
         _median(u.extra.get("step_ms") for u in later), _median(u.extra.get("sync_ms") for u in later),
-        _median(c.total_ms for c in seen.firsts),
-        _median(c.total_ms for c in seen.after if c.phase == "steady_after_update"), detail, **peer)
+        _median(firsts), _median(steady), detail, first_calls=len(firsts), steady_calls=len(steady), **peer)
 
 
 def cell(result: Result, policy: str) -> HazardCell:

@@ -17,14 +17,15 @@ BAD = {"ok": False, "tokens": False, "attention_mask": True, "response_offsets":
        "matches_weights_before_update": True}
 
 
-def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed: int = 6, bad: dict = BAD) -> Result:
+def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed: int = 6, bad: dict = BAD,
+                  cycles: int = 2) -> Result:
     """A GPU result of one update path; `decisions`: policy -> parameter_check after each sync."""
     data = make_result_dict(cuda_graph=True)
     data["calls"] = [c for c in data["calls"] if c["engine"] == "eager"]
     for policy, check in decisions.items():
-        for cycle, phase, samples in ((0, "first", 1), (0, "steady", 2), (0, "first_after_update", 1),
-                                      (0, "steady_after_update", 2), (1, "first_after_update", 1),
-                                      (1, "steady_after_update", 2)):
+        for cycle, phase, samples in ((0, "first", 1), (0, "steady", 2),
+                                      *((c, p, n) for c in range(cycles)
+                                        for p, n in (("first_after_update", 1), ("steady_after_update", 2)))):
             for index in range(samples):
                 call = make_call(f"graph[{policy}]", cycle, phase, index, 20.0 if phase.startswith("first") else 10.0,
                                  True)
@@ -36,8 +37,9 @@ def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed:
                 data["calls"].append(call)
     data["updates"] = [{"cycle": c, "optimizer": "sgd", "lr": 0.05, "loss": 1.0, "ms": 30.0, "step_ms": 25.0,
                         "sync_ms": 5.0, "control": False, "applied": True, "update_path": path,
-                        "requests_changed": changed} for c in (0, 1)]
+                        "requests_changed": changed} for c in range(cycles)]
     data["metadata"]["training"]["update_path"] = path
+    data["metadata"]["workload"]["cycles"] = cycles
     data["valid"] = True
     return Result.from_dict(data)
 
@@ -368,7 +370,8 @@ def test_the_cheapest_rl_step_names_every_path_within_the_margin_of_it():
     cells = [cell("copy", 10.0), cell("data-copy", 10.5), cell("assign", 12.0), cell("reload", 1.0, diagnostic=True),
              cell("move", 1.0, verdict="STALE")]
     note, *lines = report.cheapest(cells)
-    assert note == report.cheapest_note() and "its trainer step is one sample" in note and "within 5% of" in note
+    assert note == report.cheapest_note(hazards.proven_right(cells)) and "within 5% of" in note
+    assert "its trainer step is that process's update 2 of 2, one sample" in note
     assert lines[0] == ("U=1 rollouts per update: copy with reuse, 21.0 ms per RL step; within 5% of it, unranked: "
                         "data-copy with reuse 21.5")
     assert "assign" not in lines[0] and "reload" not in lines[0] and "move" not in lines[0]

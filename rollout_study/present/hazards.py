@@ -1,7 +1,9 @@
 """The hazard report: the matrix (update path x graph policy, and a column per peer engine), the stale
 replays it shows, and the cost of one RL step per path, as tables, markdown and notebook blocks.
 
-A hazard sweep runs one model; its label (synthetic or pretrained) heads every block.
+A hazard sweep runs one model; its label (synthetic or pretrained) heads every block. Its Run block states what
+a single run's does (dtype, device, workload, optimizer), each setting once where every point shares it and per
+update path where it differs; the cost table's caption and headings say how many samples each median is over.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..result import Result
 from .markdown import table
 from .notebook import Block, blocks_markdown
 from .provenance import commit_text, provenance_line
-from .text import LABEL_TITLES, fill_blocks
+from .text import LABEL_TITLES, counted, fill_blocks, number
 
 DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
                    "the control that shows a stale replay) are diagnostic policies, never used for rollouts; "
@@ -27,13 +29,32 @@ def _counts(values: tuple) -> str:
     return ", ".join("-" if v is None else str(v) for v in values)
 
 
+def later_updates(cells: list[hazards.HazardCell]) -> str:
+    """Which updates a cell's step and sync ms are over (hazards._cell: those after its run's first, else the only
+    one), per number of real updates the runs had: a run of 2 cycles has one sample, not a median."""
+    def words(n: int) -> str:
+        if n == 0:
+            return "no update"
+        if n == 1:
+            return "update 1 of 1, one sample, its one-off set-up included"
+        return "update 2 of 2, one sample" if n == 2 else f"median of updates 2..{n}"
+    return " or ".join(words(n) for n in sorted({c.syncs for c in cells}))
+
+
+def _calls(values, kind: str) -> str:
+    """A count of calls as a caption reads it: one number, or the range where cells differ."""
+    values = list(values)
+    low, high = min(values, default=0), max(values, default=0)
+    return counted(high, f"{kind} call") if low == high else f"{low} to {high} {kind} calls"
+
+
 def cells_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
     """One row per path and policy: verdict, captures, sync, first call after the sync, parity; with peer
     engines, their compilations and CUDA-graph recordings per sync (sweeps without peers read as before)."""
-    peers = any(c.peer for c in cells)
+    peers, later = any(c.peer for c in cells), later_updates(cells)
     return pd.DataFrame([{
         "update path": c.path, "policy": c.policy + (" (diagnostic)" if c.diagnostic else ""), "verdict": c.verdict,
-        "captures after syncs": c.captures, "syncs": c.syncs, "sync ms (later updates)": c.sync_ms,
+        "captures after syncs": c.captures, "syncs": c.syncs, f"sync ms ({later})": c.sync_ms,
         "first call after sync ms": c.first_ms, "steady after sync ms": c.steady_ms, "parity": c.parity,
         **({"compiles per sync": _counts(c.compiles), "CUDA-graph recordings per sync": _counts(c.recordings)}
            if peers else {})}
@@ -57,28 +78,41 @@ def stale_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
 def cost_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
     """One RL step per path and real policy: trainer step + sync + first rollout + (U - 1) steady rollouts.
 
-    Step and sync are medians over the updates after the run's first, which pays one-off set-up."""
-    rows = []
+    Step and sync are over the updates after the run's first, which pays one-off set-up (`later_updates`)."""
+    rows, later = [], later_updates([c for c in cells if not c.diagnostic])
     for c in cells:
         if c.diagnostic:
             continue
-        row = {"update path": c.path, "policy": c.policy, "verdict": c.verdict, "step ms (later updates)": c.step_ms,
-               "sync ms (later updates)": c.sync_ms, "first ms": c.first_ms, "steady ms": c.steady_ms}
+        row = {"update path": c.path, "policy": c.policy, "verdict": c.verdict, f"step ms ({later})": c.step_ms,
+               f"sync ms ({later})": c.sync_ms, "first ms": c.first_ms, "steady ms": c.steady_ms}
         row.update({f"RL step ms, U={u}": c.rl_step_ms(u) for u in hazards.ROLLOUTS_PER_UPDATE})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def cost_caption(cells: list[hazards.HazardCell]) -> str:
+    """Where each term of the cost table comes from, with the counts its medians are over: U=64 multiplies the
+    steady median by 63, so a reader must see how few calls that median is."""
+    priced = [c for c in cells if not c.diagnostic]
+    most = max(hazards.ROLLOUTS_PER_UPDATE)
+    return (f"Cost of one RL step per update path (real policies): step + sync + first + (U - 1) x steady ms; "
+            f"step and sync: {later_updates(priced)} (a run's first update pays one-off set-up); first ms: the "
+            f"median of {_calls((c.first_calls for c in priced), 'first')} (one per sync); steady ms: the median of "
+            f"{_calls((c.steady_calls for c in priced), 'steady')} after the syncs, which U={most} counts "
+            f"{most - 1} times")
+
+
 NAMED = 3  # cells named beside the cheapest; the rest counted
 
 
-def cheapest_note() -> str:
+def cheapest_note(cells: list[hazards.HazardCell]) -> str:
     """How to read the cheapest lines; read when used (the margin may change)."""
+    one = all(c.syncs <= 2 for c in cells)  # later_updates: a run of 1 or 2 updates prices one step
     return ("cheapest RL step (trainer step + sync + first rollout + U - 1 steady ones; proven cells only): each path "
-            "ran in its own process and its trainer step is one sample, so the cells within "
-            f"{effects.STEADY_MARGIN:.0%} of the cheapest (two replays of the same kernels in one run differ by a few "
-            "percent) are named beside it, unranked, and a wider lead may still be that one sample's: the cost table "
-            "gives each cell's step ms")
+            f"ran in its own process and its trainer step is that process's {later_updates(cells)}, so the cells "
+            f"within {effects.STEADY_MARGIN:.0%} of the cheapest (two replays of the same kernels in one run differ by "
+            "a few percent) are named beside it, unranked, and a wider lead may still be that "
+            f"{'one sample' if one else 'one process'}'s: the cost table gives each cell's step ms")
 
 
 def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
@@ -101,7 +135,7 @@ def cheapest(cells: list[hazards.HazardCell]) -> list[str]:
             more = f" and {len(near) - NAMED} more" if len(near) > NAMED else ""
             line += f"; within {effects.STEADY_MARGIN:.0%} of it, unranked: {named}{more}"
         lines.append(line)
-    return [cheapest_note()] + lines if lines else []
+    return [cheapest_note(right)] + lines if lines else []
 
 
 def peer_lines(cells: list[hazards.HazardCell]) -> list[str]:
@@ -144,6 +178,73 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     return lines + peer_lines(cells) + cheapest(cells) + [provenance_line(results)]
 
 
+def _facts(result: Result) -> dict[str, list[tuple[str, str, str]]]:
+    """What a single run's Run block states (markdown._facts), of one point, per line: (name, value, as it reads
+    where every point shares it). Code, software and machine are the answer's provenance line."""
+    meta = result.metadata
+    wl, training = meta.get("workload") or {}, meta.get("training") or {}
+    controls = training.get("control_cycles") or 0
+
+    # The text is made from the value alone: points with equal values must read alike, or one stated once would hide
+    # a difference.
+    def said(name: str, value, template: str = "") -> tuple[str, str, str]:
+        value = number(value)
+        return name, value, (template or f"{name} {{}}").format(value)
+
+    def count(name: str, noun: str, value, after: str = "") -> tuple[str, str, str]:
+        return name, number(value), counted(value, noun) + after
+    return {
+        "model": [said("model", f"{result.label} {result.model_name}", "{}"), said("dtype", meta.get("dtype"), "{}"),
+                  said("attention", meta.get("attention_implementation"))],
+        "device": [said("device", f"{meta.get('device')}, {result.machine}", "{}")],
+        "workload": [count("requests", "request", wl.get("requests")),
+                     said("prompts", wl.get("prompt_source"), "{} prompts"),
+                     said("batch size", wl.get("batch_size")),
+                     said("batches", " + ".join(map(str, wl.get("batch_sizes") or [])) or None),
+                     said("prompt length", wl.get("prompt_len")),
+                     count("new tokens", "new token", wl.get("max_new_tokens")),
+                     count("iterations", "iteration", wl.get("iterations"), " per phase"),
+                     count("cycles", "cycle", wl.get("cycles")),
+                     ("control cycles", number(controls),
+                      counted(controls, "control cycle") if controls else "no control cycle"),
+                     said("seed", wl.get("seed"))],
+        "update": [said("optimizer", training.get("optimizer"), "{}"), said("lr", training.get("lr")),
+                   said("master weights", training.get("master_dtype", "none"))]}
+
+
+def _by_path(values: list[str], paths: list[str]) -> str:
+    """A fact that differs among the points, per update path (a row of the matrix): the commonest value last, as
+    the other rows'."""
+    groups: dict[str, list[str]] = {}
+    for value, path in zip(values, paths):
+        groups.setdefault(value, []).append(path)
+    *rest, (common, many) = sorted(groups.items(), key=lambda g: len(g[1]))  # stable: ties keep the run's order
+    last = f"{common} for " + (many[0] if len(many) == 1 else f"the other {len(many)}")
+    return "; ".join([f"{value} for {', '.join(named)}" for value, named in rest] + [last])
+
+
+def run_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
+    """The sweep's Run block: each setting once where every point shares it, one that differs per update path,
+    and the matrix's axes (update paths down, one point each; policies and peer engines across)."""
+    facts = [_facts(r) for r in results]
+    paths = [r.metadata.get("training", {}).get("update_path", "in-place") for r in results]
+    lines = []
+    for line in facts[0]:
+        shared, varying = [], []
+        for index, (name, _, text) in enumerate(facts[0][line]):
+            values = [f[line][index][1] for f in facts]
+            if len(set(values)) == 1:
+                shared.append(text)
+            else:
+                varying.append(f"{name} by update path: {_by_path(values, paths)}")
+        lines.append(f"{line}: " + "; ".join(filter(None, [", ".join(shared), *varying])))
+    policies = list(dict.fromkeys(c.policy + (" (diagnostic)" if c.diagnostic else "") for c in cells if not c.peer))
+    peers = list(dict.fromkeys(c.engine for c in cells if c.peer))
+    return lines + [f"the matrix's axes: update path down, one point (its own process) each: {', '.join(paths)}; "
+                    f"graph policy across, every one in each point's run: {', '.join(policies)}"
+                    + (f"; peer engines beside them: {', '.join(peers)}" if peers else "")]
+
+
 def title(results: list[Result]) -> str:
     if not results:
         return "No point has a result"
@@ -160,6 +261,8 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
     cells = hazards.matrix(results)
     failed = _failed(record)
     out = [Block("heading", title(results), 2), Block("answer", "Answer", answer_lines(cells, results))]
+    if results:
+        out.append(Block("answer", "Run", run_lines(cells, results)))
     if failed:
         out.append(Block("warning", "points that did not run: " + "; ".join(failed)))
     if not results:
@@ -171,7 +274,7 @@ def blocks(record: dict, results: list[Result]) -> list[Block]:
             Block("table", "Verdicts: update path x policy", matrix_table(cells)),
             Block("table", "The matrix in full", cells_table(cells)),
             Block("table", "Stale replays, refusals and unproven cells", stale_table(cells)),
-            Block("table", "Cost of one RL step per update path (real policies)", cost_table(cells))]
+            Block("table", cost_caption(cells), cost_table(cells))]
     return _keyed(out)
 
 

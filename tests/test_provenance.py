@@ -1,4 +1,5 @@
-"""The code, software and machine line of sweep and hazard reports, and the commit a run's summary names."""
+"""The code, software and machine line of sweep and hazard reports, the commit a run's summary names, and one
+result's code (commit, tree, fingerprint) as the index and a run's Metadata table both say it."""
 import hashlib
 from pathlib import Path
 
@@ -72,3 +73,21 @@ def test_every_published_sweep_names_the_code_of_each_of_its_points(folder):
         git = result.metadata["git"]
         assert provenance.commit_text(git) in text and f"fingerprint {provenance.fingerprint_text(git)}" in text
     assert "driver 580.159.04, CUDA 13.0" in text and "transformers 5.20.1" in text
+
+
+def test_a_results_code_says_commit_tree_and_fingerprint_in_one_wording():
+    assert provenance.code_text({"commit": "69e5e9e50e7a23f2", "dirty": True}) == (
+        "commit 69e5e9e50e, tree dirty (source: not recorded), fingerprint not recorded")
+    assert provenance.code_text({"commit": "b5a791144a14", "dirty": None, "source": "ROLLOUT_STUDY_COMMIT"}) == (
+        "commit b5a791144a, tree unknown (source: ROLLOUT_STUDY_COMMIT), fingerprint not recorded")
+    assert provenance.code_text({"commit": "a" * 40, "dirty": False, "source": "git", "code_sha256": "8af489cf0d99"}) \
+        == "commit aaaaaaaaaa, tree clean (source: git), fingerprint 8af489cf0d"
+    assert provenance.code_text(None) == (
+        "commit not recorded, tree unknown (source: not recorded), fingerprint not recorded")
+    lines = provenance.code_lines([_result("a" * 12, "f" * 64), _result("a" * 12, "f" * 64), _result("b" * 12)])
+    assert lines == [
+        "commit aaaaaaaaaa, tree unknown (source: not recorded), fingerprint ffffffffff: 2 of 3 point(s)",
+        "commit bbbbbbbbbb, tree unknown (source: not recorded), fingerprint not recorded: 1 of 3 point(s)"]
+    assert provenance.code_lines([_result("a" * 12)] * 2) == [
+        "commit aaaaaaaaaa, tree unknown (source: not recorded), fingerprint not recorded"]
+

@@ -91,3 +91,14 @@ def test_a_results_code_says_commit_tree_and_fingerprint_in_one_wording():
     assert provenance.code_lines([_result("a" * 12)] * 2) == [
         "commit aaaaaaaaaa, tree unknown (source: not recorded), fingerprint not recorded"]
 
+
+@pytest.mark.parametrize("folder", sorted(p.parent for p in REPORTS.glob("*/result.json")), ids=lambda p: p.name)
+def test_a_published_runs_metadata_table_names_the_fingerprint_its_summary_gives(folder):
+    # report.html's Metadata table named the commit alone, while summary.md gave the fingerprint too.
+    from rollout_study.present import tables
+
+    result = Result.read(folder / "result.json")
+    git = result.metadata.get("git")
+    assert f"code fingerprint {provenance.fingerprint_text(git)}" in (folder / "summary.md").read_text(encoding="utf-8")
+    assert dict(tables.metadata_rows(result))["code"] == provenance.code_text(git)
+    assert f"fingerprint {provenance.fingerprint_text(git)}" in provenance.code_text(git)

@@ -14,6 +14,7 @@ from .. import analysis
 from ..engines import variant_rank
 from ..record import PARTS, run_order
 from ..result import Result
+from .provenance import code_text
 from .text import MIB, NO_GRAPH_NOTE, goal_detail, goal_measured, number
 
 KEY = ["run", "variant", "cycle", "phase"]
@@ -291,6 +292,7 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
         ("optimizer flags", training.get("optimizer_flags")),
         ("start-up ms", _startup(meta.get("startup"))),
         ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
+        ("code", code_text(git)),  # summary.md names the fingerprint; the report's own table named only the commit
         ("command", meta.get("command")), ("time", f"{meta.get('time_start')} to {meta.get('time_end')}"),
     ]
     # Nested values (lists, dicts) become JSON text: a table cell holds one plain value.

@@ -27,18 +27,24 @@ def _result(commit: str, fingerprint: str | None = None, dirty=None, gpu: str | 
 def test_a_commit_with_uncommitted_changes_says_so_and_a_missing_one_says_not_recorded():
     assert provenance.commit_text({"commit": "69e5e9e50e7a23f2", "dirty": True}) == (
         "commit 69e5e9e50e (with uncommitted changes)")
-    assert provenance.commit_text({"commit": "373dc2e38a8edeea", "dirty": None}) == "commit 373dc2e38a"
+    # a lent machine's commit, named by ROLLOUT_STUDY_COMMIT, whose tree nobody asked: not read as clean
+    assert provenance.commit_text({"commit": "373dc2e38a8edeea", "dirty": None, "source": "ROLLOUT_STUDY_COMMIT"}) == (
+        "commit 373dc2e38a, tree unknown (source: ROLLOUT_STUDY_COMMIT)")
+    assert provenance.commit_text({"commit": "373dc2e38a8edeea", "dirty": False}) == "commit 373dc2e38a"
     assert provenance.commit_text(None) == "commit not recorded"
     assert provenance.fingerprint_text({"code_sha256": "864c0d6104f01baa"}) == "864c0d6104"
     assert provenance.fingerprint_text({"commit": "abc"}) == "not recorded"
 
 
 def test_one_value_is_named_once_and_values_that_differ_are_counted():
-    same = provenance.provenance_line([_result("aaaaaaaaaaaa", "f" * 64)] * 3)
+    same = provenance.provenance_line([_result("aaaaaaaaaaaa", "f" * 64, dirty=False)] * 3)
     assert same == ("code: fingerprint ffffffffff (of the code that measures); commit aaaaaaaaaa; software: torch "
                     "2.11.0+cu130, transformers 5.20.1, Python 3.12.3; machine: NVIDIA H200 (driver 580.1, CUDA 13.0)")
-    mixed = provenance.provenance_line([_result("a" * 12, "f" * 64), _result("b" * 12, "f" * 64),
-                                        _result("b" * 12, None, gpu=None)])
+    unknown = provenance.provenance_line([_result("aaaaaaaaaaaa", "f" * 64)])  # dirty None: nobody asked git
+    assert "; commit aaaaaaaaaa, tree unknown (source: not recorded); software: " in unknown
+    mixed = provenance.provenance_line([_result("a" * 12, "f" * 64, dirty=False),
+                                        _result("b" * 12, "f" * 64, dirty=False),
+                                        _result("b" * 12, None, dirty=False, gpu=None)])
     assert "fingerprint ffffffffff (2 point(s)), not recorded (1 point(s))" in mixed
     assert "commit aaaaaaaaaa (1 point(s)), commit bbbbbbbbbb (2 point(s))" in mixed
     assert "NVIDIA H200 (driver 580.1, CUDA 13.0) (2 point(s)), CPU: Xeon (1 point(s))" in mixed

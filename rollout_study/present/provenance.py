@@ -18,8 +18,11 @@ def _commit(git: dict) -> str:
 
 
 def commit_text(git: dict | None) -> str:
-    """'commit 69e5e9e50e (with uncommitted changes)': the commit a result names, as it names it."""
+    """'commit 69e5e9e50e (with uncommitted changes)': the commit a result names, as it names it; where nobody could
+    tell the tree's state, that too (a bare commit would read as clean)."""
     git = git or {}
+    if git.get("dirty") is None and git.get("commit"):
+        return f"{_commit(git)}, {tree_text(git)}"
     return _commit(git) + (" (with uncommitted changes)" if git.get("dirty") else "")
 
 

@@ -88,3 +88,26 @@ def test_the_cost_table_says_how_many_updates_and_calls_each_figure_is_over():
     # one update: the only one, set-up and all
     (alone,) = hazards.matrix([hazard_result("copy", {"reuse": "kept"}, cycles=1)])
     assert report.later_updates([alone]) == "update 1 of 1, one sample, its one-off set-up included"
+
+
+def test_a_sweeps_run_block_states_what_its_points_share_once_and_what_they_vary_by_value():
+    from result_fixture import sweep_point
+    from rollout_study.present import run_facts
+    from rollout_study.present import sweep as sweep_report
+
+    points = [sweep_point(batch, tokens, {"eager": (1, 10.0, 1, 1)}) for batch in (8, 2, 16) for tokens in (64, 16)]
+    lines = run_facts.sweep_lines(points)
+    (workload,) = [line for line in lines if line.startswith("workload: ")]
+    assert "batch size per point: 2, 8, 16" in workload and "new tokens per point: 16, 64" in workload
+    meta = points[0].metadata
+    assert f"{meta['workload']['iterations']} iterations per phase" in workload  # shared: stated once, no "per point"
+    assert workload.count("iterations") == 1
+    (update,) = [line for line in lines if line.startswith("update: ")]
+    assert update.startswith(f"update: {meta['training']['optimizer']}, lr ")
+    assert run_facts.sweep_lines([]) == ["no point has a result to read its settings from"]
+    many = run_facts._values([str(b) for b in range(12, 0, -1)])
+    assert many == "1, 2, 3, 4, 5, 6, 7, 8 and 4 more"
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    loaded = [({"slug": f"p{i}", "status": "valid"}, r) for i, r in enumerate(points)]
+    (run,) = [b for b in sweep_report.blocks(record, loaded, None) if b.text == "Run"]
+    assert run.body == lines

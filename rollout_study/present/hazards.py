@@ -12,10 +12,11 @@ import pandas as pd
 from .. import effects, hazards
 from ..record import excerpt
 from ..result import Result
+from . import run_facts
 from .markdown import table
 from .notebook import Block, blocks_markdown
 from .provenance import commit_text, provenance_line
-from .text import LABEL_TITLES, counted, fill_blocks, number
+from .text import LABEL_TITLES, counted, fill_blocks
 
 DIAGNOSTIC_NOTE = ("version-only (the engine's former check: version counters alone) and unchecked (no check: "
                    "the control that shows a stale replay) are diagnostic policies, never used for rollouts; "
@@ -178,40 +179,6 @@ def answer_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list
     return lines + peer_lines(cells) + cheapest(cells) + [provenance_line(results)]
 
 
-def _facts(result: Result) -> dict[str, list[tuple[str, str, str]]]:
-    """What a single run's Run block states (markdown._facts), of one point, per line: (name, value, as it reads
-    where every point shares it). Code, software and machine are the answer's provenance line."""
-    meta = result.metadata
-    wl, training = meta.get("workload") or {}, meta.get("training") or {}
-    controls = training.get("control_cycles") or 0
-
-    # The text is made from the value alone: points with equal values must read alike, or one stated once would hide
-    # a difference.
-    def said(name: str, value, template: str = "") -> tuple[str, str, str]:
-        value = number(value)
-        return name, value, (template or f"{name} {{}}").format(value)
-
-    def count(name: str, noun: str, value, after: str = "") -> tuple[str, str, str]:
-        return name, number(value), counted(value, noun) + after
-    return {
-        "model": [said("model", f"{result.label} {result.model_name}", "{}"), said("dtype", meta.get("dtype"), "{}"),
-                  said("attention", meta.get("attention_implementation"))],
-        "device": [said("device", f"{meta.get('device')}, {result.machine}", "{}")],
-        "workload": [count("requests", "request", wl.get("requests")),
-                     said("prompts", wl.get("prompt_source"), "{} prompts"),
-                     said("batch size", wl.get("batch_size")),
-                     said("batches", " + ".join(map(str, wl.get("batch_sizes") or [])) or None),
-                     said("prompt length", wl.get("prompt_len")),
-                     count("new tokens", "new token", wl.get("max_new_tokens")),
-                     count("iterations", "iteration", wl.get("iterations"), " per phase"),
-                     count("cycles", "cycle", wl.get("cycles")),
-                     ("control cycles", number(controls),
-                      counted(controls, "control cycle") if controls else "no control cycle"),
-                     said("seed", wl.get("seed"))],
-        "update": [said("optimizer", training.get("optimizer"), "{}"), said("lr", training.get("lr")),
-                   said("master weights", training.get("master_dtype", "none"))]}
-
-
 def _by_path(values: list[str], paths: list[str]) -> str:
     """A fact that differs among the points, per update path (a row of the matrix): the commonest value last, as
     the other rows'."""
@@ -226,18 +193,10 @@ def _by_path(values: list[str], paths: list[str]) -> str:
 def run_lines(cells: list[hazards.HazardCell], results: list[Result]) -> list[str]:
     """The sweep's Run block: each setting once where every point shares it, one that differs per update path,
     and the matrix's axes (update paths down, one point each; policies and peer engines across)."""
-    facts = [_facts(r) for r in results]
     paths = [r.metadata.get("training", {}).get("update_path", "in-place") for r in results]
-    lines = []
-    for line in facts[0]:
-        shared, varying = [], []
-        for index, (name, _, text) in enumerate(facts[0][line]):
-            values = [f[line][index][1] for f in facts]
-            if len(set(values)) == 1:
-                shared.append(text)
-            else:
-                varying.append(f"{name} by update path: {_by_path(values, paths)}")
-        lines.append(f"{line}: " + "; ".join(filter(None, [", ".join(shared), *varying])))
+    # the update path is the matrix's rows, named in its axes below
+    lines = run_facts.lines(results, lambda name, values: "" if name == "update path" else
+                            f"{name} by update path: {_by_path(values, paths)}")
     policies = list(dict.fromkeys(c.policy + (" (diagnostic)" if c.diagnostic else "") for c in cells if not c.peer))
     peers = list(dict.fromkeys(c.engine for c in cells if c.peer))
     return lines + [f"the matrix's axes: update path down, one point (its own process) each: {', '.join(paths)}; "

@@ -14,7 +14,7 @@ from .. import effects, repeats
 from .. import sweep_crossover as crossing
 from .. import sweep_curves as curves
 from .. import sweep_settings as settings
-from . import policy_gaps, sweep_repeats, sweep_scale
+from . import policy_gaps, run_facts, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
 from ..stats import WHOLE_RANGE, whole_range_note
@@ -312,7 +312,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
     usable, rejected, verdicts = _parts(folder, record, loaded)
     draw = figures_dir is not None
     out = [Block("heading", f"Sweep {record['spec'].get('name')}", 2),
-           Block("answer", "Answer", answer_lines(record, loaded, folder))]
+           Block("answer", "Answer", answer_lines(record, loaded, folder)),
+           Block("answer", "Run", run_facts.sweep_lines([result for _, result in loaded if result is not None]))]
     if usable and not usable[0].result.cuda_graph:
         out.append(Block("warning", NO_GRAPH_NOTE))
     if note := unfinished(record):

@@ -239,6 +239,8 @@ def _timing_goal(result: Result) -> Goal:
 class Span:
     low: float
     high: float
+    # a hull of intervals that are each their samples' whole range (stats.Ratio.whole_range): said so where shown
+    whole_range: bool = field(default=False, compare=False)
 
     @classmethod
     def of(cls, values: list[float]) -> "Span | None":
@@ -274,7 +276,7 @@ def interval_hull(ratios: list[Ratio]) -> Span | None:
     """From the lowest interval bound to the highest; None when any ratio has no interval."""
     if not ratios or not all(r.has_interval for r in ratios):
         return None
-    return Span(min(r.low for r in ratios), max(r.high for r in ratios))
+    return Span(min(r.low for r in ratios), max(r.high for r in ratios), all(r.whole_range for r in ratios))
 
 
 @dataclass(frozen=True)

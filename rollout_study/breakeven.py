@@ -58,6 +58,7 @@ class BreakEven:
     # Set where the steady states before any update differ and those after it, which the verdict reads, do not or
     # differ the other way (the 1B shape at batch 16 / 512 tokens in sweep-h200): _disagrees_before.
     disagrees_before: str | None = None
+    first_within: str = WITHIN_INTERVAL  # what the first calls are within where they tie too (the 'no difference')
 
     def __post_init__(self):
         if self.steady_differs and self.steady_within is not None:
@@ -75,7 +76,7 @@ class BreakEven:
 
     def _verdict(self) -> str:
         if not (self.steady_differs or self.first_differs):
-            return (f"no difference: its first calls are within their 95% interval of the baseline's and its "
+            return (f"no difference: its first calls are within {self.first_within} of the baseline's and its "
                     f"steady states within {self.steady_within} of each other")
         if not self.steady_differs:
             same = f"the steady states are within {self.steady_within} of each other"
@@ -198,9 +199,12 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
         first, base_first = firsts.median, base_firsts.median
         tie = steady_tie(steady, base_steady, with_margin=same_engine(candidate, baseline))
         # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
-        first_differs = tie is None or interval_excludes_one(firsts, base_firsts)
+        firsts_ratio = None if tie is None else ratio_interval(firsts, base_firsts)
+        first_differs = firsts_ratio is None or not firsts_ratio.contains(1.0)
         verdict = break_even_rollouts(base_first, base_steady.median, first, steady.median, tie is None,
                                       first_differs, tie)
+        if not first_differs and firsts_ratio.whole_range:  # said only in the 'no difference' it reads
+            verdict = dataclasses.replace(verdict, first_within=WITHIN_RANGE)
         after = 0 if tie else (1 if steady.median > base_steady.median else -1)
         if disagrees := _disagrees_before(result, candidate, baseline, after):
             verdict = dataclasses.replace(verdict, disagrees_before=disagrees)

@@ -18,6 +18,8 @@ hold one alone run: their comparison is against it alone, and the report says it
 """
 from __future__ import annotations
 
+import hashlib
+
 import json
 import math
 import random
@@ -54,6 +56,16 @@ RULE = ("side by side vs alone: for each variant and steady phase, the ratio of 
         "point moves it, a phase still reads moved about 1 time in 3 (three normal offsets, simulated), and a point "
         "of k phases up to 1 - (2/3)^k of the time where each phase drifts apart (1 in 3 where one drift moves all "
         "of a run's phases alike), so one point moved is no finding")
+
+
+# Earlier wordings of RULE that state the same rule (sha256 of the text, as sweep.json keeps it): a record that kept
+# one applied this rule. 8764179d: 6744219's, before "whole range" and "a sweep makes 2 a point".
+SAME_RULE_SHA256 = frozenset({"8764179d5b045bd6d2e0b83cceb695be180acf68e37d291eaf9e2133e49c3073"})
+
+
+def same_rule(kept: str) -> bool:
+    """True where a record's kept rule is this code's, as worded now or in an earlier wording of the same rule."""
+    return kept == RULE or hashlib.sha256(kept.encode()).hexdigest() in SAME_RULE_SHA256
 
 
 def sample(spec, n: int) -> list[tuple[int, str, StudyParams]]:

@@ -35,6 +35,8 @@ class Samples:
         object.__setattr__(self, "values", tuple(float(v) for v in self.values))
         if not self.values:
             raise ValueError("Samples needs at least one value")
+        if not all(math.isfinite(v) for v in self.values):  # a NaN has no place in a median or a resample's order
+            raise ValueError(f"Samples takes finite values, got {[v for v in self.values if not math.isfinite(v)]}")
 
     @property
     def n(self) -> int:
@@ -85,9 +87,10 @@ class Ratio(_Bounds):
     """A ratio of medians and its bootstrap interval; `low`/`high` None: one sample each, no interval.
 
     `whole_range`: the interval reaches the lowest and the highest ratio the samples allow (min/max to max/min).
-    With few samples a side (3, or a first call against 3) every resample's extremes fall inside the 2.5% tails,
-    so the "95%" interval is the samples' whole range: what was measured rather than a confidence statement. It is
-    an attribute beside the three fields, so a Ratio still unpacks and compares as (point, low, high)."""
+    With few samples a side (3, or a first call against 3) the extreme ratios each come up in more than 2.5% of
+    the resamples (about 7% with 3 a side), so the "95%" interval is the samples' whole range: what was measured
+    rather than a confidence statement. It is an attribute beside the three fields, so a Ratio still unpacks,
+    compares and hashes as (point, low, high)."""
 
     whole_range = False  # what _make and _replace, which bypass __new__, give
 
@@ -161,7 +164,7 @@ def _interval(numerator: tuple, denominator: tuple, seed: int, resamples: int, l
     sides = [np.asarray(values) for values in (numerator, denominator)]
     widths = [len(values) if len(values) > 1 else 0 for values in sides]  # a one-sample side draws nothing
     state = random.Random(seed).getstate()[1]
-    twister = np.random.RandomState()
+    twister = np.random.RandomState(0)  # any seed: its state is replaced by Python's below
     twister.set_state(("MT19937", np.array(state[:-1], dtype=np.uint32), state[-1]))
     draws = twister.random_sample((resamples, sum(widths)))
     medians = []
@@ -181,8 +184,9 @@ def _interval(numerator: tuple, denominator: tuple, seed: int, resamples: int, l
     return Ratio(point, low, high, whole_range=(low, high) == (lowest, highest))
 
 
-WHOLE_RANGE_WHY = ("with as few as 3 calls a side, or a first call against 3, every resample's extremes fall in "
-                   "the 2.5% tails, so such an interval says what was measured, not 95% confidence")
+WHOLE_RANGE_WHY = ("with as few as 3 calls a side, or a first call against 3, the lowest and the highest ratio each "
+                   "come up in more than 2.5% of the resamples, so the 2.5th and 97.5th percentiles are those extremes "
+                   "and the interval says what was measured, not 95% confidence")
 WHOLE_RANGE = ("whole range: a 95% interval that reaches the lowest and the highest ratio any two of its calls give "
                f"(min/max to max/min); {WHOLE_RANGE_WHY}")
 
@@ -196,5 +200,6 @@ def whole_range_note(ratios: list[Ratio], what: str = "95% interval here", why: 
     if ranges == len(ratios):
         note = f"every {what} is its samples' whole range"
     else:
-        note = f"{ranges} of the {len(ratios)} {what.replace('interval', 'intervals')} are their samples' whole range"
+        whose = "is its" if ranges == 1 else "are their"
+        note = f"{ranges} of these {len(ratios)} intervals {whose} samples' whole range"
     return f"{note} ({WHOLE_RANGE_WHY})" if why else note

@@ -92,8 +92,9 @@ def _with_interval(ratio: Ratio) -> str:
 
 
 def _batches(swept: tuple[int, ...]) -> str:
-    """The batches swept: a few by name (batch 1 to 4 would read as 1, 2, 3, 4), more as their range."""
-    if len(swept) > 3:
+    """The batches swept: as their range where they double from the first to the last (1 to 64), else by name (batch
+    1 to 4 where 2 failed would hide the gap)."""
+    if len(swept) > 3 and all(b == 2 * a for a, b in zip(swept, swept[1:])):
         return f"batch {swept[0]} to {swept[-1]}"
     return ("batch " if len(swept) == 1 else "batches ") + _words([str(b) for b in swept])
 

@@ -177,8 +177,11 @@ def side_by_side(points: list) -> list[SideBySide]:
     return sorted(rows, key=lambda r: (ordered.index(r.setting), variant_rank(r.variant), r.new_tokens, r.batch))
 
 
-def moves_eager(setting: tuple, base: tuple) -> list[str]:
-    """The parameters in which `setting` differs from `base` that change what eager runs (a seed: its weights and
-    prompts): [] where eager's ratio between the two is their drift alone."""
+def moves_eager(setting: tuple, base: tuple) -> str | None:
+    """Why eager's ratio between two settings is not their points' drift alone (a seed draws other weights and
+    prompts for eager too); None where eager runs the same in both (EAGER_IGNORES)."""
+    if UNRECORDED in (setting, base):
+        return "a point's parameters were not recorded, so what its setting changes is unknown"
     theirs = dict(base)
-    return [name for name, value in setting if theirs.get(name) != value and name not in EAGER_IGNORES]
+    moved = [name for name, value in setting if theirs.get(name) != value and name not in EAGER_IGNORES]
+    return f"{', '.join(moved)} changes what eager runs too" if moved else None

@@ -373,3 +373,22 @@ def test_a_verdict_whose_steady_states_were_the_other_way_before_any_update_says
     tied = retime(retime(make_result_dict(), "graph[reuse]", "steady", 50.0, cycle=0), "graph[reuse]",
                   "steady_after_update", 80.0)
     assert by_pair(Result.from_dict(tied))[("graph[reuse]", "eager")].break_even.disagrees_before is None
+
+
+def test_first_calls_that_tie_within_their_whole_range_say_so_in_the_no_difference_verdict():
+    # reuse's first calls after the updates as recapture's (130 ms each), their steady states alike (10 ms): no
+    # difference, and the first calls' interval (one call per update a side) is their whole range
+    data = retime(make_result_dict(), "graph[reuse]", "first_after_update", 130.0)
+    verdict = by_pair(Result.from_dict(data))[("graph[reuse]", "graph[recapture]")].break_even.verdict
+    assert verdict.startswith(f"no difference: its first calls are within {WITHIN_RANGE} of the baseline's")
+
+
+def test_two_policies_of_one_engine_apart_by_less_than_the_margin_before_the_update_are_no_disagreement():
+    # recapture 10 ms, reuse 10.3 ms before any update (3% apart: within the 5% margin two replays of the same
+    # kernels are held to), alike after: nothing said; 12 ms before (20% apart) is a difference the verdict carries
+    for before, said in ((10.3, False), (12.0, True)):
+        data = retime(make_result_dict(), "graph[reuse]", "steady", before, cycle=0)
+        row = by_pair(Result.from_dict(data))[("graph[reuse]", "graph[recapture]")]
+        assert (row.break_even.disagrees_before is not None) is said
+        if said:
+            assert row.break_even.disagrees_before.startswith("before any update its steady state was the slower")

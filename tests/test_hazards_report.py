@@ -29,7 +29,7 @@ def test_the_run_block_states_each_shared_setting_once_from_the_points_records()
     wl, training = meta["workload"], meta["training"]
     lines = _run_block(results)
     assert lines == [
-        f"model: {meta['label']} {results[0].model_name}, {meta['dtype']}, "
+        f"model: {meta['label']} {results[0].model_name}, dtype {meta['dtype']}, "
         f"attention {meta['attention_implementation']}",
         f"device: {meta['device']}, {meta['hardware']['gpu']}",
         f"workload: {wl['requests']} requests, chat prompts, batch size {wl['batch_size']}, batches 4 + 2, "

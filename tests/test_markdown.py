@@ -145,3 +145,12 @@ def test_the_run_block_counts_in_the_singular_where_there_is_one():
     assert "6 requests," in workload and ", 8 new tokens, 3 iterations, 2 cycles, seed 0" in workload
     assert [text.counted(n, "cycle") for n in (0, 1, 2, 1024, None)] == ["0 cycles", "1 cycle", "2 cycles",
                                                                          "1,024 cycles", "- cycles"]
+
+
+def test_a_runs_speed_up_intervals_that_are_their_samples_whole_range_are_said_to_be():
+    # the fixture's 3 steady calls a phase: every speed-up's interval is its samples' whole range, and the section
+    # and the headline say so (stats.whole_range_note, tested there, says nothing where none is)
+    summary = markdown.summary(make_result())
+    section = summary[summary.index("## Speed-up over generate() per steady phase"):]
+    assert section.split("\n")[2].startswith("Every 95% interval here is its samples' whole range (with as few as 3")
+    assert "95% bootstrap intervals, each its samples' whole range, span" in summary

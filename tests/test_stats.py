@@ -107,7 +107,7 @@ def _pure_python_interval(numerator, denominator, seed, resamples, level):
     return percentile(ratios, tail), percentile(ratios, 1 - tail)
 
 
-@pytest.mark.parametrize("sizes", [(1, 7), (8, 1), (2, 2), (5, 6), (31, 40)])
+@pytest.mark.parametrize("sizes", [(1, 7), (8, 1), (2, 2), (3, 3), (1, 3), (5, 6), (31, 40)])
 @pytest.mark.parametrize("seed", [0, 3])
 def test_the_interval_is_the_one_random_choices_draws_to_the_bit(sizes, seed):
     import random
@@ -138,4 +138,9 @@ def test_an_interval_that_reaches_the_samples_lowest_and_highest_ratio_is_named_
     assert stats.whole_range_note([ten]) == ""
     assert stats.whole_range_note([three, first]) == "every 95% interval here is its samples' whole range"
     assert stats.whole_range_note([three, ten], "speed-up's 95% interval") == (
-        "1 of the 2 speed-up's 95% intervals are their samples' whole range")
+        "1 of these 2 intervals is its samples' whole range")
+    assert stats.whole_range_note([three, three, ten]) == "2 of these 3 intervals are their samples' whole range"
+    assert stats.whole_range_note([three], why=True) == (
+        f"every 95% interval here is its samples' whole range ({stats.WHOLE_RANGE_WHY})")
+    with pytest.raises(ValueError, match="finite"):
+        Samples([1.0, float("nan")])

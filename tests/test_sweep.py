@@ -326,7 +326,13 @@ def test_the_readme_block_of_several_models_has_a_row_per_variant_and_a_column_p
     # the rule shown is this code's, which the verdicts apply; a record that kept another says so
     assert sweep_repeats.rule_note({"repeats": {"rule": repeats.RULE}}) == "Rule: " + repeats.RULE
     older = sweep_repeats.rule_note({"repeats": {"rule": "an older rule"}})
-    assert older.startswith("Rule: " + repeats.RULE) and older.endswith("which differs: these verdicts are this code's")
+    assert older.startswith("Rule: " + repeats.RULE) and older.endswith('these verdicts do not apply: "an older rule"')
+    # the H100 smoke's record kept 6744219's wording of this very rule: the same rule, not another
+    smoke = json.loads((REPO / "reports" / "sweep-h200-ray-smoke-h100" / "sweep.json").read_text())
+    assert smoke["repeats"]["rule"] != repeats.RULE and repeats.same_rule(smoke["repeats"]["rule"])
+    assert sweep_repeats.rule_note(smoke) == "Rule: " + repeats.RULE
+    assert not repeats.same_rule(json.loads((REPO / "reports" / "sweep-h200" / "sweep.json").read_text())
+                                 ["repeats"]["rule"])  # the 3-sample rule of 2 December: another
 
 
 def test_the_answer_counts_points_kept_from_an_earlier_invocation_apart_from_those_it_launched(tmp_path):

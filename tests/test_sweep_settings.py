@@ -267,10 +267,13 @@ def test_a_sweep_of_one_iteration_reports_its_settings_with_no_interval_and_no_v
 
 def test_eager_s_ratio_between_two_settings_is_drift_alone_only_where_eager_runs_the_same_in_both():
     base = (("length_bucket", "0"), ("policy", '["recapture", "reuse"]'), ("seed", "0"))
-    assert settings.moves_eager((("length_bucket", "64"),) + base[1:], base) == []
-    assert settings.moves_eager((base[0], ("policy", '["reuse", "recapture"]'), base[2]), base) == []
+    assert settings.moves_eager((("length_bucket", "64"),) + base[1:], base) is None
+    assert settings.moves_eager((base[0], ("policy", '["reuse", "recapture"]'), base[2]), base) is None
     # a seed draws other weights and prompts for eager too; the order of turns moves eager's place among them
-    assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == ["seed"]
+    assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == "seed changes what eager runs too"
     assert settings.moves_eager((("length_bucket", "64"), ("turn_order", "reverse")), (("length_bucket", "0"),
-                                                                                       ("turn_order", "fixed"))) == [
-        "turn_order"]
+                                                                                       ("turn_order", "fixed"))) == (
+        "turn_order changes what eager runs too")
+    # a point whose parameters were not recorded: unknown, either way round
+    for pair in ((settings.UNRECORDED, base), (base, settings.UNRECORDED)):
+        assert "not recorded" in settings.moves_eager(*pair)

@@ -26,7 +26,7 @@ def facts(result: Result) -> dict[str, list[tuple[str, str, str]]]:
     def count(name: str, noun: str, value, after: str = "") -> tuple[str, str, str]:
         return name, number(value), counted(value, noun) + after
     return {
-        "model": [said("model", f"{result.label} {result.model_name}", "{}"), said("dtype", meta.get("dtype"), "{}"),
+        "model": [said("model", f"{result.label} {result.model_name}", "{}"), said("dtype", meta.get("dtype")),
                   said("attention", meta.get("attention_implementation"))],
         "device": [said("device", f"{meta.get('device')}, {result.machine}", "{}")],
         "workload": [count("requests", "request", wl.get("requests")),

@@ -88,7 +88,8 @@ def definitions() -> list[str]:
 SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up over eager generate() and ms per "
                  "token at each variant, batch, request count and new-token count two or more models share")
 SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one colour per batch, "
-                        "a line only between models of one label (synthetic or pretrained): steady speed-up over "
+                        "a line only between neighbouring models of one label (synthetic or pretrained; none where the "
+                        "labels alternate): steady speed-up over "
                         "eager generate(), capture ms and memory kept after the first call (below zero: see "
                         "Definitions, capture)")
 
@@ -189,9 +190,9 @@ def settings_lines(points) -> list[str]:
         faster, slower = sum(r.side() == 1 for r in ratios), sum(r.side() == -1 for r in ratios)
         moved = settings.moves_eager(setting, mine[0].base)
         drift = ("" if not eager  # a sweep without eager has no drift to show
-                 else f"; eager in the same points {span(eager)}, their run-to-run drift (eager ignores the setting)"
-                 if not moved else f"; eager in the same points {span(eager)}, which {', '.join(moved)} changes for "
-                 "eager too (not drift alone)")
+                 else f"; eager in the same points {span(eager)}, " + (f"not drift alone: {moved}" if moved else
+                                                                      "their run-to-run drift (eager ignores the "
+                                                                      "setting)"))
         bounds = "whole range" if all(r.whole_range for r in ratios) else "95% interval"
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
                      f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "

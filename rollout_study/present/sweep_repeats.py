@@ -41,8 +41,10 @@ def _one_run(verdicts: list[repeats.Verdict]) -> str:
 def rule_note(record: dict) -> str:
     """The rule the verdicts apply (this code's), and where the sweep's record keeps another, that it does."""
     kept = (record.get("repeats") or {}).get("rule")
-    return "Rule: " + repeats.RULE + (". The sweep's record keeps the rule of the code that ran it, which differs: "
-                                      "these verdicts are this code's" if kept and kept != repeats.RULE else "")
+    if not kept or repeats.same_rule(kept):
+        return "Rule: " + repeats.RULE
+    return (f"Rule: {repeats.RULE}. The sweep's record keeps another, the rule of the code that ran it, which these "
+            f"verdicts do not apply: \"{kept}\"")
 
 
 def answer_line(record: dict, verdicts: list[repeats.Verdict]) -> str:

@@ -291,8 +291,8 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
                                          f"{training.get('master_dtype', 'none (the rollout weights)')}"),
         ("optimizer flags", training.get("optimizer_flags")),
         ("start-up ms", _startup(meta.get("startup"))),
-        ("git commit", f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}"),
-        ("code", code_text(git)),  # summary.md names the fingerprint; the report's own table named only the commit
+        ("git commit", git.get("commit")),  # in full; its tree's state and the fingerprint are the next row's
+        ("code", code_text(git)),
         ("command", meta.get("command")), ("time", f"{meta.get('time_start')} to {meta.get('time_end')}"),
     ]
     # Nested values (lists, dicts) become JSON text: a table cell holds one plain value.

@@ -130,7 +130,8 @@ def goal_detail(goal: analysis.Goal) -> str:
     """What a goal's measurement came from, or why it was not measured."""
     interval = []
     if goal.interval is not None:
-        bounds = (f"95% interval {number(goal.interval.low)}..{number(goal.interval.high)}"
+        name = "whole range" if goal.interval.whole_range else "95% interval"
+        bounds = (f"{name} {number(goal.interval.low)}..{number(goal.interval.high)}"
                   if goal.interval.has_interval else "no interval")
         interval = [bounds + ("" if goal.interval_note in ("", "both sides resampled") else f" ({goal.interval_note})")]
     return ", ".join([f"{what} {number(value)}{' ' + unit if unit else ''}" for what, value, unit in goal.inputs]
@@ -173,7 +174,8 @@ def _bounds(hull: analysis.Span | None, where: str, lead: str = " (") -> str:
     if hull is None:
         return "" if lead != " (" else " (no bootstrap interval: one sample each)"
     close = ")" if lead == " (" else ""
-    return f"{lead}95% bootstrap intervals span {span(hull, 'x')}{' ' + where if where else ''}{close}"
+    each = ", each its samples' whole range," if hull.whole_range else ""
+    return f"{lead}95% bootstrap intervals{each} span {span(hull, 'x')}{' ' + where if where else ''}{close}"
 
 
 def effects_rule() -> str:

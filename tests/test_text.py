@@ -48,12 +48,14 @@ def test_console_summary_ends_with_the_answer():
 
 def test_headline_text_of_the_fixture():
     lines = text.headline_text(make_result()).splitlines()
-    # Every sample of a phase takes the same time: the intervals have zero width at the ratio.
+    # Every sample of a phase takes the same time: the intervals have zero width at the ratio, the samples' whole
+    # range (3 a side), and say so.
     assert lines[0] == ("graph[recapture]: 5.00x generate()'s speed in steady state "
-                        "(95% bootstrap intervals span 5.00x over its steady phases)")
-    assert lines[2] == ("first call after an update: graph[recapture] 130.000 ms (13.00x steady, 95% bootstrap "
-                        "intervals span 13.00x); graph[reuse] 60.000 ms (6.00x steady, 95% bootstrap intervals span "
-                        "6.00x); intervals resample the steady samples only (the first call is one sample)")
+                        "(95% bootstrap intervals, each its samples' whole range, span 5.00x over its steady phases)")
+    each = "95% bootstrap intervals, each its samples' whole range, span"
+    assert lines[2] == (f"first call after an update: graph[recapture] 130.000 ms (13.00x steady, {each} 13.00x); "
+                        f"graph[reuse] 60.000 ms (6.00x steady, {each} 6.00x); intervals resample the steady samples "
+                        "only (the first call is one sample)")
     assert lines[3] == "no control cycle in this run: after-update effects cannot be told from drift"
     assert lines[4] == "training update: first 40.000 ms, later 20.000 ms"
     assert lines[5] == "break-even graph[recapture] vs eager: pays off from 2 rollouts per update"
@@ -67,7 +69,8 @@ def test_headline_shows_ranges_and_the_bounded_break_even():
                   "graph[reuse]", "steady_after_update", 12.0)
     lines = text.headline_lines(Result.from_dict(data))
     assert lines[0] == ("graph[recapture]: 5.00..8.00x generate()'s speed in steady state "
-                        "(95% bootstrap intervals span 5.00..8.00x over its steady phases)")
+                        "(95% bootstrap intervals, each its samples' whole range, span 5.00..8.00x over its steady "
+                        "phases)")
     slower = retime(make_result_dict(), "graph[recapture]", "steady_after_update", 60.0, cycle=1)
     assert text.headline_lines(Result.from_dict(slower))[0].startswith(  # a low end under 1x: no "faster"
         "graph[recapture]: 0.83..5.00x generate()'s speed in steady state")

@@ -199,11 +199,11 @@ def break_even_rows(result: Result) -> list[BreakEvenRow]:
         first, base_first = firsts.median, base_firsts.median
         tie = steady_tie(steady, base_steady, with_margin=same_engine(candidate, baseline))
         # The first calls' interval matters only where the steady states tie: no bootstrap for it otherwise.
-        firsts_ratio = None if tie is None else ratio_interval(firsts, base_firsts)
-        first_differs = firsts_ratio is None or not firsts_ratio.contains(1.0)
+        first_differs = tie is None or interval_excludes_one(firsts, base_firsts)
         verdict = break_even_rollouts(base_first, base_steady.median, first, steady.median, tie is None,
                                       first_differs, tie)
-        if not first_differs and firsts_ratio.whole_range:  # said only in the 'no difference' it reads
+        # said only in the 'no difference' it reads; the ratio is interval_excludes_one's (ratio_interval caches it)
+        if not first_differs and ratio_interval(firsts, base_firsts).whole_range:
             verdict = dataclasses.replace(verdict, first_within=WITHIN_RANGE)
         after = 0 if tie else (1 if steady.median > base_steady.median else -1)
         if disagrees := _disagrees_before(result, candidate, baseline, after):

@@ -19,7 +19,6 @@ hold one alone run: their comparison is against it alone, and the report says it
 from __future__ import annotations
 
 import hashlib
-
 import json
 import math
 import random

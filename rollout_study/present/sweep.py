@@ -287,15 +287,16 @@ def answer_lines(record: dict, loaded: list[tuple[dict, Result | None]], folder=
         lines.append(f"a subset of {record['spec']['subset_of']}: that file's points with these values, with the "
                      "same parameters and hashes, so the whole sweep keeps their results (--keep-from)")
     lines += models_without_a_valid_point(loaded, usable)
+    ratios = []  # every section's speed-ups, for the whole-range note below
     for points in curves.by_section(usable).values():
         rows = curves.speedups(points)
+        ratios += [r.ratio for r in rows]
         for variant in dict.fromkeys(r.variant for r in rows):
             mine = [r.ratio.point for r in rows if r.variant == variant]
             crossings = crossing.crossing_summary([c for c in crossing.crossovers(points) if c.variant == variant])
             lines.append(f"{model_title(points)}: {variant} {min(mine):.2f}x to {max(mine):.2f}x over eager; "
                          f"first under {curves.CROSSOVER}x at: {crossings}")
-    if note := whole_range_note([r.ratio for points in curves.by_section(usable).values()
-                                 for r in curves.speedups(points)], "steady speed-up's 95% interval"):
+    if note := whole_range_note(ratios, "steady speed-up's 95% interval"):
         lines.append(f"intervals: {note} (few calls a side: see Definitions); the crossovers and break-evens that "
                      "read such an interval say so")
     for points in curves.by_model(usable).values():

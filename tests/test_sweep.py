@@ -1476,3 +1476,18 @@ def test_intervals_that_are_their_samples_whole_range_are_named_so_in_the_answer
     eight = [({"slug": "b1", "status": "valid"},
               _graph_over_eager(1, [60.0, 61.0, 62.0, 62.5, 63.0, 64.0, 65.0, 66.0], "graph[reuse]", 16).result)]
     assert not [x for x in report.answer_lines(record, eight, tmp_path) if x.startswith("intervals: ")]
+
+
+def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_caption_where_they_are(tmp_path):
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    for samples, bounds in (([60.0, 62.0, 65.0], "bars: whole range"),
+                            ([60.0, 61.0, 62.0, 62.5, 63.0, 64.0, 65.0, 66.0], "bars: 95% interval")):
+        points = [_graph_over_eager(b, samples, "graph[reuse]", 16) for b in (1, 2)]
+        entries = [({"slug": p.slug, "status": "valid"}, p.result) for p in points]
+        figures = tmp_path / f"figures-{len(samples)}"
+        blocks = report.blocks(record, entries, str(figures), tmp_path)
+        (caption,) = [b.text for b in blocks if b.kind == "figure" and "Steady speed-up" in b.text]
+        whole = bounds == "bars: whole range"
+        assert caption.endswith("; every 95% interval here is its samples' whole range") == whole
+        figure = sweep_figures.speedup_figure(points)
+        assert figure.axes[0].get_ylabel() == f"speed-up over eager generate() (steady, {bounds})"

@@ -200,9 +200,10 @@ def settings_lines(points) -> list[str]:
     return lines
 
 
-def _ranges(points, make) -> str:
-    """The speed-up table's caption names intervals that are their samples' whole range (few calls a side)."""
-    note = whole_range_note([r.ratio for r in curves.speedups(points)]) if make is speedup_table else ""
+def _ranges(points, shows_speedups: bool) -> str:
+    """The speed-up table's and figure's captions name intervals that are their samples' whole range (few calls a
+    side)."""
+    note = whole_range_note([r.ratio for r in curves.speedups(points)]) if shows_speedups else ""
     return f"; {note}" if note else ""
 
 
@@ -336,17 +337,22 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         for kind, caption, make in FIGURES:
             if draw and not (one_batch and kind in OVER_BATCH):
                 make(points, figures_dir)
-                out.append(Block("figure", f"{model_title(points)}: {caption}", path(figures_dir, points, kind)))
-        out += [Block("table", f"{model_title(points)}: {caption}" + _ranges(points, make), make(points))
+                out.append(Block("figure", f"{model_title(points)}: {caption}" + _ranges(points, kind == "speedup"),
+                                 path(figures_dir, points, kind)))
+        out += [Block("table", f"{model_title(points)}: {caption}" + _ranges(points, make is speedup_table),
+                      make(points))
                 for caption, make in MODEL_TABLES]
     models = curves.by_model(usable)
     for points in models.values():
         if not (side_by_side := settings_table(points)).empty:
             out.append(Block("heading", settings_heading(points), 2))
-            if draw:
+            rows = settings.side_by_side(points)
+            if draw:  # the figure's bars are the settings' ratios; eager's dotted lines have none
                 settings_figure(points, figures_dir)
-                out.append(Block("figure", SETTINGS_FIGURE_CAPTION, settings_path(figures_dir, points)))
-            ratios = [r for row in settings.side_by_side(points) for r in (row.ratio, row.eager) if r]
+                note = whole_range_note([row.ratio for row in rows])
+                out.append(Block("figure", SETTINGS_FIGURE_CAPTION + (f"; {note}" if note else ""),
+                                 settings_path(figures_dir, points)))
+            ratios = [r for row in rows for r in (row.ratio, row.eager) if r]
             out.append(Block("table", settings_caption(points) + (f"; {note}" if (note := whole_range_note(ratios))
                                                                   else ""), side_by_side))
         if not (ordered := policy_gaps.order_table(points)).empty:

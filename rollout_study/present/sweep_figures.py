@@ -130,6 +130,13 @@ def _log(ax, before: str, after: str = "") -> str:
     return f"{before}log{after}" if ax.get_yscale() == "log" else ""
 
 
+def _bounds(ratios) -> str:
+    """What a panel's bars are: with 3 calls a side every 95% interval is its calls' whole range (stats.Ratio)."""
+    if ratios and all(r.whole_range for r in ratios):
+        return "bars: whole range"
+    return "bars: 95% interval" + (" or whole range" if any(r.whole_range for r in ratios) else "")
+
+
 def _legend(ax) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
@@ -148,7 +155,8 @@ def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figur
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel("speed-up over eager generate() (steady, 95% interval)", fontsize=8)
+        bounds = _bounds([r.ratio for r in rows if r.variant == variant])
+        ax.set_ylabel(f"speed-up over eager generate() (steady, {bounds})", fontsize=8)
         _batch_axis(ax, [p.batch for p in points])
         _legend(ax)
     return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup")
@@ -318,7 +326,8 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [1.0]) * 1.1)
         ax.set_title(f"{variant}: {settings.text(setting)}", fontsize=9)
-        ax.set_ylabel(f"steady median at {base} / at this setting\n(over 1: faster; 95% interval)", fontsize=7)
+        bounds = _bounds([r.ratio for r in mine if r.variant == variant])
+        ax.set_ylabel(f"steady median at {base} / at this setting\n(over 1: faster; {bounds})", fontsize=7)
         _batch_axis(ax, [r.batch for r in mine])
         _legend(ax)
     fig.suptitle(f"{settings_heading(points)}\nsteady speed against {base} vs batch (dotted: eager in the same two "

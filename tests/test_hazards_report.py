@@ -88,6 +88,9 @@ def test_the_cost_table_says_how_many_updates_and_calls_each_figure_is_over():
     # one update: the only one, set-up and all
     (alone,) = hazards.matrix([hazard_result("copy", {"reuse": "kept"}, cycles=1)])
     assert report.later_updates([alone]) == "update 1 of 1, one sample, its one-off set-up included"
+    assert (alone.first_calls, alone.steady_calls) == (1, 2)
+    assert "first ms: the one first call (one per sync); steady ms: the median of 2 steady calls" in (
+        report.cost_caption([alone]))
 
 
 def test_a_sweeps_run_block_states_what_its_points_share_once_and_what_they_vary_by_value():

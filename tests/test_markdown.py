@@ -140,9 +140,9 @@ def test_the_run_block_counts_in_the_singular_where_there_is_one():
     assert ", 1 layer, " in model and ", 1 parameter, " in model
     assert machine.endswith(", 1 core")
     assert workload.startswith("- workload: 1 request, batch 4,")
-    assert ", 1 new token, 1 iteration, 1 cycle, seed 0" in workload
+    assert ", 1 new token, 1 iteration per phase, 1 cycle, seed 0" in workload
     (workload,) = [x for x in markdown.summary(make_result()).splitlines() if x.startswith("- workload:")]
-    assert "6 requests," in workload and ", 8 new tokens, 3 iterations, 2 cycles, seed 0" in workload
+    assert "6 requests," in workload and ", 8 new tokens, 3 iterations per phase, 2 cycles, seed 0" in workload
     assert [text.counted(n, "cycle") for n in (0, 1, 2, 1024, None)] == ["0 cycles", "1 cycle", "2 cycles",
                                                                          "1,024 cycles", "- cycles"]
 

@@ -49,6 +49,12 @@ def _calls(values, kind: str) -> str:
     return counted(high, f"{kind} call") if low == high else f"{low} to {high} {kind} calls"
 
 
+def _median_of(values, kind: str) -> str:
+    """"the median of 10 first calls", or "the one first call" where every cell has one (a run of one sync)."""
+    values = list(values)
+    return f"the one {kind} call" if values and set(values) == {1} else f"the median of {_calls(values, kind)}"
+
+
 def cells_table(cells: list[hazards.HazardCell]) -> pd.DataFrame:
     """One row per path and policy: verdict, captures, sync, first call after the sync, parity; with peer
     engines, their compilations and CUDA-graph recordings per sync (sweeps without peers read as before)."""
@@ -97,9 +103,9 @@ def cost_caption(cells: list[hazards.HazardCell]) -> str:
     priced = [c for c in cells if not c.diagnostic]
     most = max(hazards.ROLLOUTS_PER_UPDATE)
     return (f"Cost of one RL step per update path (real policies): step + sync + first + (U - 1) x steady ms; "
-            f"step and sync: {later_updates(priced)} (a run's first update pays one-off set-up); first ms: the "
-            f"median of {_calls((c.first_calls for c in priced), 'first')} (one per sync); steady ms: the median of "
-            f"{_calls((c.steady_calls for c in priced), 'steady')} after the syncs, which U={most} counts "
+            f"step and sync: {later_updates(priced)} (a run's first update pays one-off set-up); first ms: "
+            f"{_median_of((c.first_calls for c in priced), 'first')} (one per sync); steady ms: "
+            f"{_median_of((c.steady_calls for c in priced), 'steady')} after the syncs, which U={most} counts "
             f"{most - 1} times")
 
 

@@ -123,7 +123,7 @@ def _facts(result: Result) -> list[str]:
         f"- workload: {counted(wl.get('requests'), 'request')}, batch {wl.get('batch_size')}, "
         f"prompt length {wl.get('prompt_len')} "
         f"(true lengths {wl.get('true_prompt_lengths')}), {counted(wl.get('max_new_tokens'), 'new token')}, "
-        f"{counted(wl.get('iterations'), 'iteration')}, {counted(wl.get('cycles'), 'cycle')}, seed {wl.get('seed')}, "
+        f"{counted(wl.get('iterations'), 'iteration')} per phase, {counted(wl.get('cycles'), 'cycle')}, seed {wl.get('seed')}, "
         f"prompts {wl.get('prompt_source')}",
         f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}, "
         f"path {training.get('update_path', 'in-place')}, master weights {training.get('master_dtype', 'none')}; "

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from result_fixture import make_invalid_result, make_result, make_result_dict
-from rollout_study.present import markdown, text
+from rollout_study.present import markdown, run_facts, text
 from rollout_study.result import Result
 from result_fixture import add_engine
 
@@ -139,10 +139,11 @@ def test_the_run_block_counts_in_the_singular_where_there_is_one():
     (workload,) = [x for x in summary.splitlines() if x.startswith("- workload:")]
     assert ", 1 layer, " in model and ", 1 parameter, " in model
     assert machine.endswith(", 1 core")
-    assert workload.startswith("- workload: 1 request, batch 4,")
-    assert ", 1 new token, 1 iteration per phase, 1 cycle, seed 0" in workload
+    assert workload.startswith("- workload: 1 request, batch size 4,")  # the fixture records no prompt source
+    assert ", 1 new token, 1 iteration per phase, 1 cycle, no control cycle, seed 0" in workload
     (workload,) = [x for x in markdown.summary(make_result()).splitlines() if x.startswith("- workload:")]
-    assert "6 requests," in workload and ", 8 new tokens, 3 iterations per phase, 2 cycles, seed 0" in workload
+    assert "6 requests," in workload and ", 8 new tokens, 3 iterations per phase, 2 cycles, no control cycle, seed 0" in (
+        workload)
     assert [text.counted(n, "cycle") for n in (0, 1, 2, 1024, None)] == ["0 cycles", "1 cycle", "2 cycles",
                                                                          "1,024 cycles", "- cycles"]
 
@@ -154,3 +155,16 @@ def test_a_runs_speed_up_intervals_that_are_their_samples_whole_range_are_said_t
     section = summary[summary.index("## Speed-up over generate() per steady phase"):]
     assert section.split("\n")[2].startswith("Every 95% interval here is its samples' whole range (with as few as 3")
     assert "95% bootstrap intervals, each its samples' whole range, span" in summary
+
+
+def test_a_single_runs_workload_and_update_read_as_a_report_of_several_runs_states_them():
+    data = make_result_dict()
+    data["metadata"]["workload"].update(true_prompt_lengths=[13, 16], prompt_source="chat")
+    result = Result.from_dict(data)
+    lines = markdown.summary(result).splitlines()
+    shared = run_facts.lines([result], lambda name, values: "")
+    (workload,) = [x for x in lines if x.startswith("- workload:")]
+    (update,) = [x for x in lines if x.startswith("- update:")]
+    assert workload.replace(" (true lengths [13, 16])", "") == "- " + shared[2]
+    assert "prompt length 16 (true lengths [13, 16])," in workload and ", chat prompts, " in workload
+    assert update.startswith("- " + shared[3] + "; commit ")

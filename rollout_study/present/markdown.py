@@ -10,7 +10,7 @@ import sys
 from .. import analysis
 from ..record import PARTS, PHASES
 from ..result import Result
-from . import host
+from . import host, run_facts
 from .captures import captures_markdown
 from .floors import floors_markdown
 from .other_split import split_markdown
@@ -101,11 +101,18 @@ def cold_start_table(result: Result) -> list[str]:
                  rows) if rows else []
 
 
+def _said(facts: list[tuple[str, str, str]], true_lengths: dict | None = None) -> str:
+    """A run_facts group as its text reads, leaving out what the run did not record; the prompt length with the
+    prompts' true lengths where recorded (padded to it: a chat prompt's own length differs)."""
+    return ", ".join(text + (f" (true lengths {true_lengths[name]})" if (true_lengths or {}).get(name) else "")
+                     for name, value, text in facts if value != "-")
+
+
 def _facts(result: Result) -> list[str]:
     meta = result.metadata
     model, hw, sw, wl = (meta.get(key) or {} for key in ("model", "hardware", "software", "workload"))
     training, git = meta.get("training") or {}, meta.get("git") or {}
-    parameters = model.get("parameters")
+    parameters, facts = model.get("parameters"), run_facts.facts(result)
     graph_note = "" if result.cuda_graph else " **no CUDA graph** (the graph engine ran its static-cache step eagerly)"
     command = str(meta.get("command")).replace("`", "'")  # a backtick would end the code span early
     gpu = (f"{hw['gpu']} (capability {hw.get('gpu_capability')}, driver {hw.get('driver')}, CUDA {hw.get('cuda')})"
@@ -120,14 +127,9 @@ def _facts(result: Result) -> list[str]:
         f"- machine: {gpu}; {hw.get('cpu')}, {counted(hw.get('cores'), 'core')}",
         f"- software: Python {sw.get('python')}, torch {sw.get('torch_build') or sw.get('torch')}, "
         f"transformers {sw.get('transformers')}",
-        f"- workload: {counted(wl.get('requests'), 'request')}, batch {wl.get('batch_size')}, "
-        f"prompt length {wl.get('prompt_len')} "
-        f"(true lengths {wl.get('true_prompt_lengths')}), {counted(wl.get('max_new_tokens'), 'new token')}, "
-        f"{counted(wl.get('iterations'), 'iteration')} per phase, {counted(wl.get('cycles'), 'cycle')}, seed {wl.get('seed')}, "
-        f"prompts {wl.get('prompt_source')}",
-        f"- update: {training.get('optimizer')} lr {number(training.get('lr'))}, "
-        f"path {training.get('update_path', 'in-place')}, master weights {training.get('master_dtype', 'none')}; "
-        f"{commit_text(git)} (code fingerprint {fingerprint_text(git)}); "
+        # in the words of a report of several runs (run_facts), so one run reads alike in both
+        f"- workload: {_said(facts['workload'], {'prompt length': wl.get('true_prompt_lengths')})}",
+        f"- update: {_said(facts['update'])}; {commit_text(git)} (code fingerprint {fingerprint_text(git)}); "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",
     ] + _order_line(training) + _untimed_line(meta.get("untimed_ms")) + _host_line(result) + _garbage_line(meta)

@@ -591,3 +591,12 @@ def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_capti
         assert caption.endswith("; every 95% interval here is its samples' whole range") == whole
         figure = sweep_figures.speedup_figure(points)
         assert figure.axes[0].get_ylabel() == f"speed-up over eager generate() (steady, {bounds})"
+    # mixed: 3 calls at batch 1 (whole range), 8 at batch 2 (an interval proper); the caption counts them
+    points = [_graph_over_eager(1, [60.0, 62.0, 65.0], "graph[reuse]", 16),
+              _graph_over_eager(2, [60.0, 61.0, 62.0, 62.5, 63.0, 64.0, 65.0, 66.0], "graph[reuse]", 16)]
+    entries = [({"slug": p.slug, "status": "valid"}, p.result) for p in points]
+    blocks = report.blocks(record, entries, str(tmp_path / "figures-mixed"), tmp_path)
+    (caption,) = [b.text for b in blocks if b.kind == "figure" and "Steady speed-up" in b.text]
+    assert caption.endswith("; 1 of these 2 intervals is its samples' whole range")
+    assert sweep_figures.speedup_figure(points).axes[0].get_ylabel() == (
+        "speed-up over eager generate() (steady, bars: 95% interval or whole range)")

@@ -144,6 +144,8 @@ def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_ot
     figure = settings_figure(curves.by_model(usable)[TINY])
     (panel,) = [ax for ax in figure.axes if ax.get_visible()]
     assert panel.get_title() == "graph[reuse]: length_bucket 64"
+    # 3 steady calls a side in the fixture: every bar is its calls' whole range, and the axis says so
+    assert panel.get_ylabel().endswith("(over 1: faster; bars: whole range)")
     (line,) = [ln for ln in panel.lines if ln.get_label() == "16 new tokens"]
     assert list(line.get_ydata()) == pytest.approx([2.0, 2.0])  # batch 2 and 4
     (dotted,) = [ln for ln in panel.lines if ln.get_label() == "eager, same points (16)"]
@@ -216,6 +218,8 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     assert any("length_bucket-64" in f for f in figures)
     (drawn,) = [f for f in figures if f.endswith("-settings.png")]
     assert Path(drawn).name == "sweep-synthetic-tiny-llama-fixture-float16-settings.png"
+    (caption,) = [b.text for b in blocks if b.kind == "figure" and b.body == drawn]
+    assert caption.endswith("; every 95% interval here is its samples' whole range")  # eager's lines have no bars
     assert ": settings side by side" not in report.summary(record, [loaded[0], loaded[4]])  # one setting a model
 
 

@@ -148,7 +148,8 @@ def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     fig, axes = _grid(len(names))
     colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
-        # The bars: 95% bootstrap intervals, wide where generate()'s host-bound calls spread (present/host.py).
+        # The bars: 95% bootstrap intervals (with 3 calls a side, their whole range: _bounds names which), wide where
+        # generate()'s host-bound calls spread (present/host.py).
         values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False,
                             interval=lambda r: (r.ratio.low, r.ratio.high))
         ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
@@ -302,7 +303,8 @@ def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure
 
 def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figure | None:
     """One model's settings side by side (sweep_settings.py): a panel per other setting and variant, the first
-    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval, and
+    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval (or
+    whole range: _bounds), and
     dotted, eager's in the same points. None where the model ran one setting. The points are the model's, every
     setting's (curves.by_model)."""
     rows = settings.side_by_side(points)

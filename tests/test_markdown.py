@@ -142,8 +142,8 @@ def test_the_run_block_counts_in_the_singular_where_there_is_one():
     assert workload.startswith("- workload: 1 request, batch size 4,")  # the fixture records no prompt source
     assert ", 1 new token, 1 iteration per phase, 1 cycle, no control cycle, seed 0" in workload
     (workload,) = [x for x in markdown.summary(make_result()).splitlines() if x.startswith("- workload:")]
-    assert "6 requests," in workload and ", 8 new tokens, 3 iterations per phase, 2 cycles, no control cycle, seed 0" in (
-        workload)
+    assert "6 requests," in workload
+    assert ", 8 new tokens, 3 iterations per phase, 2 cycles, no control cycle, seed 0" in workload
     assert [text.counted(n, "cycle") for n in (0, 1, 2, 1024, None)] == ["0 cycles", "1 cycle", "2 cycles",
                                                                          "1,024 cycles", "- cycles"]
 

@@ -599,4 +599,4 @@ def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_capti
     (caption,) = [b.text for b in blocks if b.kind == "figure" and "Steady speed-up" in b.text]
     assert caption.endswith("; 1 of these 2 intervals is its samples' whole range")
     assert sweep_figures.speedup_figure(points).axes[0].get_ylabel() == (
-        "speed-up over eager generate() (steady, bars: 95% interval or whole range)")
+        "speed-up over eager generate() (steady, bars: 95% interval, some the whole range)")

@@ -134,7 +134,7 @@ def _bounds(ratios) -> str:
     """What a panel's bars are: with 3 calls a side every 95% interval is its calls' whole range (stats.Ratio)."""
     if ratios and all(r.whole_range for r in ratios):
         return "bars: whole range"
-    return "bars: 95% interval" + (" or whole range" if any(r.whole_range for r in ratios) else "")
+    return "bars: 95% interval" + (", some the whole range" if any(r.whole_range for r in ratios) else "")
 
 
 def _legend(ax) -> None:

@@ -114,3 +114,12 @@ def test_a_sweeps_run_block_states_what_its_points_share_once_and_what_they_vary
     loaded = [({"slug": f"p{i}", "status": "valid"}, r) for i, r in enumerate(points)]
     (run,) = [b for b in sweep_report.blocks(record, loaded, None) if b.text == "Run"]
     assert run.body == lines
+
+
+def test_a_setting_no_run_recorded_is_left_out_of_the_run_block_not_stated_as_a_dash():
+    results = [hazard_result(p, POLICIES) for p in ("copy", "in-place")]
+    for result in results:
+        for key in ("prompt_source", "batch_sizes"):
+            result.metadata["workload"].pop(key, None)
+    workload = _run_block(results)[2]
+    assert workload.startswith("workload: 6 requests, batch size 4, prompt length ") and "-" not in workload

@@ -55,7 +55,8 @@ def lines(results: list[Result], differing: Callable[[str, list[str]], str]) -> 
         for index, (name, _, text) in enumerate(each[0][group]):
             values = [f[group][index][1] for f in each]
             if len(set(values)) == 1:
-                shared.append(text)
+                if values[0] != "-":  # what no run recorded is left out, not stated as "-"
+                    shared.append(text)
             else:
                 varying.append(differing(name, values))
         out.append(f"{group}: " + "; ".join(filter(None, [", ".join(shared), *varying])))

@@ -191,6 +191,12 @@ WHOLE_RANGE = ("whole range: a 95% interval that reaches the lowest and the high
                f"(min/max to max/min); {WHOLE_RANGE_WHY}")
 
 
+def interval_name(ratios: list[Ratio]) -> str:
+    """What a report calls these ratios' intervals: "whole range" where every one is (WHOLE_RANGE), else "95%
+    interval"."""
+    return "whole range" if ratios and all(r.whole_range for r in ratios) else f"{LEVEL:.0%} interval"
+
+
 def whole_range_note(ratios: list[Ratio], what: str = "95% interval here", why: bool = False) -> str:
     """Says how many of `ratios`' intervals are their samples' whole range (WHOLE_RANGE; `why`: and why);
     "" where none is."""

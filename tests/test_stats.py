@@ -142,5 +142,8 @@ def test_an_interval_that_reaches_the_samples_lowest_and_highest_ratio_is_named_
     assert stats.whole_range_note([three, three, ten]) == "2 of these 3 intervals are their samples' whole range"
     assert stats.whole_range_note([three], why=True) == (
         f"every 95% interval here is its samples' whole range ({stats.WHOLE_RANGE_WHY})")
+    # the name a caption, a goal or an axis gives them: "whole range" only where every one is
+    assert stats.interval_name([three, first]) == "whole range"
+    assert [stats.interval_name(r) for r in ([three, ten], [ten], [])] == ["95% interval"] * 3
     with pytest.raises(ValueError, match="finite"):
         Samples([1.0, float("nan")])

@@ -101,10 +101,10 @@ def cold_start_table(result: Result) -> list[str]:
                  rows) if rows else []
 
 
-def _said(facts: list[tuple[str, str, str]], true_lengths: dict | None = None) -> str:
+def _said(facts: list[tuple[str, str, str]], true_lengths: list | None = None) -> str:
     """A run_facts group as its text reads, leaving out what the run did not record; the prompt length with the
     prompts' true lengths where recorded (padded to it: a chat prompt's own length differs)."""
-    return ", ".join(text + (f" (true lengths {true_lengths[name]})" if (true_lengths or {}).get(name) else "")
+    return ", ".join(text + (f" (true lengths {true_lengths})" if name == "prompt length" and true_lengths else "")
                      for name, value, text in facts if value != "-")
 
 
@@ -128,7 +128,7 @@ def _facts(result: Result) -> list[str]:
         f"- software: Python {sw.get('python')}, torch {sw.get('torch_build') or sw.get('torch')}, "
         f"transformers {sw.get('transformers')}",
         # in the words of a report of several runs (run_facts), so one run reads alike in both
-        f"- workload: {_said(facts['workload'], {'prompt length': wl.get('true_prompt_lengths')})}",
+        f"- workload: {_said(facts['workload'], wl.get('true_prompt_lengths'))}",
         f"- update: {_said(facts['update'])}; {commit_text(git)} (code fingerprint {fingerprint_text(git)}); "
         f"{meta.get('time_start')}",
         f"- command: `{command}`",

@@ -18,7 +18,7 @@ from .. import sweep_settings as settings
 from . import policy_gaps, run_facts, sweep_repeats, sweep_scale
 from ..record import excerpt
 from ..result import Result
-from ..stats import whole_range_note
+from ..stats import interval_name, whole_range_note
 from ..sweep import missing_points, was_kept
 from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
@@ -137,17 +137,16 @@ def settings_lines(points) -> list[str]:
                  else f"; eager in the same points {span(eager)}, " + (f"not drift alone: {moved}" if moved else
                                                                       "their run-to-run drift (eager ignores the "
                                                                       "setting)"))
-        bounds = "whole range" if all(r.whole_range for r in ratios) else "95% interval"
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
                      f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
-                     f"{slower} (the {bounds} clear of 1)" + drift)
+                     f"{slower} (the {interval_name(ratios)} clear of 1)" + drift)
     return lines
 
 
-def _ranges(points, shows_speedups: bool) -> str:
-    """The speed-up table's and figure's captions name intervals that are their samples' whole range (few calls a
-    side)."""
-    note = whole_range_note([r.ratio for r in curves.speedups(points)]) if shows_speedups else ""
+def _ranges(points) -> str:
+    """What the speed-up table's and figure's captions add: how many of their intervals are their samples' whole
+    range (few calls a side)."""
+    note = whole_range_note([r.ratio for r in curves.speedups(points)])
     return f"; {note}" if note else ""
 
 
@@ -278,12 +277,13 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         one_batch = len({p.batch for p in points}) == 1
         if one_batch:
             out.append(Block("note", ONE_BATCH_NOTE.format(batch=points[0].batch)))
+        ranges = _ranges(points)  # one note for the speed-up figure and table, which show the same intervals
         for kind, caption, make in FIGURES:
             if draw and not (one_batch and kind in OVER_BATCH):
                 make(points, figures_dir)
-                out.append(Block("figure", f"{model_title(points)}: {caption}" + _ranges(points, kind == "speedup"),
+                out.append(Block("figure", f"{model_title(points)}: {caption}" + (ranges if kind == "speedup" else ""),
                                  path(figures_dir, points, kind)))
-        out += [Block("table", f"{model_title(points)}: {caption}" + _ranges(points, make is speedup_table),
+        out += [Block("table", f"{model_title(points)}: {caption}" + (ranges if make is speedup_table else ""),
                       make(points))
                 for caption, make in MODEL_TABLES]
     models = curves.by_model(usable)

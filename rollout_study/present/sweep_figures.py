@@ -18,6 +18,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from .. import sweep_curves as curves
 from .. import sweep_settings as settings
+from ..stats import interval_name
 from ..sweep_curves import Point
 from .figures import log_axis, save_png
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
@@ -132,9 +133,8 @@ def _log(ax, before: str, after: str = "") -> str:
 
 def _bounds(ratios) -> str:
     """What a panel's bars are: with 3 calls a side every 95% interval is its calls' whole range (stats.Ratio)."""
-    if ratios and all(r.whole_range for r in ratios):
-        return "bars: whole range"
-    return "bars: 95% interval" + (", some the whole range" if any(r.whole_range for r in ratios) else "")
+    mixed = any(r.whole_range for r in ratios) and not all(r.whole_range for r in ratios)
+    return f"bars: {interval_name(ratios)}" + (", some the whole range" if mixed else "")
 
 
 def _legend(ax) -> None:

@@ -12,6 +12,7 @@ from typing import Callable
 
 from .. import analysis, effects
 from ..result import Result
+from ..stats import interval_name
 
 MIB = 1024 ** 2
 NO_GRAPH_NOTE = "no CUDA graph (CPU run): the graph engine ran its static-cache step eagerly"
@@ -130,8 +131,7 @@ def goal_detail(goal: analysis.Goal) -> str:
     """What a goal's measurement came from, or why it was not measured."""
     interval = []
     if goal.interval is not None:
-        name = "whole range" if goal.interval.whole_range else "95% interval"
-        bounds = (f"{name} {number(goal.interval.low)}..{number(goal.interval.high)}"
+        bounds = (f"{interval_name([goal.interval])} {number(goal.interval.low)}..{number(goal.interval.high)}"
                   if goal.interval.has_interval else "no interval")
         interval = [bounds + ("" if goal.interval_note in ("", "both sides resampled") else f" ({goal.interval_note})")]
     return ", ".join([f"{what} {number(value)}{' ' + unit if unit else ''}" for what, value, unit in goal.inputs]

@@ -26,27 +26,25 @@ class Crossover:
     variant: str
     new_tokens: int
     batch: int | None  # the smallest valid point's batch under CROSSOVER; None: none in the valid points' range
-    speedup: float | None  # the speed-up there
+    # the speed-up there with its interval, as the speed-up rows hold it (None where there is no crossing)
+    ratio: Ratio | None
     before: tuple[int, float] | None  # the batch swept just before it and its speed-up (None: the first)
     swept: tuple[int, ...]
     # every larger batch and its speed-up, where one of them is not under CROSSOVER (else empty): the speed-up
     # need not fall steadily with the batch
     later: tuple[tuple[int, float], ...] = ()
-    interval: tuple[float, float] | None = None  # the speed-up's 95% interval at the crossing (None: none)
     # the batches before the crossing (every batch, where none is under) at or over CROSSOVER by the point estimate
     # whose 95% interval includes it, each with its speed-up
     over_by_point_alone: tuple[tuple[int, Ratio], ...] = ()
-    interval_whole_range: bool = False  # that interval is its samples' whole range (stats.Ratio.whole_range)
 
     @property
-    def ratio(self) -> Ratio:
-        """The speed-up at the crossing with its interval (none where it had none), as the speed-up rows hold it."""
-        return Ratio(self.speedup, *(self.interval or (None, None)), whole_range=self.interval_whole_range)
+    def speedup(self) -> float | None:
+        return self.ratio.point if self.ratio is not None else None
 
     @property
     def interval_includes_threshold(self) -> bool:
         """The interval at the crossing includes CROSSOVER: under it by the point estimate alone."""
-        return self.ratio.contains(CROSSOVER)
+        return self.ratio is not None and self.ratio.contains(CROSSOVER)
 
     @property
     def speed_text(self) -> str:
@@ -143,8 +141,6 @@ def crossovers(points: list[Point]) -> list[Crossover]:
             later = tuple((r.batch, r.ratio.point) for r in rows[under + 1:])
             if all(speedup < CROSSOVER for _, speedup in later):
                 later = ()
-            ratio = rows[under].ratio
-            out.append(Crossover(variant, tokens, rows[under].batch, ratio.point, before, swept, later,
-                                 (ratio.low, ratio.high) if ratio.has_interval else None, over_alone,
-                                 ratio.whole_range))
+            out.append(Crossover(variant, tokens, rows[under].batch, rows[under].ratio, before, swept, later,
+                                 over_alone))
     return out

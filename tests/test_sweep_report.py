@@ -103,10 +103,10 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
     def at(batch, samples):
         return _graph_over_eager(batch, samples, "graph[recapture]", 64)
     (clear,) = crossing.crossovers([at(1, [20.0] * 3), at(2, [67.0, 68.0, 72.0])])
-    assert clear.interval[1] < curves.CROSSOVER and not clear.interval_includes_threshold
+    assert clear.ratio.high < curves.CROSSOVER and not clear.interval_includes_threshold
     assert clear.text == "batch 2 (1.47x; 5.00x at batch 1)"
     (held,) = crossing.crossovers([at(1, [20.0] * 3), at(4, [64.0, 68.0, 70.0])])
-    low, high = held.interval
+    low, high = held.ratio.low, held.ratio.high
     assert held.interval_includes_threshold and low < curves.CROSSOVER < high
     # three calls a side: the interval is the samples' whole range (100/70 to 100/64), and says so
     assert (low, high) == (100 / 70, 100 / 64) and held.ratio.whole_range
@@ -120,14 +120,17 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
         "under 1.5x "
         "at the smallest batch with a valid point")
     # the bounds included: an interval that ends at 1.5x includes it
-    assert dataclasses.replace(clear, interval=(1.4, curves.CROSSOVER)).interval_includes_threshold
-    assert dataclasses.replace(clear, interval=(curves.CROSSOVER, 1.6)).interval_includes_threshold
+    def bounded(low, high):
+        return dataclasses.replace(clear, ratio=stats.Ratio(clear.speedup, low, high))
+    assert bounded(1.4, curves.CROSSOVER).interval_includes_threshold
+    assert bounded(curves.CROSSOVER, 1.6).interval_includes_threshold
+    assert not bounded(1.3, 1.49).interval_includes_threshold
     # one sample a side: no interval, the point estimate alone, said as before
     (single,) = crossing.crossovers([curves.Point("b1", point(1, 64, {"eager": (1, 100.0, 1, 1),
                                                                     "graph[recapture]": (1, 1, 1, 1)},
                                                              steady_samples={("eager", "steady"): [100.0],
                                                                              ("graph[recapture]", "steady"): [80.0]}))])
-    assert single.interval is None and single.text.startswith("batch 1 (1.25x): already under")
+    assert not single.ratio.has_interval and single.text.startswith("batch 1 (1.25x): already under")
 
 
 def test_a_batch_not_under_the_threshold_by_the_point_alone_is_named_before_the_crossing_or_with_none():
@@ -182,7 +185,9 @@ def test_the_sweep_definitions_follow_the_margin_when_read(monkeypatch):
 
 
 def test_the_answer_names_new_token_counts_with_one_crossover_outcome_together():
-    c = crossing.Crossover
+    def c(variant, tokens, batch, speedup, before, swept):
+        return crossing.Crossover(variant, tokens, batch, None if speedup is None else stats.Ratio(speedup, None, None),
+                                  before, swept)
     swept = (1, 2, 4, 8)
     rows = [c("v", 16, None, None, None, swept), c("v", 64, 1, 0.5, None, swept), c("v", 128, None, None, None, swept),
             c("v", 256, 1, 1.25, None, swept), c("v", 512, 2, 1.11, (1, 1.56), swept),

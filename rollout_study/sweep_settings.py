@@ -119,6 +119,10 @@ def _recorded(key: str, params: dict) -> str:
 def _value(key: str, value) -> str:
     if value is None and key in NONE_MEANS:
         return NONE_MEANS[key]
+    if key == "policy" and isinstance(value, list):
+        # a list is an order (the instances are built and take their turns in it): '["recapture", "reuse"]' read
+        # as the two policies alone
+        return " then ".join(value)
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 

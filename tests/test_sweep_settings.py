@@ -270,9 +270,9 @@ def test_a_sweep_of_one_iteration_reports_its_settings_with_no_interval_and_no_v
 
 
 def test_eager_s_ratio_between_two_settings_is_drift_alone_only_where_eager_runs_the_same_in_both():
-    base = (("length_bucket", "0"), ("policy", '["recapture", "reuse"]'), ("seed", "0"))
+    base = (("length_bucket", "0"), ("policy", "recapture then reuse"), ("seed", "0"))
     assert settings.moves_eager((("length_bucket", "64"),) + base[1:], base) is None
-    assert settings.moves_eager((base[0], ("policy", '["reuse", "recapture"]'), base[2]), base) is None
+    assert settings.moves_eager((base[0], ("policy", "reuse then recapture"), base[2]), base) is None
     # a seed draws other weights and prompts for eager too; the order of turns moves eager's place among them
     assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == "seed changes what eager runs too"
     assert settings.moves_eager((("length_bucket", "64"), ("turn_order", "reverse")), (("length_bucket", "0"),
@@ -281,3 +281,18 @@ def test_eager_s_ratio_between_two_settings_is_drift_alone_only_where_eager_runs
     # a point whose parameters were not recorded: unknown, either way round
     for pair in ((settings.UNRECORDED, base), (base, settings.UNRECORDED)):
         assert "not recorded" in settings.moves_eager(*pair)
+
+
+def test_a_policy_list_is_named_as_the_order_it_is():
+    # a list is the order the instances are built and take turns in, not two policies: its title says so
+    loaded = []
+    for order in (["recapture", "reuse"], ["reuse", "recapture"]):
+        entry = _entry(len(loaded), "synthetic", 2, 0)
+        entry["params"]["policy"] = order
+        loaded.append((entry, _graph(2, 20.0)))
+    assert [w.setting for w in settings.per_point(loaded)] == [(("policy", "recapture then reuse"),),
+                                                                (("policy", "reuse then recapture"),)]
+    usable, _ = curves.split(loaded)
+    sections = list(curves.by_section(usable).values())
+    assert ", policy recapture then reuse, on " in model_title(sections[0])
+    assert model_stem(sections[1]).endswith("-float16-policy-reuse-then-recapture")

@@ -24,8 +24,12 @@ CONTROL_PLACEMENTS = ("first", "interleaved")
 # it tells the order engines are constructed in from their place in the round; the first calls, which allocate
 # static buffers and capture, move with the turns); `rotate`, each round starting one engine later, so every engine
 # takes every place alike over a multiple of the engines' count of rounds (though with three or more, each still
-# follows the same engine in most rounds: the cyclic order stays), while the first calls keep the build order.
-TURN_ORDERS = ("fixed", "reverse", "rotate")
+# follows the same engine in most rounds: the cyclic order stays), while the first calls keep the build order;
+# `rotate-run`, as rotate with the rounds counted over the whole run, not from 0 in each phase: a phase's first
+# round starts where the last phase's rounds left off, so which engine leads a phase moves between phases, while
+# the very first call still keeps the build order (it tells what follows the first call from what follows each
+# phase's first turn: under `rotate` both stay with the engine built first).
+TURN_ORDERS = ("fixed", "reverse", "rotate", "rotate-run")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")
 MASTER_DTYPES = ("auto", "float32", "bfloat16")

@@ -65,9 +65,10 @@ class StudyParams:
     # first: every control before the real updates; interleaved: spread among them, so drift that grows over a run
     # reaches the controls as it reaches the real updates (with the controls first it favours a "real effect")
     control_placement: str = "first"
-    # fixed, reverse or rotate (param_values.TURN_ORDERS): of two instances of the graph engine on an H200, the one
-    # making its first call and each phase's first turn first was up to 2.6% faster, whichever was built first
-    # (probe-turn-order); rotating the later rounds left it faster (probe-turn-rotate), so no order spreads it
+    # fixed, reverse, rotate or rotate-run (param_values.TURN_ORDERS): of two instances of the graph engine on an
+    # H200, the one making its first call and each phase's first turn first was up to 2.6% faster, whichever was
+    # built first (probe-turn-order); rotating the later rounds left it faster (probe-turn-rotate), so no order
+    # spreads it (probe-turn-rotate-run moves the phases' first turns apart from the first call)
     turn_order: str = "fixed"
     seed: int = 0
     optimizer: str = "sgd"

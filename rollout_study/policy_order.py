@@ -43,6 +43,14 @@ class OrderedGap:
     place: str  # the point's parameters less NOT_A_PLACE (LATER_PARAMETERS filled in), as sorted JSON
     before: Ratio
     after: Ratio | None  # the last steady phase after an update; None where the run has none
+    # which policy made the first call of each of those phases (its round 0), by the calls' recorded order: under
+    # turn_order rotate-run it moves between the phases
+    leads: tuple[str | None, str | None] = (None, None)
+
+    def leader(self, phase: str) -> str | None:
+        """'built first' or 'built second': the instance that took the phase's first turn (None: unknown)."""
+        policy = self.leads[0 if phase == "before" else 1]
+        return None if policy is None else "built first" if policy == self.first else "built second"
 
     def first_over_second(self, phase: str) -> float | None:
         gap = self.before if phase == "before" else self.after
@@ -66,12 +74,25 @@ def place_of(result: Result) -> str:
     return json.dumps({k: v for k, v in params.items() if k not in NOT_A_PLACE}, sort_keys=True)
 
 
+def _first_turn(result: Result, engine: str, after: bool) -> str | None:
+    """The policy whose call came first in cycle 0's steady phase (after: in the last steady phase after an
+    update), among the engine's recapture and reuse calls."""
+    variants = {f"{engine}[{policy}]": policy for policy in POLICY_PAIR}
+    calls = [c for c in result.calls if c.variant in variants
+             and (c.phase == "steady_after_update" if after else (c.cycle, c.phase) == (0, "steady"))]
+    if after and calls:
+        last = max(c.cycle for c in calls)
+        calls = [c for c in calls if c.cycle == last]
+    return variants[calls[0].variant] if calls else None
+
+
 def ordered_gaps(result: Result) -> list[OrderedGap]:
     gaps = []
     for engine, (before, after) in sorted(first_and_last(result).items()):
         first = built_first(result, engine)
         if first is not None:
-            gaps.append(OrderedGap(engine, first, place_of(result), before, after))
+            leads = (_first_turn(result, engine, False), _first_turn(result, engine, True))
+            gaps.append(OrderedGap(engine, first, place_of(result), before, after, leads))
     return gaps
 
 
@@ -105,6 +126,12 @@ class OrderRow:
 
     def verdict(self, phase: str) -> str | None:
         return verdict(self.gaps("recapture", phase), self.gaps("reuse", phase))
+
+    def first_turn(self, phase: str) -> str:
+        """Which instance took the phase's first turn in every point ('built first', 'built second'), 'varies'
+        where the points differ, '-' where none says."""
+        leaders = {g.leader(phase) for g in self.recapture_first + self.reuse_first} - {None}
+        return "-" if not leaders else leaders.pop() if len(leaders) == 1 else "varies"
 
     def first_over_second(self, phase: str) -> float | None:
         return _across_orders([[g.first_over_second(phase) for g in gaps]

@@ -51,13 +51,15 @@ PROFILE_ROUNDS = 2  # steady rounds before each profiled call in a profiling pro
 INSTRUMENT_ROUNDS = 3
 
 
-def turns(running: list, turn_order: str, index: int) -> list:
-    """The order of round `index` (param_values.TURN_ORDERS): the engines as built (registry order, an engine's
-    policies as `policy` lists them), the reverse of that, or starting `index` engines later. Rotation counts the
-    engines still running, so after one fails the rest take their places anew."""
+def turns(running: list, turn_order: str, index: int, run_index: int | None = None) -> list:
+    """The order of a phase's round `index`, the run's round `run_index` (param_values.TURN_ORDERS): the engines as
+    built (registry order, an engine's policies as `policy` lists them), the reverse of that, or starting `index`
+    engines later (`run_index` under rotate-run). Rotation counts the engines still running, so after one fails the
+    rest take their places anew."""
     if turn_order == "reverse":
         return running[::-1]
-    start = index % len(running) if turn_order == "rotate" and running else 0
+    rounds = {"rotate": index, "rotate-run": index if run_index is None else run_index}.get(turn_order)
+    start = rounds % len(running) if rounds is not None and running else 0
     return running[start:] + running[:start]
 
 
@@ -81,6 +83,7 @@ class Study:
         self.profiles: list[Profile] = []
         self.failures: list[Failure] = []
         self.instrumented: list[dict] = []
+        self.rounds_done = 0  # the run's rounds so far, over its phases (turn_order rotate-run counts on from it)
         self.progress_enabled = progress
         self._pending: list[tuple[Call, RolloutOutput]] = []  # calls waiting for this version's reference
         self._reference = None
@@ -154,7 +157,7 @@ class Study:
         running = list(self.engines)
         self.collector.full()  # what set-up, an update or a reference left (collection.py)
         for index in range(samples):
-            for engine in turns(running, self.params.turn_order, index):
+            for engine in turns(running, self.params.turn_order, index, self.rounds_done + index):
                 try:
                     self._measure(engine, cycle, phase, index)
                     self.bar.step(f"c{cycle} {phase} {engine.variant}")
@@ -163,6 +166,7 @@ class Study:
                     running.remove(engine)
                     if self.device.type == "cuda":
                         torch.cuda.empty_cache()
+        self.rounds_done += samples
         self.collector.full(cycle, phase)  # what the calls left that the young collections did not free
 
     def _settle_reference(self, cycle: int) -> None:

@@ -166,7 +166,7 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
             "1.00 MiB" in markdown.summary(result))
 
 
-@pytest.mark.parametrize("turn_order", ["fixed", "reverse", "rotate"])
+@pytest.mark.parametrize("turn_order", ["fixed", "reverse", "rotate", "rotate-run"])
 def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
     from rollout_study.protocol import run_in_process
 
@@ -179,11 +179,14 @@ def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
     built = ["eager", "graph[reuse]", "graph[recapture]"]
     first = [c.variant for c in result.calls if c.phase == "first"]  # one round: rotation starts where fixed does
     assert first == (built[::-1] if turn_order == "reverse" else built)
-    for phase in ("steady", "steady_after_update"):
+    # rotate-run counts the run's rounds on over the phases: first is round 0, steady 1 to 4, first_after_update
+    # 5, steady_after_update 6 to 9, so the phases after the first start with another engine each
+    run_starts = {"steady": [1, 2, 0, 1], "first_after_update": [2], "steady_after_update": [0, 1, 2, 0]}
+    for phase, samples in (("steady", 4), ("first_after_update", 1), ("steady_after_update", 4)):
         calls = [c for c in result.calls if c.phase == phase]
-        rounds = [[c.variant for c in calls if c.index == i] for i in range(4)]
+        rounds = [[c.variant for c in calls if c.index == i] for i in range(samples)]
         assert [c.variant for c in calls] == [v for r in rounds for v in r]  # round after round, in call order
-        starts = [0, 1, 2, 0] if turn_order == "rotate" else [0, 0, 0, 0]
+        starts = {"rotate": [0, 1, 2, 0][:samples], "rotate-run": run_starts[phase]}.get(turn_order, [0] * samples)
         expected = [built[s:] + built[:s] for s in starts]
         assert rounds == ([r[::-1] for r in expected] if turn_order == "reverse" else expected)
 
@@ -196,3 +199,6 @@ def test_rotation_counts_the_engines_still_running():
     assert [turns(list("ac"), "rotate", i) for i in (3, 4)] == [list("ca"), list("ac")]
     assert turns(list("abc"), "reverse", 5) == list("cba") and turns(list("abc"), "fixed", 2) == list("abc")
     assert turns([], "rotate", 3) == []
+    # rotate-run starts from the run's round, not the phase's; the others ignore it
+    assert turns(list("abc"), "rotate-run", 0, 4) == list("bca") and turns(list("abc"), "rotate", 0, 4) == list("abc")
+    assert turns(list("ab"), "rotate-run", 1, 7) == list("ba") and turns(list("ab"), "fixed", 1, 7) == list("ab")

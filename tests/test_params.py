@@ -42,7 +42,7 @@ def test_defaults_are_the_reference_workload():
     ("device", "tpu", "device must be one of auto, cpu, cuda"),
     ("instrument", "no", "instrument must be true or false"),
     ("control_placement", "last", "control_placement must be one of first, interleaved"),
-    ("turn_order", "random", "turn_order must be one of fixed, reverse, rotate"),
+    ("turn_order", "random", "turn_order must be one of fixed, reverse, rotate, rotate-run"),
 ])
 def test_bad_values_name_the_parameter_and_range(key, value, fragment):
     with pytest.raises(ParameterError) as err:

@@ -31,6 +31,8 @@ def _point(first: str, before: float, after: float | None = None, batch: int = 1
     params = {"name": f"p{seed}", "batch_size": batch, "requests": batch, "max_new_tokens": 16, "seed": seed,
               "policy": policy or [first, second]}
     result.metadata["params"] = params if turns is None else {**params, "turn_order": turns}
+    for phase in ("steady", "steady_after_update"):  # the built first takes each phase's first turn, as with fixed
+        _led(result, phase, first)
     return result
 
 
@@ -119,6 +121,35 @@ def test_the_policy_built_first_is_read_from_the_engines_as_built():
     assert policy_order.built_first(result, "graph") is None and policy_order.ordered_gaps(result) == []
 
 
+def _led(result: Result, phase: str, policy: str) -> Result:
+    """The result with `policy`'s first call in `phase` moved ahead of every other call: it took the first turn."""
+    call = next(c for c in result.calls if (c.phase, c.variant) == (phase, f"graph[{policy}]"))
+    result.calls.remove(call)
+    result.calls.insert(0, call)
+    return result
+
+
+def test_the_phase_s_first_turn_is_read_from_the_calls_recorded_order():
+    # rotate-run: the instance built second leads the steady phase before the update, the first the one after it
+    points = []
+    for first, second in (("recapture", "reuse"), ("reuse", "recapture")):
+        result = _led(_led(_point(first, 0.98, turns="rotate-run"), "steady", second), "steady_after_update", first)
+        points.append(curves.Point(first, result))
+    (row,) = _rows([p.result for p in points])
+    assert (row.first_turn("before"), row.first_turn("after")) == ("built second", "built first")
+    table = policy_gaps.order_table(points)
+    assert list(table["phase's first turn"]) == ["built second", "built first"]
+    assert list(table["calls first"]) == ["varies"] * 2
+    # points that differ: varies; a point whose calls name neither phase: not counted
+    other = _led(_point("recapture", 0.98, turns="rotate-run"), "steady", "recapture")
+    (row,) = _rows([points[0].result, other, points[1].result])
+    assert row.first_turn("before") == "varies"
+    bare = dataclasses.replace(row, recapture_first=tuple(dataclasses.replace(g, leads=(None, None))
+                                                          for g in row.recapture_first),
+                               reuse_first=tuple(dataclasses.replace(g, leads=(None, None)) for g in row.reuse_first))
+    assert bare.first_turn("after") == "-"
+
+
 def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_where_both_orders_ran(tmp_path):
     gaps = {("recapture", 0): 0.98, ("recapture", 1): 0.97, ("reuse", 0): 1 / 0.98, ("reuse", 1): 1 / 0.98}
     results = {f"{first}-{seed}": _point(first, gap, 1.0, seed=seed) for (first, seed), gap in gaps.items()}
@@ -146,7 +177,7 @@ def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_wh
               "points": [{"slug": s, "status": "valid"} for s in results]}
     summary = report.summary(record, sweep_entries(results), folder=tmp_path)
     assert f": {policy_gaps.ORDER_TITLE}" in summary
-    assert "| graph | fixed | built first | 1 | 1 | 16 | - | before | 0.970 to 0.980 (2) |" in summary
+    assert "| graph | fixed | built first | 1 | 1 | 16 | - | before | built first | 0.970 to 0.980 (2) |" in summary
     assert any(line.endswith("follows the order at 1 (of 1)") for line in
                report.answer_lines(record, sweep_entries(results), tmp_path))
     blocks = report.blocks(record, sweep_entries(results), str(tmp_path / "figures"), folder=tmp_path)

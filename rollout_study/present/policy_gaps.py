@@ -71,22 +71,25 @@ def persistence_table(points) -> pd.DataFrame:
 
 
 ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
-ORDER_NOTE = ("where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the "
-              "first listed is built first; turn_order fixed calls it first of the two in every round, its first call, "
-              "which allocates and captures, included; reverse second; rotate first in its first call and in half the "
-              "rounds alone, in most beside other engines): recapture's steady median over reuse's, the range over a "
-              "place's points in each order (their count in brackets), before any update and in the last steady phase "
-              "after one. first / second: the instance built first's steady median over the second's (under 1: the "
-              "first is faster); both orders: recapture's over reuse's (near 1: the policy adds nothing); each the "
-              "geometric mean over one order's points, then over the two orders. Verdict: follows the order where "
-              "every point's 95% interval is clear of 1, on one side with recapture first and on the other with reuse "
-              "first; follows the policy where all are clear on the same side; no gap where every interval includes 1; "
-              "else mixed. The verdict reads signs, the two means sizes.")
+ORDER_NOTE = ('where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the '
+              'first listed is built first; turn_order fixed calls it first of the two in every round, its first '
+              'call, which allocates and captures, included; reverse second; rotate first in its first call, in each'
+              " phase's first round and in half the rounds alone, in most beside other engines; rotate-run as rotate"
+              " with the rounds counted over the run, so the phases' first rounds move between the two): recapture's"
+              " steady median over reuse's, the range over a place's points in each order (their count in brackets),"
+              " before any update and in the last steady phase after one. phase's first turn: the instance whose "
+              "call came first in that phase, as the points recorded it. first / second: the instance built first's "
+              "steady median over the second's (under 1: the first is faster); both orders: recapture's over reuse's"
+              " (near 1: the policy adds nothing); each the geometric mean over one order's points, then over the "
+              "two orders. Verdict: follows the order where every point's 95% interval is clear of 1, on one side "
+              'with recapture first and on the other with reuse first; follows the policy where all are clear on the'
+              ' same side; no gap where every interval includes 1; else mixed. The verdict reads signs, the two '
+              'means sizes.')
 # Which of the two instances calls first in a round (rotation keeps the cyclic order, so beside other engines most
 # rounds keep the build's; alone, half)
-CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies"}
+CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies", "rotate-run": "varies"}
 ORDER_COLUMNS = ["engine", "turn order", "calls first", "batch", "requests", "new tokens", "also", "phase",
-                 "recapture first", "reuse first", "first / second", "both orders", "verdict"]
+                 "phase's first turn", "recapture first", "reuse first", "first / second", "both orders", "verdict"]
 SHOWN = ("turn_order", "batch_size", "requests", "max_new_tokens")
 
 
@@ -113,7 +116,7 @@ def order_table(points) -> pd.DataFrame:
         turns = params.get("turn_order")
         for phase in ("before", "after"):
             out.append([row.engine, turns, CALLS_FIRST.get(turns, "-"), params.get("batch_size"),
-                        params.get("requests"), params.get("max_new_tokens"), also, phase,
+                        params.get("requests"), params.get("max_new_tokens"), also, phase, row.first_turn(phase),
                         _range(row.gaps("recapture", phase)), _range(row.gaps("reuse", phase)),
                         row.first_over_second(phase),
                         row.recapture_over_reuse(phase), row.verdict(phase) or "-"])

@@ -43,8 +43,8 @@ class OrderedGap:
     place: str  # the point's parameters less NOT_A_PLACE (LATER_PARAMETERS filled in), as sorted JSON
     before: Ratio
     after: Ratio | None  # the last steady phase after an update; None where the run has none
-    # which policy made the first call of each of those phases (its round 0), by the calls' recorded order: under
-    # turn_order rotate-run it moves between the phases
+    # which of the two policies called first in each of those phases (in its round 0; another engine, eager say,
+    # may call before both), by the calls' recorded order: under turn_order rotate-run it moves between the phases
     leads: tuple[str | None, str | None] = (None, None)
 
     def leader(self, phase: str) -> str | None:
@@ -76,13 +76,14 @@ def place_of(result: Result) -> str:
 
 def _first_turn(result: Result, engine: str, after: bool) -> str | None:
     """The policy whose call came first in cycle 0's steady phase (after: in the last steady phase after an
-    update), among the engine's recapture and reuse calls."""
+    update where both called, the phase first_and_last reads), among the engine's recapture and reuse calls."""
     variants = {f"{engine}[{policy}]": policy for policy in POLICY_PAIR}
     calls = [c for c in result.calls if c.variant in variants
              and (c.phase == "steady_after_update" if after else (c.cycle, c.phase) == (0, "steady"))]
-    if after and calls:
-        last = max(c.cycle for c in calls)
-        calls = [c for c in calls if c.cycle == last]
+    if after:
+        both = [cycle for cycle in {c.cycle for c in calls}
+                if {c.variant for c in calls if c.cycle == cycle} == set(variants)]
+        calls = [c for c in calls if both and c.cycle == max(both)]
     return variants[calls[0].variant] if calls else None
 
 

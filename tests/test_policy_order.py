@@ -150,6 +150,17 @@ def test_the_phase_s_first_turn_is_read_from_the_calls_recorded_order():
     assert bare.first_turn("after") == "-"
 
 
+def test_the_first_turn_after_is_read_in_the_phase_the_gap_after_is():
+    # two updates: the last one's steady phase, led here by the instance built second, not the first update's
+    result = _point("recapture", 0.98)
+    later = [dataclasses.replace(c, cycle=1) for c in result.calls if c.phase == "steady_after_update"]
+    result.calls.extend(sorted(later, key=lambda c: c.variant != "graph[reuse]"))
+    assert policy_order.ordered_gaps(result)[0].leads == ("recapture", "reuse")
+    # a last phase where one of the two alone called has no gap (first_and_last reads the one before): nor a lead
+    result.calls[:] = [c for c in result.calls if (c.cycle, c.variant) != (1, "graph[recapture]")]
+    assert policy_order.ordered_gaps(result)[0].leads == ("recapture", "recapture")
+
+
 def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_where_both_orders_ran(tmp_path):
     gaps = {("recapture", 0): 0.98, ("recapture", 1): 0.97, ("reuse", 0): 1 / 0.98, ("reuse", 1): 1 / 0.98}
     results = {f"{first}-{seed}": _point(first, gap, 1.0, seed=seed) for (first, seed), gap in gaps.items()}

@@ -77,14 +77,14 @@ ORDER_NOTE = ('where a sweep ran each place in both orders (policy [recapture, r
               " phase's first round and in half the rounds alone, in most beside other engines; rotate-run as rotate"
               " with the rounds counted over the run, so the phases' first rounds move between the two): recapture's"
               " steady median over reuse's, the range over a place's points in each order (their count in brackets),"
-              " before any update and in the last steady phase after one. phase's first turn: the instance whose "
-              "call came first in that phase, as the points recorded it. first / second: the instance built first's "
-              "steady median over the second's (under 1: the first is faster); both orders: recapture's over reuse's"
-              " (near 1: the policy adds nothing); each the geometric mean over one order's points, then over the "
-              "two orders. Verdict: follows the order where every point's 95% interval is clear of 1, on one side "
-              'with recapture first and on the other with reuse first; follows the policy where all are clear on the'
-              ' same side; no gap where every interval includes 1; else mixed. The verdict reads signs, the two '
-              'means sizes.')
+              " before any update and in the last steady phase after one. phase's first turn: of the two, the "
+              "instance whose call came first in that phase, as the points recorded it. first / second: the "
+              "instance built first's steady median over the second's (under 1: the first is faster); both orders: "
+              "recapture's over reuse's (near 1: the policy adds nothing); each the geometric mean over one order's "
+              "points, then over the two orders. Verdict: follows the order where every point's 95% interval is "
+              "clear of 1, on one side with recapture first and on the other with reuse first; follows the policy "
+              "where all are clear on the same side; no gap where every interval includes 1; else mixed. The verdict "
+              "reads signs, the two means sizes.")
 # Which of the two instances calls first in a round (rotation keeps the cyclic order, so beside other engines most
 # rounds keep the build's; alone, half)
 CALLS_FIRST = {"fixed": "built first", "reverse": "built second", "rotate": "varies", "rotate-run": "varies"}

@@ -28,7 +28,8 @@ CONTROL_PLACEMENTS = ("first", "interleaved")
 # `rotate-run`, as rotate with the rounds counted over the whole run, not from 0 in each phase: a phase's first
 # round starts where the last phase's rounds left off, so which engine leads a phase moves between phases, while
 # the very first call still keeps the build order (it tells what follows the first call from what follows each
-# phase's first turn: under `rotate` both stay with the engine built first).
+# phase's first turn: under `rotate` both stay with the engine built first). A profiling process runs its own
+# count of steady rounds (protocol.PROFILE_ROUNDS), so its phases may be led by others than the measured run's.
 TURN_ORDERS = ("fixed", "reverse", "rotate", "rotate-run")
 # How new weights reach the rollout model (sync.py); `in-place` has no trainer apart.
 UPDATE_PATHS = ("in-place", "copy", "data-copy", "load-state-dict", "assign", "reload", "lora-merge", "cast", "move")

@@ -58,7 +58,9 @@ def turns(running: list, turn_order: str, index: int, run_index: int | None = No
     rest take their places anew."""
     if turn_order == "reverse":
         return running[::-1]
-    rounds = {"rotate": index, "rotate-run": index if run_index is None else run_index}.get(turn_order)
+    if turn_order == "rotate-run" and run_index is None:
+        raise ValueError("turn_order rotate-run needs the run's round (run_index)")  # else it would be rotate's
+    rounds = {"rotate": index, "rotate-run": run_index}.get(turn_order)
     start = rounds % len(running) if rounds is not None and running else 0
     return running[start:] + running[:start]
 

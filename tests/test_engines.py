@@ -202,3 +202,5 @@ def test_rotation_counts_the_engines_still_running():
     # rotate-run starts from the run's round, not the phase's; the others ignore it
     assert turns(list("abc"), "rotate-run", 0, 4) == list("bca") and turns(list("abc"), "rotate", 0, 4) == list("abc")
     assert turns(list("ab"), "rotate-run", 1, 7) == list("ba") and turns(list("ab"), "fixed", 1, 7) == list("ab")
+    with pytest.raises(ValueError, match="run_index"):
+        turns(list("ab"), "rotate-run", 1)

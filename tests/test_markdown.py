@@ -121,7 +121,13 @@ def test_a_run_off_the_default_order_says_so_and_one_on_it_says_nothing():
     assert "- order:" not in markdown.summary(Result.from_dict(data))
     data["metadata"]["training"]["turn_order"] = "reverse"
     (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
-    assert line == "- order: turns reverse (in each round the engines call in that order, not as built)"
+    assert line == ("- order: turns reverse (in each round the engines call in the reverse of the order they were "
+                    "built in)")
+    for turns in ("rotate", "rotate-run"):  # each order in its own words
+        data["metadata"]["training"]["turn_order"] = turns
+        (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
+        assert line.startswith(f"- order: turns {turns} (each round starts one engine later")
+        assert ("counted over the whole run" in line) == (turns == "rotate-run")
     data["metadata"]["training"].update(control_placement="interleaved", turn_order="fixed")
     (line,) = [x for x in markdown.summary(Result.from_dict(data)).splitlines() if x.startswith("- order:")]
     assert line.startswith("- order: control cycles interleaved with the real updates") and "turns" not in line

@@ -143,9 +143,15 @@ def _order_line(training: dict) -> list[str]:
         return []
     parts = [] if placement == "first" else ["control cycles interleaved with the real updates, each update read "
                                              "against the steady phase just before it"]
-    parts += [] if turns == "fixed" else [f"turns {turns} (in each round the engines call in that order, not as "
-                                          "built)"]
+    parts += [] if turns == "fixed" else [f"turns {turns} ({TURNS_SAID.get(turns, 'not as built')})"]
     return ["- order: " + "; ".join(parts)]
+
+
+TURNS_SAID = {  # param_values.TURN_ORDERS, as a run's order line says them
+    "reverse": "in each round the engines call in the reverse of the order they were built in",
+    "rotate": "each round starts one engine later; each phase's first round as built",
+    "rotate-run": "each round starts one engine later, counted over the whole run: the phases start with different "
+                  "engines"}
 
 
 def _garbage_line(meta: dict) -> list[str]:

@@ -71,8 +71,9 @@ def persistence_table(points) -> pd.DataFrame:
 
 
 ORDER_TITLE = "Recapture over reuse in both orders: the policy, or the instance built first"
-ORDER_NOTE = ('where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture]: the '
-              'first listed is built first; turn_order fixed calls it first of the two in every round, its first '
+ORDER_NOTE = ('where a sweep ran each place in both orders (policy [recapture, reuse] and [reuse, recapture], '
+              "the settings 'recapture then reuse' and 'reuse then recapture': the first listed is built first; "
+              'turn_order fixed calls it first of the two in every round, its first '
               'call, which allocates and captures, included; reverse second; rotate first in its first call, in each'
               " phase's first round and in half the rounds alone, in most beside other engines; rotate-run as rotate"
               " with the rounds counted over the run, so the phases' first rounds move between the two): recapture's"

@@ -140,6 +140,9 @@ def test_the_phase_s_first_turn_is_read_from_the_calls_recorded_order():
     table = policy_gaps.order_table(points)
     assert list(table["phase's first turn"]) == ["built second", "built first"]
     assert list(table["calls first"]) == ["varies"] * 2
+    (line,) = policy_gaps.order_lines(points, "tiny")
+    assert ("before any update (its first round led by the instance built second) and 1.000x to 1.000x after the "
+            "last (its first round led by the instance built first)") in line
     # points that differ: varies; a point whose calls name neither phase: not counted
     other = _led(_point("recapture", 0.98, turns="rotate-run"), "steady", "recapture")
     (row,) = _rows([points[0].result, other, points[1].result])
@@ -174,10 +177,12 @@ def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_wh
     assert before["first / second"] == pytest.approx(((0.98 * 0.97) ** 0.5 * 0.98) ** 0.5)
     assert before["verdict"] == policy_order.ORDER and after["verdict"] == policy_order.NO_GAP
     (line,) = policy_gaps.order_lines(points, "tiny")
-    assert line.startswith("tiny: graph in both orders, turns fixed (calling first of the two: the instance built "
-                           "first): before any update the instance built first ran at 0.977x to 0.977x the second's")
-    assert line.endswith("over 1 place(s), recapture at 0.997x to 0.997x reuse's over both orders; recapture over "
-                         "reuse follows the order at 1 (of 1)")
+    assert line.startswith("tiny: graph in both orders, turns fixed (calling first of the two in a round: the "
+                           "instance built first): the instance built first's steady median over the second's 0.977x "
+                           "to 0.977x before any update (its first round led by the instance built first) and 1.000x "
+                           "to 1.000x after the last (its first round led by the instance built first), over 1 place")
+    assert line.endswith("over 1 place(s); before any update recapture's over reuse's 0.997x to 0.997x over both "
+                         "orders, and recapture over reuse follows the order at 1 (of 1)")
     # places apart in a parameter the table has no column for say so
     other = [_point("recapture", 0.98), _point("reuse", 1 / 0.98)]
     for result in other:

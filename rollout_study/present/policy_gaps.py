@@ -125,17 +125,28 @@ def order_table(points) -> pd.DataFrame:
 
 
 def order_lines(points, model: str) -> list[str]:
-    """Per engine and turn order: how far the instance built first was from the second, and the verdicts."""
+    """Per engine and turn order: how far the instance built first was from the second before any update and after
+    the last, which instance led each of those phases, and the verdicts."""
     lines, rows = [], order_rows([point.result for point in points])
     for engine, turns in dict.fromkeys((r.engine, r.params.get("turn_order")) for r in rows):
         mine = [r for r in rows if (r.engine, r.params.get("turn_order")) == (engine, turns)]
-        ratios = [r.first_over_second("before") for r in mine]
         policy = [r.recapture_over_reuse("before") for r in mine]
         verdicts = [r.verdict("before") for r in mine]
         counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
-        lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two: the instance "
-                     f"{CALLS_FIRST.get(turns, '-')}): before any update the instance built first ran at "
-                     f"{min(ratios):.3f}x to {max(ratios):.3f}x the second's steady median over {len(mine)} "
-                     f"place(s), recapture at {min(policy):.3f}x to {max(policy):.3f}x reuse's over both orders; "
-                     f"recapture over reuse {counts} (of {len(mine)})")
+        phases = [f"{_span([r.first_over_second(phase) for r in mine])} {when} (its first round led by the instance "
+                  f"{_one({r.first_turn(phase) for r in mine})})"
+                  for phase, when in (("before", "before any update"), ("after", "after the last"))
+                  if all(r.first_over_second(phase) is not None for r in mine)]
+        lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two in a round: the "
+                     f"instance {CALLS_FIRST.get(turns, '-')}): the instance built first's steady median over the "
+                     f"second's {' and '.join(phases)}, over {len(mine)} place(s); before any update recapture's over "
+                     f"reuse's {_span(policy)} over both orders, and recapture over reuse {counts} (of {len(mine)})")
     return lines
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.3f}x to {max(values):.3f}x"
+
+
+def _one(values: set[str]) -> str:
+    return values.pop() if len(values) == 1 else "varying"

@@ -141,6 +141,7 @@ def test_the_phase_s_first_turn_is_read_from_the_calls_recorded_order():
     assert list(table["phase's first turn"]) == ["built second", "built first"]
     assert list(table["calls first"]) == ["varies"] * 2
     (line,) = policy_gaps.order_lines(points, "tiny")
+    assert "turns rotate-run (calling first of the two in a round: either, by round)" in line
     assert ("before any update (its first round led by the instance built second) and 1.000x to 1.000x after the "
             "last (its first round led by the instance built first)") in line
     # points that differ: varies; a point whose calls name neither phase: not counted

@@ -133,14 +133,15 @@ def order_lines(points, model: str) -> list[str]:
         policy = [r.recapture_over_reuse("before") for r in mine]
         verdicts = [r.verdict("before") for r in mine]
         counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
-        phases = [f"{_span([r.first_over_second(phase) for r in mine])} {when} (its first round led by the instance "
-                  f"{_one({r.first_turn(phase) for r in mine})})"
+        phases = [f"{_span([r.first_over_second(phase) for r in mine])} {when} (its first round led by "
+                  f"{_instance({r.first_turn(phase) for r in mine}, 'either, by point')})"
                   for phase, when in (("before", "before any update"), ("after", "after the last"))
                   if all(r.first_over_second(phase) is not None for r in mine)]
-        lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two in a round: the "
-                     f"instance {CALLS_FIRST.get(turns, '-')}): the instance built first's steady median over the "
-                     f"second's {' and '.join(phases)}, over {len(mine)} place(s); before any update recapture's over "
-                     f"reuse's {_span(policy)} over both orders, and recapture over reuse {counts} (of {len(mine)})")
+        calls = _instance({CALLS_FIRST.get(turns, "-")}, "either, by round")
+        lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two in a round: {calls}): "
+                     f"the instance built first's steady median over the second's {' and '.join(phases)}, over "
+                     f"{len(mine)} place(s); before any update recapture's over reuse's {_span(policy)} over both "
+                     f"orders, and recapture over reuse {counts} (of {len(mine)})")
     return lines
 
 
@@ -148,5 +149,8 @@ def _span(values: list[float]) -> str:
     return f"{min(values):.3f}x to {max(values):.3f}x"
 
 
-def _one(values: set[str]) -> str:
-    return values.pop() if len(values) == 1 else "varying"
+def _instance(which: set[str], varies: str) -> str:
+    """'the instance built first' (or second) where every point says the same, `varies` where they differ or say
+    it varies."""
+    one = which.pop() if len(which) == 1 else "varies"
+    return f"the instance {one}" if one.startswith("built") else varies if one == "varies" else "unknown"

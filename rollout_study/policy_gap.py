@@ -123,19 +123,25 @@ def _pearson_interval(xs: list[float], ys: list[float], seed: int = 0) -> tuple[
     return percentile(values, tail), percentile(values, 1 - tail)
 
 
-def first_and_last(result: Result) -> dict[str, tuple[Ratio, Ratio | None]]:
-    """Per engine with a gap before any update: that gap, and the gap in the last steady phase after an update
-    (None where the run has none)."""
+def first_and_last_phases(result: Result) -> dict[str, tuple[PhaseGap, PhaseGap | None]]:
+    """Per engine with a gap before any update: that phase's gap, and the last steady phase after an update where
+    both policies measured (None where the run has none)."""
     by_engine: dict[str, list[PhaseGap]] = {}
     for gap in phase_gaps(result):
         by_engine.setdefault(gap.engine, []).append(gap)
-    out: dict[str, tuple[Ratio, Ratio | None]] = {}
+    out: dict[str, tuple[PhaseGap, PhaseGap | None]] = {}
     for engine, gaps in by_engine.items():
         before = next((g for g in gaps if (g.cycle, g.phase) == BEFORE), None)
         after = [g for g in gaps if g.phase == "steady_after_update"]
         if before:
-            out[engine] = (before.ratio, after[-1].ratio if after else None)
+            out[engine] = (before, after[-1] if after else None)
     return out
+
+
+def first_and_last(result: Result) -> dict[str, tuple[Ratio, Ratio | None]]:
+    """first_and_last_phases' gaps alone."""
+    return {engine: (before.ratio, after.ratio if after else None)
+            for engine, (before, after) in first_and_last_phases(result).items()}
 
 
 def before_and_after(result: Result) -> dict[str, tuple[float, float]]:

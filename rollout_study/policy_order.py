@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from .params import LATER_PARAMETERS, named_policies
-from .policy_gap import first_and_last
+from .policy_gap import PhaseGap, first_and_last_phases
 from .result import Result
 from .stats import Ratio
 
@@ -74,27 +74,30 @@ def place_of(result: Result) -> str:
     return json.dumps({k: v for k, v in params.items() if k not in NOT_A_PLACE}, sort_keys=True)
 
 
-def _first_turn(result: Result, engine: str, after: bool) -> str | None:
-    """The policy whose call came first in cycle 0's steady phase (after: in the last steady phase after an
-    update where both called, the phase first_and_last reads), among the engine's recapture and reuse calls."""
+def _first_turn(result: Result, engine: str, gap: PhaseGap | None) -> str | None:
+    """The policy whose call came first, among the engine's recapture and reuse calls, in the phase of `gap`."""
+    if gap is None:
+        return None
     variants = {f"{engine}[{policy}]": policy for policy in POLICY_PAIR}
-    calls = [c for c in result.calls if c.variant in variants
-             and (c.phase == "steady_after_update" if after else (c.cycle, c.phase) == (0, "steady"))]
-    if after:
-        both = [cycle for cycle in {c.cycle for c in calls}
-                if {c.variant for c in calls if c.cycle == cycle} == set(variants)]
-        calls = [c for c in calls if both and c.cycle == max(both)]
-    return variants[calls[0].variant] if calls else None
+    return next((variants[c.variant] for c in result.calls
+                 if c.variant in variants and (c.cycle, c.phase) == (gap.cycle, gap.phase)), None)
 
 
 def ordered_gaps(result: Result) -> list[OrderedGap]:
     gaps = []
-    for engine, (before, after) in sorted(first_and_last(result).items()):
+    for engine, (before, after) in sorted(first_and_last_phases(result).items()):
         first = built_first(result, engine)
         if first is not None:
-            leads = (_first_turn(result, engine, False), _first_turn(result, engine, True))
-            gaps.append(OrderedGap(engine, first, place_of(result), before, after, leads))
+            leads = (_first_turn(result, engine, before), _first_turn(result, engine, after))
+            gaps.append(OrderedGap(engine, first, place_of(result), before.ratio, after.ratio if after else None,
+                                   leads))
     return gaps
+
+
+def common(values) -> str:
+    """The one value these say (None left out), 'varies' where they differ, '-' where none says."""
+    said = set(values) - {None}
+    return said.pop() if len(said) == 1 else "varies" if said else "-"
 
 
 def verdict(recapture_first: list[Ratio], reuse_first: list[Ratio]) -> str | None:
@@ -131,8 +134,7 @@ class OrderRow:
     def first_turn(self, phase: str) -> str:
         """Which instance took the phase's first turn in every point ('built first', 'built second'), 'varies'
         where the points differ, '-' where none says."""
-        leaders = {g.leader(phase) for g in self.recapture_first + self.reuse_first} - {None}
-        return "-" if not leaders else leaders.pop() if len(leaders) == 1 else "varies"
+        return common(g.leader(phase) for g in self.recapture_first + self.reuse_first)
 
     def first_over_second(self, phase: str) -> float | None:
         return _across_orders([[g.first_over_second(phase) for g in gaps]

@@ -15,7 +15,7 @@ import pandas as pd
 from .. import analysis
 from ..effects import STEADY_MARGIN
 from ..policy_gap import MIN_RUNS_FOR_INTERVAL, persistence, phase_gaps
-from ..policy_order import order_rows
+from ..policy_order import common, order_rows
 from ..result import Result
 from .tables import typed_frame
 from .text import phase_name, table
@@ -134,10 +134,10 @@ def order_lines(points, model: str) -> list[str]:
         verdicts = [r.verdict("before") for r in mine]
         counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
         phases = [f"{_span([r.first_over_second(phase) for r in mine])} {when} (its first round led by "
-                  f"{_instance({r.first_turn(phase) for r in mine}, 'either, by point')})"
+                  f"{_instance(common(r.first_turn(phase) for r in mine), 'either, by point')})"
                   for phase, when in (("before", "before any update"), ("after", "after the last"))
                   if all(r.first_over_second(phase) is not None for r in mine)]
-        calls = _instance({CALLS_FIRST.get(turns, "-")}, "either, by round")
+        calls = _instance(CALLS_FIRST.get(turns, "-"), "either, by round")
         lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two in a round: {calls}): "
                      f"the instance built first's steady median over the second's {' and '.join(phases)}, over "
                      f"{len(mine)} place(s); before any update recapture's over reuse's {_span(policy)} over both "
@@ -149,8 +149,6 @@ def _span(values: list[float]) -> str:
     return f"{min(values):.3f}x to {max(values):.3f}x"
 
 
-def _instance(which: set[str], varies: str) -> str:
-    """'the instance built first' (or second) where every point says the same, `varies` where they differ or say
-    it varies."""
-    one = which.pop() if len(which) == 1 else "varies"
-    return f"the instance {one}" if one.startswith("built") else varies if one == "varies" else "unknown"
+def _instance(which: str, varies: str) -> str:
+    """'built first' (or second) as 'the instance built first', 'varies' in the words `varies` gives."""
+    return f"the instance {which}" if which.startswith("built") else varies if which == "varies" else "unknown"

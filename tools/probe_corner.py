@@ -6,8 +6,12 @@ call, update and reference before and after it (with a device synchronize after,
 error surfaces at the step that caused it), and each failure the study records, with its traceback.
 The first failure names the step; CUDA errors are sticky, so what follows it is fallout.
 
-    python tools/probe_corner.py --match synthetic-llama-3.2-1b --match batch_size=64- \
-        --match max_new_tokens=512 --match engines=eager,graph, [--engines eager,hf-continuous] [--out probe.json]
+    python tools/probe_corner.py --match model=synthetic-llama-3.2-1b --match batch_size=64 \
+        --match max_new_tokens=512 --match "engines=[eager, graph, hf-continuous]" \
+        [--engines eager,hf-continuous] [--out probe.json]
+
+Each --match is KEY=VALUE, the value read as YAML and compared with the point's parameter (a substring of the
+slug had picked turn_order rotate-run beside rotate, and refused).
 """
 from __future__ import annotations
 
@@ -51,21 +55,36 @@ class Loud(list):
         super().append(failure)
 
 
+def pick(points, matches: list[str]):
+    """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong."""
+    wanted = {}
+    for item in matches:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            sys.exit(f"--match takes KEY=VALUE (a parameter and its YAML value), got {item!r}")
+        wanted[key] = yaml.safe_load(value)
+    known = points[0][1].to_dict() if points else {}
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        sys.exit(f"--match names no parameter {unknown}; the parameters are {sorted(known)}")
+    picked = [(slug, p) for slug, p in points if all(p.to_dict()[k] == v for k, v in wanted.items())]
+    if len(picked) != 1:
+        sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in picked]}")
+    return picked[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="params/sweep-h200.yaml")
     parser.add_argument("--match", action="append", required=True,
-                        help="substring of the point's slug (all must match)")
+                        help="KEY=VALUE: the point's parameter KEY equals VALUE, read as YAML (all must match)")
     parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE (YAML value): a parameter changed")
     parser.add_argument("--unprotected", action="store_true", help="capture as before the graphs owned their "
                         "cuBLAS workspace (static_runner.own_cublas_workspace a no-op), to show the hazard")
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
-    points = [(slug, p) for slug, p in SweepSpec.from_yaml(args.sweep).points() if all(m in slug for m in args.match)]
-    if len(points) != 1:
-        sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in points]}")
-    slug, params = points[0]
+    slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
     changes = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     if args.engines:
         changes["engines"] = args.engines.split(",")

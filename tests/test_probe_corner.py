@@ -1,0 +1,46 @@
+"""tools/probe_corner.py picks its point by parameter values, not by a substring of the slug."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from rollout_study.sweep import SweepSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("probe_corner", ROOT / "tools" / "probe_corner.py")
+probe_corner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe_corner)
+
+
+@pytest.fixture(scope="module")
+def rotate_points():
+    return SweepSpec.from_yaml(ROOT / "params" / "probe-turn-rotate-run.yaml").points()
+
+
+def test_rotate_is_not_rotate_run(rotate_points):
+    # "turn_order=rotate" is a substring of rotate-run's slug too: the old match picked two points and stopped
+    slug, params = probe_corner.pick(rotate_points, ["turn_order=rotate", "policy=[reuse, recapture]",
+                                                     "max_new_tokens=64"])
+    assert params.turn_order == "rotate" and params.policy == ["reuse", "recapture"]
+    assert params.max_new_tokens == 64 and "rotate-run" not in slug
+
+
+def test_a_list_value_is_the_whole_list():
+    # "engines=eager,graph" was a prefix of three points' slugs; the YAML list equals one point's engines
+    points = SweepSpec.from_yaml(ROOT / "params" / "sweep-h200.yaml").points()
+    slug, params = probe_corner.pick(points, ["model=synthetic-llama-3.2-1b", "batch_size=64", "max_new_tokens=512",
+                                              "engines=[eager, graph, hf-continuous]"])
+    assert (params.model, params.batch_size, params.max_new_tokens) == ("synthetic-llama-3.2-1b", 64, 512)
+    assert params.engines == ["eager", "graph", "hf-continuous"]
+
+
+@pytest.mark.parametrize("matches, said", [
+    (["turn_order"], "KEY=VALUE"),
+    (["turn_orders=rotate"], "names no parameter ['turn_orders']"),
+    (["max_new_tokens=64"], "must pick exactly one point"),
+    (["max_new_tokens=65"], "picked []"),
+])
+def test_a_bad_match_says_what(rotate_points, matches, said):
+    with pytest.raises(SystemExit) as stop:
+        probe_corner.pick(rotate_points, matches)
+    assert said in str(stop.value)

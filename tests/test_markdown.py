@@ -146,6 +146,7 @@ def test_the_run_block_counts_in_the_singular_where_there_is_one():
     assert ", 1 layer, " in model and ", 1 parameter, " in model
     assert machine.endswith(", 1 core")
     assert workload.startswith("- workload: 1 request, batch size 4,")  # the fixture records no prompt source
+    assert "prompts" not in workload and " -" not in workload  # left out, not stated as "-"
     assert ", 1 new token, 1 iteration per phase, 1 cycle, no control cycle, seed 0" in workload
     (workload,) = [x for x in markdown.summary(make_result()).splitlines() if x.startswith("- workload:")]
     assert "6 requests," in workload

@@ -105,7 +105,7 @@ def _said(facts: list[tuple[str, str, str]], true_lengths: list | None = None) -
     """A run_facts group as its text reads, leaving out what the run did not record; the prompt length with the
     prompts' true lengths where recorded (padded to it: a chat prompt's own length differs)."""
     return ", ".join(text + (f" (true lengths {true_lengths})" if name == "prompt length" and true_lengths else "")
-                     for name, value, text in facts if value != "-")
+                     for name, value, text in facts if run_facts.recorded(value))
 
 
 def _facts(result: Result) -> list[str]:

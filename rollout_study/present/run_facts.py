@@ -10,6 +10,11 @@ from ..result import Result
 from .text import counted, number
 
 
+def recorded(value: str) -> bool:
+    """Not `number(None)`'s "-": what a run did not record is left out of its line, not stated as "-"."""
+    return value != "-"
+
+
 def facts(result: Result) -> dict[str, list[tuple[str, str, str]]]:
     """What a single run's Run block states (markdown._facts), of one run, per line: (name, value, as it reads
     where every run shares it)."""
@@ -55,7 +60,7 @@ def lines(results: list[Result], differing: Callable[[str, list[str]], str]) -> 
         for index, (name, _, text) in enumerate(each[0][group]):
             values = [f[group][index][1] for f in each]
             if len(set(values)) == 1:
-                if values[0] != "-":  # what no run recorded is left out, not stated as "-"
+                if recorded(values[0]):
                     shared.append(text)
             else:
                 varying.append(differing(name, values))

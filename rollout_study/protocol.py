@@ -27,7 +27,7 @@ import traceback
 
 import torch
 
-from . import bandwidth, environment, host_speed, memory, models, parity, tracing, training
+from . import bandwidth, environment, host_speed, memory, models, parity, run_record, tracing, training
 from .collection import Collector
 from .engines import expand
 from .engines.base import RolloutOutput
@@ -325,61 +325,8 @@ class Study:
                 engine.close()
             torch.set_grad_enabled(grad_was)
         self.host_speed["end"] = host_speed.measure()
-        return self._result(started, dtype, {"process_startup_ms": startup_ms, "model_load_ms": load_ms,
-                                             "initialization_ms": init_ms}, clocks_at_start)
-
-    def _result(self, started: str, dtype: str, startup: dict, clocks_at_start: dict | None) -> Result:
-        params, info = self.params, self.loaded.info
-        parity_ok = all(c.parity_ok for c in self.calls if not c.diagnostic)
-        cuda_graph = self.device.type == "cuda"
-        metadata = {
-            "label": info["label"],
-            "run_name": params.name,
-            "model": info,
-            "attention_implementation": params.attn,
-            "device": self.device.type,
-            "dtype": dtype,
-            "cuda_graph": cuda_graph,
-            "graph_note": None if cuda_graph else "no CUDA graph: the graph engine ran its static-cache step eagerly",
-            "hardware": environment.hardware(self.device),
-            "software": environment.software(),
-            "workload": {"requests": params.requests, "batch_size": params.batch_size, "prompt_len": params.prompt_len,
-                         "prompt_len_requested": self.requested_prompt_len or "auto",
-                         "max_new_tokens": params.max_new_tokens, "iterations": params.iterations,
-                         "cycles": params.cycles, "seed": params.seed, **self.workload.describe()},
-            "training": {"optimizer": params.optimizer, "lr": params.lr,
-                         "control_cycles": params.control_cycles, "control_placement": params.control_placement,
-                         "turn_order": params.turn_order,
-                         **self.trainer.describe(),
-                         "loss": "mean negative log-likelihood of the latest rollout's response tokens"},
-            "mode": self.mode,
-            "threads": environment.threads(),
-            "gpu_clocks": {"start": clocks_at_start, "end": environment.gpu_clocks()},
-            "host_speed": self.host_speed,
-            "engines": [e.describe() for e in self.engines],
-            "startup": startup,
-            # The rest of the run's wall time (time_start to time_end) went to the measured calls, the
-            # profiles and instrumented calls where there were any, and the engines' and trainer's set-up.
-            "untimed_ms": dict(self.untimed_ms),
-            "old_garbage": self.collector.old_garbage,
-            "git": environment.git_commit(),
-            "command": self.command,
-            "time_start": started,
-            "time_end": environment.now(),
-            "params": params.to_dict(),
-        }
-        extra = {}
-        if self.profiles:
-            extra["profiles"] = [p.to_dict() for p in self.profiles]
-        if self.instrumented:
-            extra["instrumented_calls"] = self.instrumented
-        if self.bandwidth is not None:
-            extra["bandwidth"] = self.bandwidth
-        if self.tracing is not None:
-            extra["tracing"] = self.tracing
-        profile = {p.variant: p for p in self.profiles if (p.cycle, p.phase) == (0, "steady")}
-        return Result(parity_ok and not self.failures, metadata, self.calls, self.updates, profile,
-                      self.failures, extra=extra)
+        return run_record.result(self, started, dtype, {"process_startup_ms": startup_ms, "model_load_ms": load_ms,
+                                                        "initialization_ms": init_ms}, clocks_at_start)
 
 
 def run_in_process(params: StudyParams, progress: bool = False, command: str | None = None,

@@ -7,6 +7,8 @@ import pytest
 
 from result_fixture import sweep_entries, sweep_point
 from rollout_study import policy_order
+from rollout_study.param_values import TURN_ORDERS
+from rollout_study.present import markdown
 from rollout_study import sweep_curves as curves
 from rollout_study.present import policy_gaps
 from rollout_study.present import sweep as report
@@ -206,3 +208,10 @@ def test_the_order_table_and_answer_lines_and_the_sweep_report_show_them_only_wh
     assert policy_gaps.ORDER_TITLE not in report.summary(record, sweep_entries(one), folder=tmp_path)
     assert not any(b.text.endswith(policy_gaps.ORDER_TITLE)
                    for b in report.blocks(record, sweep_entries(one), str(tmp_path / "figures"), folder=tmp_path))
+
+
+def test_every_turn_order_has_its_words_in_the_order_table_and_a_runs_order_line():
+    # two maps keyed by turn order, for two readers: a new order without its words would fall back to "-" in the
+    # table's "calls first" column, or to "not as built" in a run's order line
+    assert set(policy_gaps.CALLS_FIRST) == set(TURN_ORDERS)
+    assert set(markdown.TURNS_SAID) == set(TURN_ORDERS) - {"fixed"}  # a fixed order's line says no turns

@@ -34,9 +34,20 @@ def test_a_list_value_is_the_whole_list():
     assert params.engines == ["eager", "graph", "hf-continuous"]
 
 
+def test_auto_reads_as_a_parameter_file_writes_it(rotate_points):
+    # prompt_len: auto in the file is None in the point's parameters (StudyParams.from_dict)
+    slug, params = probe_corner.pick(rotate_points, ["prompt_len=auto", "turn_order=rotate-run", "max_new_tokens=256",
+                                                     "policy=[recapture, reuse]", "lr=1.0e-4"])
+    assert params.prompt_len is None and params.turn_order == "rotate-run" and params.max_new_tokens == 256
+
+
 @pytest.mark.parametrize("matches, said", [
     (["turn_order"], "KEY=VALUE"),
     (["turn_orders=rotate"], "names no parameter ['turn_orders']"),
+    (["turn_order=rotate", "turn_order=rotate-run"], "names turn_order twice"),
+    # a value the parameter cannot take: its check's message, with the allowed values
+    (["turn_order=rotat"], "turn_order must be one of fixed, reverse, rotate, rotate-run; got 'rotat'"),
+    (["lr=1e-4"], "YAML reads 1e-4 as text: write 1.0e-4"),
     (["max_new_tokens=64"], "must pick exactly one point"),
     (["max_new_tokens=65"], "picked []"),
 ])

@@ -11,11 +11,13 @@ The first failure names the step; CUDA errors are sticky, so what follows it is 
         [--engines eager,hf-continuous] [--out probe.json]
 
 Each --match is KEY=VALUE, the value read as YAML and compared with the point's parameter (a substring of the
-slug had picked turn_order rotate-run beside rotate, and refused).
+slug had picked turn_order rotate-run beside rotate, and refused); prompt_len=auto as a parameter file writes it.
+A key given twice, or a value its parameter cannot take, is refused with the values it can.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -25,6 +27,7 @@ import yaml
 
 from rollout_study import protocol
 from rollout_study.engines import static_runner
+from rollout_study.param_values import CHECKS, ParameterError
 from rollout_study.params import StudyParams
 from rollout_study.sweep import SweepSpec
 
@@ -56,17 +59,27 @@ class Loud(list):
 
 
 def pick(points, matches: list[str]):
-    """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong."""
+    """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong
+    (a value the parameter cannot take: its check's message, with the values it may)."""
     wanted = {}
     for item in matches:
-        key, sep, value = item.partition("=")
+        key, sep, text = item.partition("=")
         if not sep or not key:
             sys.exit(f"--match takes KEY=VALUE (a parameter and its YAML value), got {item!r}")
-        wanted[key] = yaml.safe_load(value)
-    known = points[0][1].to_dict() if points else {}
+        if key in wanted:
+            sys.exit(f"--match names {key} twice; a point has one value of it")
+        wanted[key] = yaml.safe_load(text)
+    known = [f.name for f in dataclasses.fields(StudyParams)]
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         sys.exit(f"--match names no parameter {unknown}; the parameters are {sorted(known)}")
+    for key, value in wanted.items():
+        if key == "prompt_len" and value == "auto":  # as StudyParams.from_dict reads a parameter file's auto
+            wanted[key] = value = None
+        try:
+            CHECKS[key](key, value)
+        except ParameterError as err:
+            sys.exit(f"--match {err}")
     picked = [(slug, p) for slug, p in points if all(p.to_dict()[k] == v for k, v in wanted.items())]
     if len(picked) != 1:
         sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in picked]}")

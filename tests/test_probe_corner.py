@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from rollout_study.params import StudyParams
 from rollout_study.sweep import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,10 +49,21 @@ def test_auto_reads_as_a_parameter_file_writes_it(rotate_points):
     # a value the parameter cannot take: its check's message, with the allowed values
     (["turn_order=rotat"], "turn_order must be one of fixed, reverse, rotate, rotate-run; got 'rotat'"),
     (["lr=1e-4"], "YAML reads 1e-4 as text: write 1.0e-4"),
-    (["max_new_tokens=64"], "must pick exactly one point"),
-    (["max_new_tokens=65"], "picked []"),
+    # one this sweep has not: the values it has; several points: the parameters that tell them apart
+    (["max_new_tokens=65", "turn_order=rotate"], "no point has max_new_tokens=65; the sweep's max_new_tokens: 64, 256"),
+    (["max_new_tokens=64"], "picked 4, "),
+    (["max_new_tokens=64"], "differ in policy: [recapture, reuse], [reuse, recapture]; turn_order: rotate, rotate-run"),
 ])
 def test_a_bad_match_says_what(rotate_points, matches, said):
     with pytest.raises(SystemExit) as stop:
         probe_corner.pick(rotate_points, matches)
     assert said in str(stop.value)
+
+
+def test_values_of_different_points_pick_none_and_say_so():
+    points = [("small-short", StudyParams(batch_size=1, requests=1, max_new_tokens=16)),
+              ("large-long", StudyParams(batch_size=4, requests=4, max_new_tokens=64))]
+    with pytest.raises(SystemExit) as stop:
+        probe_corner.pick(points, ["batch_size=1", "max_new_tokens=64"])
+    assert str(stop.value) == ("--match picked no point: each value is some point's, but no point has them all; "
+                               "the sweep's batch_size: 1, 4; max_new_tokens: 16, 64")

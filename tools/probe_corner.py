@@ -58,17 +58,27 @@ class Loud(list):
         super().append(failure)
 
 
+def _yaml(value) -> str:
+    """A value as a --match would write it (YAML flow style)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("...\n").strip()
+
+
+def _values(dicts: list[dict], key: str) -> str:
+    """The values the points have for `key`, each once, in the sweep's order (prompt_len's None as a file says it)."""
+    return ", ".join(dict.fromkeys("auto" if key == "prompt_len" and d[key] is None else _yaml(d[key]) for d in dicts))
+
+
 def pick(points, matches: list[str]):
-    """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong
-    (a value the parameter cannot take: its check's message, with the values it may)."""
-    wanted = {}
+    """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong:
+    the parameter, and the values it may take (its check's, or those the sweep's points have)."""
+    wanted, written = {}, {}
     for item in matches:
         key, sep, text = item.partition("=")
         if not sep or not key:
             sys.exit(f"--match takes KEY=VALUE (a parameter and its YAML value), got {item!r}")
         if key in wanted:
             sys.exit(f"--match names {key} twice; a point has one value of it")
-        wanted[key] = yaml.safe_load(text)
+        wanted[key], written[key] = yaml.safe_load(text), text
     known = [f.name for f in dataclasses.fields(StudyParams)]
     unknown = sorted(set(wanted) - set(known))
     if unknown:
@@ -80,10 +90,20 @@ def pick(points, matches: list[str]):
             CHECKS[key](key, value)
         except ParameterError as err:
             sys.exit(f"--match {err}")
-    picked = [(slug, p) for slug, p in points if all(p.to_dict()[k] == v for k, v in wanted.items())]
-    if len(picked) != 1:
-        sys.exit(f"--match must pick exactly one point; picked {[s for s, _ in picked]}")
-    return picked[0]
+    dicts = [p.to_dict() for _, p in points]
+    picked = [(slug, p) for (slug, p), d in zip(points, dicts) if all(d[k] == v for k, v in wanted.items())]
+    if len(picked) == 1:
+        return picked[0]
+    if not picked:
+        absent = [k for k, v in wanted.items() if all(d[k] != v for d in dicts)]
+        why = ("no point has " + " or ".join(f"{k}={written[k]}" for k in absent) if absent
+               else "each value is some point's, but no point has them all")
+        sys.exit(f"--match picked no point: {why}; the sweep's " +
+                 "; ".join(f"{k}: {_values(dicts, k)}" for k in (absent or wanted)))
+    chosen = [p.to_dict() for _, p in picked]
+    differ = [k for k in known if k != "name" and len({_yaml(d[k]) for d in chosen}) > 1]  # each its own name
+    sys.exit(f"--match must pick exactly one point; picked {len(picked)}, {[s for s, _ in picked]}, which differ in " +
+             "; ".join(f"{k}: {_values(chosen, k)}" for k in differ) + " (a --match of one of these picks among them)")
 
 
 def main() -> None:

@@ -8,9 +8,8 @@ import pytest
 from result_fixture import sweep_entries, sweep_point
 from rollout_study import policy_order
 from rollout_study.param_values import TURN_ORDERS
-from rollout_study.present import markdown
 from rollout_study import sweep_curves as curves
-from rollout_study.present import policy_gaps
+from rollout_study.present import markdown, policy_gaps
 from rollout_study.present import sweep as report
 from rollout_study.result import Result
 

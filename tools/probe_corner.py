@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
     slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
+    bare = [item for item in args.set if "=" not in item]
+    if bare:
+        sys.exit(f"--set takes KEY=VALUE (a parameter and its YAML value), got {bare}")
     changes = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     if args.engines:
         changes["engines"] = args.engines.split(",")

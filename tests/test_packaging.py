@@ -47,3 +47,36 @@ def test_the_device_scripts_parse():
     for script in scripts:
         checked = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
         assert checked.returncode == 0, f"{script}: {checked.stderr}"
+
+
+def _readme_map() -> set[str]:
+    """The package's modules README's map names, as paths under rollout_study/: an entry's name at the start of its
+    line (engines/' under it), and every module present/'s lines list."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    block = text[text.index("## Map\n\n```\n"):].split("```")[1]
+    named, folder = set(), None
+    for line in block.splitlines():
+        if line.startswith("notebooks/"):  # the package's part ends here
+            break
+        sub = re.match(r"^  (\w+)/(\s|$)", line)
+        if sub:
+            folder = sub.group(1) + "/"
+        elif re.match(r"^  \S", line):
+            folder = ""
+        if folder == "present/":
+            named |= {folder + name for name in re.findall(r"\b\w+\.py\b", line)}
+        elif folder is not None and (entry := re.match(r"^ {2,4}(\w+\.py)\b", line)):
+            named.add(folder + entry.group(1))
+    return named
+
+
+def test_readme_map_names_every_module_and_none_that_is_gone():
+    package = os.path.join(ROOT, "rollout_study")
+    modules = {os.path.relpath(os.path.join(d, f), package) for d, _, files in os.walk(package)
+               for f in files if f.endswith(".py")}
+    named = _readme_map()
+    markers = {m for m in modules if os.path.basename(m) in ("__init__.py", "__main__.py")}
+    assert modules - markers - named == set(), "modules README's map does not name"
+    assert named - modules == set(), "README's map names modules that are gone"
+    assert {"protocol.py", "engines/graph.py", "present/page.py"} <= named  # the three kinds of entry are read

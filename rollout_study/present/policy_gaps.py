@@ -133,10 +133,12 @@ def order_lines(points, model: str) -> list[str]:
         policy = [r.recapture_over_reuse("before") for r in mine]
         verdicts = [r.verdict("before") for r in mine]
         counts = ", ".join(f"{v} at {verdicts.count(v)}" for v in dict.fromkeys(verdicts))
-        phases = [f"{_span([r.first_over_second(phase) for r in mine])} {when} (its first round led by "
-                  f"{_instance(common(r.first_turn(phase) for r in mine), 'either, by point')})"
-                  for phase, when in (("before", "before any update"), ("after", "after the last"))
-                  if all(r.first_over_second(phase) is not None for r in mine)]
+        phases = []
+        for phase, when in (("before", "before any update"), ("after", "after the last")):
+            ratios = [r.first_over_second(phase) for r in mine]
+            if None not in ratios:
+                leader = _instance(common(r.first_turn(phase) for r in mine), "either, by point")
+                phases.append(f"{_span(ratios)} {when} (its first round led by {leader})")
         calls = _instance(CALLS_FIRST.get(turns, "-"), "either, by round")
         lines.append(f"{model}: {engine} in both orders, turns {turns} (calling first of the two in a round: {calls}): "
                      f"the instance built first's steady median over the second's {' and '.join(phases)}, over "

@@ -29,6 +29,16 @@ _KERNEL_NAME = re.compile(r"_+|_i+|_i?\d+|_[a-z]h|__\w*__")
 LATER_PARAMETERS = {"control_placement": "first", "turn_order": "fixed"}
 
 
+def held_value(key: str, value: Any) -> Any:
+    """A parameter's value as a file or a papermill cell writes it, as StudyParams holds it: prompt_len's "auto" is
+    None, an integer lr a float. Before the parameter's check, which sees the held form."""
+    if key == "prompt_len" and value == "auto":
+        return None
+    if key == "lr" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def named_policies(policy) -> tuple[str, ...]:
     """The policies a `policy` value names, in its order: a list as listed, `both` and `all` expanded, one alone
     (a result's recorded parameters read the same way: policy_order.place_of)."""
@@ -105,11 +115,7 @@ class StudyParams:
         if unknown:
             raise ParameterError(f"{source}: unknown parameter(s) {', '.join(unknown)}; "
                                  f"known: {', '.join(sorted(known))}")
-        merged = {**dataclasses.asdict(cls()), **values}
-        if merged.get("prompt_len") == "auto":
-            merged["prompt_len"] = None
-        if isinstance(merged.get("lr"), int) and not isinstance(merged.get("lr"), bool):
-            merged["lr"] = float(merged["lr"])
+        merged = {key: held_value(key, value) for key, value in {**dataclasses.asdict(cls()), **values}.items()}
         for key, check in CHECKS.items():
             try:
                 check(key, merged[key])

@@ -11,8 +11,8 @@ The first failure names the step; CUDA errors are sticky, so what follows it is 
         [--engines eager,hf-continuous] [--out probe.json]
 
 Each --match is KEY=VALUE, the value read as YAML and compared with the point's parameter (a substring of the
-slug had picked turn_order rotate-run beside rotate, and refused); prompt_len=auto as a parameter file writes it.
-A key given twice, or a value its parameter cannot take, is refused with the values it can.
+slug had picked turn_order rotate-run beside rotate, and refused); prompt_len=auto (or an integer lr) as a
+parameter file writes it. A key given twice, or a value its parameter cannot take, is refused with the values it can.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import yaml
 from rollout_study import protocol
 from rollout_study.engines import static_runner
 from rollout_study.param_values import CHECKS, ParameterError
-from rollout_study.params import StudyParams
+from rollout_study.params import StudyParams, held_value
 from rollout_study.sweep import SweepSpec
 
 BEGAN = time.perf_counter()
@@ -83,11 +83,10 @@ def pick(points, matches: list[str]):
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         sys.exit(f"--match names no parameter {unknown}; the parameters are {sorted(known)}")
-    for key, value in wanted.items():
-        if key == "prompt_len" and value == "auto":  # as StudyParams.from_dict reads a parameter file's auto
-            wanted[key] = value = None
+    for key in wanted:
+        wanted[key] = held_value(key, wanted[key])  # as StudyParams.from_dict reads a file's: auto, an integer lr
         try:
-            CHECKS[key](key, value)
+            CHECKS[key](key, wanted[key])
         except ParameterError as err:
             sys.exit(f"--match {err}")
     dicts = [p.to_dict() for _, p in points]

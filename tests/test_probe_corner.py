@@ -42,6 +42,15 @@ def test_auto_reads_as_a_parameter_file_writes_it(rotate_points):
     assert params.prompt_len is None and params.turn_order == "rotate-run" and params.max_new_tokens == 256
 
 
+def test_a_policy_is_the_policies_it_names(rotate_points):
+    # policy: both is recapture then reuse, as the study runs it; the other order is another point
+    slug, params = probe_corner.pick(rotate_points, ["policy=both", "turn_order=rotate", "max_new_tokens=64"])
+    assert params.policy == ["recapture", "reuse"] and params.turn_order == "rotate"
+    other, params = probe_corner.pick(rotate_points, ["policy=[reuse, recapture]", "turn_order=rotate",
+                                                      "max_new_tokens=64"])
+    assert params.policy == ["reuse", "recapture"] and other != slug
+
+
 @pytest.mark.parametrize("matches, said", [
     (["turn_order"], "KEY=VALUE"),
     (["turn_orders=rotate"], "names no parameter ['turn_orders']"),

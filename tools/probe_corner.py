@@ -12,7 +12,8 @@ The first failure names the step; CUDA errors are sticky, so what follows it is 
 
 Each --match is KEY=VALUE, the value read as YAML and compared with the point's parameter (a substring of the
 slug had picked turn_order rotate-run beside rotate, and refused); prompt_len=auto (or an integer lr) as a
-parameter file writes it. A key given twice, or a value its parameter cannot take, is refused with the values it can.
+parameter file writes it; a policy by the policies it names, in order (policy=both is [recapture, reuse]). A key
+given twice, or a value its parameter cannot take, is refused with the values it can.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import yaml
 from rollout_study import protocol
 from rollout_study.engines import static_runner
 from rollout_study.param_values import CHECKS, ParameterError
-from rollout_study.params import StudyParams, held_value
+from rollout_study.params import StudyParams, held_value, named_policies
 from rollout_study.sweep import SweepSpec
 
 BEGAN = time.perf_counter()
@@ -68,6 +69,14 @@ def _values(dicts: list[dict], key: str) -> str:
     return ", ".join(dict.fromkeys("auto" if key == "prompt_len" and d[key] is None else _yaml(d[key]) for d in dicts))
 
 
+def _same(key: str, held, wanted) -> bool:
+    """Whether a point's value is the one a --match asks for; a policy by the policies it names, in their order
+    (`policy=both` is a point's [recapture, reuse], as the study reads them)."""
+    if key == "policy":
+        return named_policies(held) == named_policies(wanted)
+    return held == wanted
+
+
 def pick(points, matches: list[str]):
     """The one (slug, params) whose parameters equal every KEY=VALUE in matches; an error naming what went wrong:
     the parameter, and the values it may take (its check's, or those the sweep's points have)."""
@@ -90,11 +99,11 @@ def pick(points, matches: list[str]):
         except ParameterError as err:
             sys.exit(f"--match {err}")
     dicts = [p.to_dict() for _, p in points]
-    picked = [(slug, p) for (slug, p), d in zip(points, dicts) if all(d[k] == v for k, v in wanted.items())]
+    picked = [(slug, p) for (slug, p), d in zip(points, dicts) if all(_same(k, d[k], v) for k, v in wanted.items())]
     if len(picked) == 1:
         return picked[0]
     if not picked:
-        absent = [k for k, v in wanted.items() if all(d[k] != v for d in dicts)]
+        absent = [k for k, v in wanted.items() if not any(_same(k, d[k], v) for d in dicts)]
         why = ("no point has " + " or ".join(f"{k}={written[k]}" for k in absent) if absent
                else "each value is some point's, but no point has them all")
         sys.exit(f"--match picked no point: {why}; the sweep's " +

@@ -26,8 +26,8 @@ def hazard_result(path: str, decisions: dict, stale: set = frozenset(), changed:
         for cycle, phase, samples in ((0, "first", 1), (0, "steady", 2),
                                       *((c, p, n) for c in range(cycles)
                                         for p, n in (("first_after_update", 1), ("steady_after_update", 2)))):
-            for index in range(samples):
-                call = make_call(f"graph[{policy}]", cycle, phase, index, 20.0 if phase.startswith("first") else 10.0,
+            for place in range(samples):
+                call = make_call(f"graph[{policy}]", cycle, phase, place, 20.0 if phase.startswith("first") else 10.0,
                                  True)
                 call["captures"] = (2 if phase == "first" or (phase == "first_after_update" and check == "dropped")
                                     else 0)

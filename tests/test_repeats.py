@@ -5,7 +5,6 @@ import pytest
 from result_fixture import sweep_point as point
 from rollout_study import repeats, sweep
 from rollout_study.environment import core_count, core_ranges
-from rollout_study.stats import ratio_interval
 
 GRAPH = "graph[reuse]"
 

@@ -5,7 +5,6 @@ import torch
 
 from rollout_study import sync, training
 from rollout_study.engines.graph import GraphEngine, parameter_signature
-from rollout_study.params import StudyParams
 from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 

@@ -147,3 +147,13 @@ def test_an_interval_that_reaches_the_samples_lowest_and_highest_ratio_is_named_
     assert [stats.interval_name(r) for r in ([three, ten], [ten], [])] == ["95% interval"] * 3
     with pytest.raises(ValueError, match="finite"):
         Samples([1.0, float("nan")])
+
+
+def test_an_interval_that_reaches_only_one_end_of_the_samples_range_is_not_their_whole_range():
+    # A first call against 7 calls, two of them the largest: a resampled median of 6 comes up often (its ratio, 2, is
+    # the lowest), one of 1 seldom (under 2.5%: the highest, 12, is not reached). One end is no whole range.
+    ratio = ratio_interval(Samples([12.0]), Samples([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0]))
+    assert ratio.low == 12.0 / 6.0 and ratio.high < 12.0 / 1.0
+    assert not ratio.whole_range and ratio.bounds_name == "95%"
+    flipped = ratio_interval(Samples([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0]), Samples([12.0]))  # the high end alone
+    assert flipped.high == 6.0 / 12.0 and flipped.low > 1.0 / 12.0 and not flipped.whole_range

@@ -5,6 +5,7 @@ import pytest
 from result_fixture import sweep_point as point
 from rollout_study import repeats, sweep
 from rollout_study.environment import core_count, core_ranges
+from rollout_study.stats import ratio_interval
 
 GRAPH = "graph[reuse]"
 
@@ -112,3 +113,31 @@ def test_a_point_that_ran_other_code_is_recorded_failed_not_kept(tmp_path):
 def test_a_core_set_is_written_as_taskset_writes_it_and_counted_back():
     assert core_ranges([0, 1, 2, 3, 8]) == "0-3,8" and core_ranges([5]) == "5" and core_ranges([]) == ""
     assert [core_count(r) for r in ("0-3,8", "5", "1,3", None)] == [5, 1, 2, None]
+
+
+def test_each_interval_is_at_the_family_corrected_level_and_a_run_alone_whose_interval_holds_the_side_keeps_it():
+    side = _run(_at(12.0))
+    rows = repeats.shifts_alone(side, [_run(_at(10.0)), _run(_at(10.2))])
+    (graph,) = [s for s in rows if (s.variant, s.phase) == (GRAPH, "steady")]
+    # RULE: 1 - FAMILY / n, n the (variant, phase) pairs compared (4 here), not 95% per phase
+    level = 1 - repeats.FAMILY / len(rows)
+    assert len(rows) == 4 and graph.ratio == ratio_interval(graph.side, graph.alone, level=level)
+    assert graph.ratio != ratio_interval(graph.side, graph.alone)  # the two levels give other bounds here
+    # A noisy run alone (median 10.5) whose interval holds the side-by-side median: nearest of the two, and 14% from
+    # it against a 5% run-to-run drift, yet the side is not beyond every run alone: within the spread, not moved.
+    noisy = {(s.variant, s.phase): s for s in repeats.shifts_alone(
+        side, [_run(_at(10.0)), _run([8.0, 9.0, 10.5, 10.5, 13.0, 14.0])])}[GRAPH, "steady"]
+    assert noisy.alone.median == 10.5 and noisy.ratio.contains(1.0)
+    assert noisy.verdict == repeats.WITHIN
+    # fewer than MIN_SHIFT_SAMPLES on the side-by-side side alone (3 calls, 6 a run alone) is no verdict either
+    few = {(s.variant, s.phase): s for s in repeats.shifts_alone(
+        _run([20.0, 20.01, 19.99]), [_run(_at(10.0)), _run(_at(10.2))])}[GRAPH, "steady"]
+    assert few.verdict == repeats.FEW
+
+
+def test_a_point_that_ended_before_a_point_began_did_not_run_beside_it():
+    side = _run(_at(1.0), span=("2026-12-01T10:00:00+00:00", "2026-12-01T10:05:00+00:00"))
+    before = _run(_at(1.0), span=("2026-12-01T09:50:00+00:00", "2026-12-01T09:59:00+00:00"))
+    during = _run(_at(1.0), span=("2026-12-01T09:58:00+00:00", "2026-12-01T10:01:00+00:00"))
+    assert repeats.beside(side, [({"order": 0}, side), ({"order": 1}, before)]) == 0
+    assert repeats.beside(side, [({"order": 0}, side), ({"order": 1}, before), ({"order": 2}, during)]) == 1

@@ -97,3 +97,16 @@ def test_a_missing_batch_is_caught_and_named(ref_and_ids):
     result = parity.compare(out, ref, ids)
     assert not result["ok"] and result["mismatch"] == {"kind": "batches", "engine": 1, "reference": 2}
     assert Parity.from_dict(result).describe_mismatch() == "1 batch(es) instead of generate()'s 2"
+
+
+def test_the_tokens_hash_follows_the_generated_tokens_and_only_them(ref_and_ids):
+    # compare.py and generate()'s determinism check (analysis.generate_token_sets) tell runs apart by this hash alone
+    ref, _ = ref_and_ids
+    same = parity.tokens_hash(ref.output)
+    assert parity.tokens_hash(clone(ref.output)) == same and len(same) == 64
+    changed = clone(ref.output)
+    changed.sequences[1][1, 16 + 3] = (changed.sequences[1][1, 16 + 3] + 1) % 1024  # one generated token
+    assert parity.tokens_hash(changed) != same
+    prompt = clone(ref.output)
+    prompt.sequences[0][0, 0] = (prompt.sequences[0][0, 0] + 1) % 1024  # the echoed prompt: not a generated token
+    assert parity.tokens_hash(prompt) == same

@@ -917,3 +917,32 @@ def test_the_h200_scripts_gate_starts_a_sweep_only_where_the_cuda_tests_it_needs
     done = subprocess.run(["bash", str(REPO / "tools" / "sweep-gate.sh"), str(log)], capture_output=True, text=True,
                           timeout=60)
     assert (done.returncode == 0) == sweeps, done.stdout
+
+
+def test_a_resume_keeps_a_result_of_this_device_and_clean_code_and_none_whose_cold_start_failed(tmp_path, monkeypatch):
+    from result_fixture import make_result_dict
+
+    spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
+    slug, params = spec.points()[0]
+    file = f"points/{slug}-{sweep.point_hash(params)}.json"
+    measured = point(1, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    _as_if_measured_here(measured)
+    measured.write(tmp_path / file)
+    assert sweep.kept_status(tmp_path, file, params) == sweep.KEPT
+    # measured on the CPU, the point now asks for CUDA: another device measures something else, it runs again
+    monkeypatch.setattr(StudyParams, "resolved_device", lambda self: "cuda")
+    assert sweep.kept_status(tmp_path, file, params) is None
+    monkeypatch.undo()
+    # a result from before the code fingerprint: the same commit, clean when it ran and clean now
+    commit = {"commit": "a" * 40, "dirty": False}
+    cases = [(commit, commit, sweep.KEPT), ({**commit, "dirty": True}, commit, None),
+             (commit, {**commit, "dirty": True}, None), (commit, {**commit, "commit": "b" * 40}, None)]
+    for recorded, now, kept in cases:
+        measured.metadata["git"] = recorded
+        measured.write(tmp_path / file)
+        assert sweep.kept_status(tmp_path, file, params, now) == kept, (recorded, now)
+    # invalid for a failed cold-start process, not for parity alone: a resume runs it again, as one with a failure
+    cold = make_result_dict()
+    cold["cold_starts"][0]["valid"] = False
+    assert Result.from_dict(cold).cold_starts and not sweep.kept_on_resume(Result.from_dict(cold))
+    assert sweep.kept_on_resume(Result.from_dict(make_result_dict()))

@@ -175,3 +175,23 @@ def test_a_single_runs_workload_and_update_read_as_a_report_of_several_runs_stat
     assert workload.replace(" (true lengths [13, 16])", "") == "- " + shared[2]
     assert "prompt length 16 (true lengths [13, 16])," in workload and ", chat prompts, " in workload
     assert update.startswith("- " + shared[3] + "; commit ")
+
+
+def test_the_phase_table_marks_the_phase_whose_call_lost_parity_and_no_other():
+    # an invalid run's summary.md is what its reader opens to see where parity failed: the phase table's last column
+    summary = markdown.summary(make_invalid_result())
+    section = summary[summary.index("## Per variant and phase"):].split("\n\n")[1]  # the heading, then the table
+    rows = section.splitlines()[2:]  # below its header and rule
+    failed = [row for row in rows if row.rstrip(" |").endswith("FAIL")]
+    assert [row.split(" | ")[:3] for row in failed] == [["| graph[recapture]", "0", "first_after_update"]]
+    assert len(rows) > len(failed) and all(row.rstrip(" |").endswith("ok") for row in rows if row not in failed)
+
+
+def test_the_run_block_counts_the_control_cycles_a_run_made():
+    # every other test of the Run block reads a run without controls ("no control cycle"): a run with them says so
+    from result_fixture import with_control
+
+    for cycles, said in ((1, ", 1 control cycle, "), (2, ", 2 control cycles, ")):
+        summary = markdown.summary(Result.from_dict(with_control(make_result_dict(), cycles=cycles)))
+        (workload,) = [x for x in summary.splitlines() if x.startswith("- workload:")]
+        assert said in workload and "no control cycle" not in workload

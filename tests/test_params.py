@@ -225,3 +225,20 @@ def test_a_later_parameter_at_its_old_value_leaves_a_points_hash_as_it_was():
     assert sweep.point_hash(params) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert sweep.point_hash(dataclasses.replace(params, control_placement="interleaved")) != sweep.point_hash(params)
     assert sweep.point_hash(dataclasses.replace(params, turn_order="rotate")) != sweep.point_hash(params)
+
+
+@pytest.mark.parametrize("key,top", [("requests", 4096), ("cycles", 100), ("control_cycles", 10),
+                                     ("seed", 2 ** 63 - 1), ("lr", 10.0)])
+def test_each_range_holds_its_top_and_refuses_past_it(key, top):
+    # the bad values above are all under a range's bottom: a range's top is a bound too (seed: what torch takes)
+    from rollout_study.param_values import CHECKS
+
+    CHECKS[key](key, top)
+    with pytest.raises(ParameterError, match=f"^{key} must be"):
+        CHECKS[key](key, top + (0.5 if isinstance(top, float) else 1))
+
+
+def test_an_engine_named_twice_is_refused():
+    # two instances of one engine would share a variant name: their calls would read as one variant's samples
+    with pytest.raises(ParameterError, match="engines must not repeat an engine"):
+        StudyParams.from_dict({"engines": ["eager", "graph", "eager"]})

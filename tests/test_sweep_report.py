@@ -605,3 +605,25 @@ def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_capti
     assert caption.endswith("; 1 of these 2 intervals is its samples' whole range")
     assert sweep_figures.speedup_figure(points).axes[0].get_ylabel() == (
         "speed-up over eager generate() (steady, bars: 95% interval, some the whole range)")
+
+
+def test_a_none_in_range_names_its_batches_as_a_range_only_where_they_double_throughout():
+    # "batch 1 to 16" where 4 failed would hide the gap: the range only where each batch doubles the one before
+    texts = [crossing.crossovers(_by_batch({b: 20.0 for b in batches}))[0].text
+             for batches in ((1, 2, 4, 8), (1, 2, 8, 16), (1, 2, 4))]
+    assert texts == ["none in the valid points' range (batch 1 to 8)",
+                     "none in the valid points' range (batches 1, 2, 8 and 16)",
+                     "none in the valid points' range (batches 1, 2 and 4)"]
+
+
+def test_a_speed_up_of_exactly_the_threshold_at_the_smallest_batch_is_not_under_it():
+    (found,) = crossing.crossovers(_by_batch({1: 100 / 1.5, 2: 80.0}))  # 1.5x, then 1.25x
+    assert found.before[1] >= curves.CROSSOVER and (found.batch, found.before[0]) == (2, 1)
+
+
+def test_synthetic_models_come_before_pretrained_ones_whatever_the_sweep_lists_first():
+    pretrained = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 30.0, 1, 1)}, label="pretrained")
+    synthetic = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0, 1, 1)})
+    usable, _ = curves.split(loaded({"smol": pretrained, "tiny": synthetic}))
+    assert [label for label, _, _ in curves.by_model(usable)] == ["synthetic", "pretrained"]
+    assert [model[0] for model, _, _ in curves.by_section(usable)] == ["synthetic", "pretrained"]

@@ -218,3 +218,22 @@ def test_with_interleaved_controls_each_update_is_compared_with_the_phase_just_b
     assert effects.before_text(placed) == "the steady phase just before the update"
     assert effects.before_text(Result.from_dict({**data, "metadata": {**data["metadata"], "training": {}}})) == \
         "cycle 0 steady"
+
+
+def test_an_effect_inside_a_noisy_controls_interval_is_drift_though_it_clears_a_tight_ones():
+    # Controls after: 50 x3 (1.0, tight) and 40, 55, 70 (1.1, interval 0.8..1.4). Real cycle 2: 65 -> 1.3, clear of
+    # the tight control's interval and beyond the margin of both, yet inside the noisy one's: not clear of every
+    # control's interval, so drift. A noisy control is the evidence that the host drifted that much.
+    rows = eager_rows([[50.0, 50.0, 50.0], [40.0, 55.0, 70.0]], 65.0)
+    assert rows[2].ratio.excludes(rows[0].ratio) and rows[1].ratio.contains(rows[2].ratio.point)
+    assert not any(effects.within_margin(rows[2].ratio.point, rows[c].ratio.point) for c in (0, 1))
+    assert rows[2].verdict == effects.VERDICT_DRIFT
+
+
+def test_no_verdict_where_the_steady_phase_before_has_too_few_samples():
+    # after the update 3 samples (enough), before it 2: a median of two says nothing, whichever side it is on
+    data = with_control(make_result_dict())
+    data["calls"] = [c for c in data["calls"] if not (c["phase"] == "steady" and c["index"] >= 2)]
+    rows = [e for e in effects.effects(Result.from_dict(data)) if not e.control]
+    assert rows and all(e.before.n == 2 and e.after.n >= 3 for e in rows)
+    assert {e.verdict for e in rows} == {effects.VERDICT_FEW}

@@ -105,3 +105,25 @@ def test_points_run_with_other_thread_settings_are_flagged(tmp_path):
     older["metadata"].pop("threads", None)  # written before threads were recorded: nothing to tell
     assert "thread settings" not in compare(Result.from_dict(older), Result.from_dict(_threads(1, "1"))).text()
 
+
+
+def test_the_first_difference_named_is_the_first_in_run_order_where_several_differ():
+    a = _with_hashes(make_result_dict())
+    b = copy.deepcopy(a)
+    for index in (4, 9):
+        b["calls"][index]["tokens_sha256"] = "other"
+    comparison = compare(Result.from_dict(a), Result.from_dict(b))
+    first, later = (f"cycle {c['cycle']} {c['phase']} #{c['index']}" for c in (b["calls"][4], b["calls"][9]))
+    assert comparison.matching == comparison.compared - 2 and first != later
+    assert comparison.first_difference.endswith(first)
+
+
+def test_two_sweeps_agree_only_with_both_wall_times():
+    # `compare` exits 0 on agrees: a sweep whose record kept no wall time gives no ratio, so nothing to agree on
+    from rollout_study.compare import SweepComparison
+
+    timed = {"executor": "local", "seconds": 2.0}
+    assert SweepComparison(("a", "b"), (timed, timed), True, (2, 2)).agrees
+    untimed = SweepComparison(("a", "b"), (timed, {"executor": "local"}), True, (2, 2))
+    assert untimed.ratio is None and not untimed.agrees
+    assert not SweepComparison(("a", "b"), (timed, timed), False, (2, 3)).agrees  # other points: no comparison

@@ -89,6 +89,44 @@ def test_kept_graphs_are_valid_only_where_the_sync_changed_the_tokens():
     assert hazards.matrix([mixed])[0].verdict == "mixed"
 
 
+def test_a_mismatch_after_a_recapture_is_wrong_not_stale():
+    # STALE is a kept graph replaying old weights; after a recapture the same mismatch is a bug of the capture.
+    # The engine's decision tells them apart, not whether the tokens were the old weights'.
+    (cell,) = hazards.matrix([hazard_result("copy", {"recapture": "dropped"}, stale={"recapture"})])
+    assert cell.verdict == "WRONG" and "token 17 instead of 42" in cell.detail
+    assert hazards.problems([cell]) == [f"copy x recapture: WRONG ({cell.detail})"]
+    assert hazards.demonstrated_stale([cell]) == []
+
+
+def test_one_sync_that_changed_no_token_leaves_kept_graphs_unproven():
+    # every sync must have put parity to the test: one that changed nothing cannot tell old weights from new
+    result = hazard_result("copy", {"reuse": "kept"}, cycles=3)
+    result.updates[1].extra["requests_changed"] = 0
+    (cell,) = hazards.matrix([result])
+    assert cell.verdict == "kept, unproven" and "unchanged" in cell.detail
+    assert hazards.proven_right([cell]) == []
+
+
+def test_a_call_after_a_sync_without_parity_fails_the_cell_without_a_reference_failure():
+    # parity None with no failure recorded beside it must not read as parity held
+    data = hazard_result("copy", {"reuse": "kept"}).to_dict()
+    for call in data["calls"]:
+        if call["cycle"] == 1 and call["phase"] == "steady_after_update" and call["index"] == 0:
+            call["parity"] = None
+    (cell,) = hazards.matrix([Result.from_dict(data)])
+    assert (cell.verdict, cell.detail) == ("failed", "1 call(s) after a sync without parity")
+    assert hazards.problems([cell])
+
+
+def test_a_policy_with_no_first_call_after_a_sync_is_failed_not_recaptured():
+    # no decision at all would otherwise pass as "every sync dropped the graphs" and count as proven right
+    data = hazard_result("assign", {"recapture": "dropped"}).to_dict()
+    data["calls"] = [c for c in data["calls"] if c["phase"] != "first_after_update" or c["engine"] != "graph"]
+    (cell,) = hazards.matrix([Result.from_dict(data)])
+    assert (cell.verdict, cell.detail) == ("failed", "no call after a sync")
+    assert hazards.proven_right([cell]) == [] and hazards.problems([cell])
+
+
 def test_a_refusal_is_its_own_verdict():
     data = hazard_result("move", {"reuse": "dropped"}).to_dict()
     data["failures"] = [{"engine": "graph", "policy": "reuse", "cycle": 1, "phase": "first_after_update",

@@ -238,6 +238,16 @@ def test_peer_verdicts_and_counts_per_sync_from_hand_made_results():
             "(0, 0 / 1, 1)") in text
 
 
+def test_a_peer_mismatch_that_is_not_the_old_weights_tokens_is_wrong_not_stale():
+    # a peer has no decision to read: STALE only where parity found the tokens of the weights before the sync
+    result = _with_peer("cast", ("kept", "kept"), stale=True)
+    for call in result.calls:
+        if call.variant == "hf-compile" and call.parity is not None:
+            call.parity.extra["matches_weights_before_update"] = False
+    peer = hazards.matrix([result])[1]
+    assert peer.verdict == "WRONG" and "neither old nor new weights' tokens" in peer.detail
+
+
 def test_compiles_of_other_code_between_calls_are_not_counted_as_the_engines(small_model):
     """torch's counters are process-wide: another engine compiling between two calls must not show
     in this engine's notes (in a study, graph-compiled compiles beside hf-compile)."""

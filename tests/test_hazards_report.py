@@ -123,3 +123,30 @@ def test_a_setting_no_run_recorded_is_left_out_of_the_run_block_not_stated_as_a_
             result.metadata["workload"].pop(key, None)
     workload = _run_block(results)[2]
     assert workload.startswith("workload: 6 requests, batch size 4, prompt length ") and "-" not in workload
+
+
+def test_the_report_lists_what_is_not_plainly_right_and_says_when_the_graphs_were_never_captured():
+    """Guarded before only by the published summaries, which a rebuilt report would carry any change into."""
+    results = [hazard_result("copy", {"recapture": "dropped", "reuse": "kept", "unchecked": "unchanged"},
+                             stale={"unchecked"}),
+               hazard_result("assign", {"recapture": "dropped", "reuse": "kept"}, changed=0, cycles=3)]
+    cells = hazards.matrix(results)
+    # the stale table: every cell with a detail (a stale replay, an unproven cell), none of the proven ones
+    stale = report.stale_table(cells)
+    assert list(zip(stale["update path"], stale["policy"], stale["verdict"])) == [
+        ("copy", "unchecked", "STALE"), ("assign", "reuse", "kept, unproven")]
+    # the answer names the real cells not proven, and only those
+    line = report.real_policies_line(cells)
+    assert line == ("recapture and reuse: 0 of 4 cells wrong (STALE, WRONG or failed); 3 proven right; "
+                    "not proven: assign x reuse: kept, unproven")
+    assert report.diagnostics_line(cells) == ("stale replays shown by the diagnostic policies: 1 cell(s): "
+                                              "copy x unchecked")
+    assert report.diagnostics_line([c for c in cells if not c.diagnostic]) == "no diagnostic policy ran"
+    # runs of 2 and 3 syncs: the caption gives the range of calls its medians are over
+    assert "first ms: the median of 2 to 3 first calls" in report.cost_caption(cells)
+    # a CPU run captured nothing, so nothing could go stale: said, and only there
+    warning = "no CUDA graph (CPU run)"
+    assert not any(warning in b.text for b in report.blocks({"spec": {"name": "h"}}, results))
+    for result in results:
+        result.metadata["cuda_graph"] = False
+    assert any(warning in b.text for b in report.blocks({"spec": {"name": "h"}}, results))

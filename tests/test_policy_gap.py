@@ -126,3 +126,16 @@ def test_pearson_stays_within_its_bounds_where_rounding_steps_past_them():
     assert policy_gap.pearson(xs, xs) == 1.0
     zs = [0.9766, 1.0215, 1.0039, 0.9908, 1.0113, 1.0182]
     assert policy_gap.pearson(zs, [-z for z in zs]) == -1.0
+
+
+def test_the_sweep_tables_after_columns_are_the_last_phases_and_its_interval_columns_low_then_high():
+    # before and after apart, and noisy enough for an interval that is not a point: a swap of either pair shows
+    rng = random.Random(3)
+    offsets = [1 + rng.uniform(-0.03, 0.03) for _ in range(policy_gap.MIN_RUNS_FOR_INTERVAL + 2)]
+    afters = [1.05 + (o - 1) * rng.uniform(0, 1) for o in offsets]
+    points = [curves.Point(f"b{i}", _run(o, a)) for i, (o, a) in enumerate(zip(offsets, afters))]
+    (p,) = policy_gap.persistence([point.result for point in points])
+    row = policy_gaps.persistence_table(points).iloc[0]
+    assert row["before mean"] == pytest.approx(sum(offsets) / len(offsets))
+    assert row["after mean"] == pytest.approx(sum(afters) / len(afters))
+    assert (row["95% low"], row["95% high"]) == p.interval and row["95% low"] < row["95% high"]

@@ -214,3 +214,12 @@ def test_every_turn_order_has_its_words_in_the_order_table_and_a_runs_order_line
     # table's "calls first" column, or to "not as built" in a run's order line
     assert set(policy_gaps.CALLS_FIRST) == set(TURN_ORDERS)
     assert set(markdown.TURNS_SAID) == set(TURN_ORDERS) - {"fixed"}  # a fixed order's line says no turns
+
+
+def test_a_runs_order_line_counts_each_verdict_over_the_places_that_gave_it():
+    # two places (batch 1 and 2): the gap follows the order at one, the policy at the other
+    flips = [_point("recapture", 0.98), _point("reuse", 1 / 0.98)]
+    keeps = [_point("recapture", 0.98, batch=2), _point("reuse", 0.98, batch=2)]
+    points = [curves.Point(f"p{i}", r) for i, r in enumerate(flips + keeps)]
+    (line,) = policy_gaps.order_lines(points, "tiny")
+    assert line.endswith(f"recapture over reuse {policy_order.ORDER} at 1, {policy_order.POLICY} at 1 (of 2)")

@@ -627,3 +627,44 @@ def test_synthetic_models_come_before_pretrained_ones_whatever_the_sweep_lists_f
     usable, _ = curves.split(loaded({"smol": pretrained, "tiny": synthetic}))
     assert [label for label, _, _ in curves.by_model(usable)] == ["synthetic", "pretrained"]
     assert [model[0] for model, _, _ in curves.by_section(usable)] == ["synthetic", "pretrained"]
+
+
+def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title_says_no_graph():
+    # values chosen so that each figure's neighbours differ: ms per token from ms per step (requests 2x batch, two
+    # batches a call), first call after an update from steady, peak allocated from reserved growth, slope from
+    # intercept (steady 10 + 0.625 ms a token)
+    def timed(tokens):
+        steady = 10.0 + 0.625 * tokens
+        return {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, steady, 130.0, steady)}
+
+    from rollout_study.present.text import MIB, NO_GRAPH_NOTE
+
+    points = [curves.Point(f"b{b}-{n}", point(b, n, timed(n), requests=2 * b)) for b in (2, 4) for n in (16, 64)]
+
+    def drawn(axis, label="16 new tokens"):
+        (line,) = [ln for ln in axis.lines if ln.get_label() == label]
+        return list(line.get_ydata())
+
+    def expected(rows, value, variant="graph[reuse]", tokens=16):
+        mine = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
+        return [value(r) for r in mine]
+
+    (axis,) = [ax for ax in sweep_figures.latency_figure(points).axes if ax.get_title() == "graph[reuse]"]
+    assert axis.get_ylabel().startswith("ms per generated token")
+    assert drawn(axis) == pytest.approx(expected(curves.latencies(points), lambda r: r.ms_per_token))
+    (axis,) = [ax for ax in sweep_figures.after_update_figure(points).axes if ax.get_title() == "graph[reuse]"]
+    assert drawn(axis) == pytest.approx([130.0, 130.0])  # the first call after the update, not the steady ones
+    figure = sweep_figures.capture_figure(points)
+    captures = curves.captures(points)
+    for ylabel, value in (("peak allocated - start (MiB)", lambda r: r.peak_delta_bytes / MIB),
+                          ("reserved growth (MiB)", lambda r: r.reserved_delta_bytes / MIB)):
+        (axis,) = [ax for ax in figure.axes if ax.get_ylabel() == ylabel]
+        assert drawn(axis) == pytest.approx(expected(captures, value)), ylabel
+    assert expected(captures, lambda r: r.peak_delta_bytes) != expected(captures, lambda r: r.reserved_delta_bytes)
+    (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
+    assert [ln.get_label() for ln in axis.lines] == ["batch 2: 0.625 ms/token", "batch 4: 0.625 ms/token"]
+    # a GPU run's title has no CPU note; a CPU run's says its graph engine ran eagerly
+    assert NO_GRAPH_NOTE not in sweep_figures.speedup_figure(points).get_suptitle()
+    for p in points:
+        p.result.metadata["cuda_graph"] = False
+    assert NO_GRAPH_NOTE in sweep_figures.speedup_figure(points).get_suptitle()

@@ -59,6 +59,8 @@ def test_each_path_writes_the_trainers_weights_and_moves_what_it_says(tiny, path
     assert any(not torch.equal(p.detach(), old_values[n]) for n, p in new.named_parameters())
     if same_storage is not None:
         assert (stats["change"]["moved"] == 0) == same_storage
+    if bumped is not None and same_storage:  # what the summary's sync table reports, per path
+        assert stats["change"]["version_bumped"] == (len(list(new.parameters())) if bumped else 0)
     if path != "in-place":
         assert trainer.model is not new and next(trainer.model.parameters()).dtype == torch.float32
 
@@ -147,7 +149,9 @@ def test_reload_builds_a_new_object_with_buffers_and_tied_weights(tiny):
     config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                          num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
     model = LlamaForCausalLM(config).eval()
-    fresh = sync.rebuild(model, sync.cast_state(model.state_dict(), torch.float32, "cpu"))
+    state = sync.cast_state(model.state_dict(), torch.float32, "cpu")
+    assert state["lm_head.weight"] is state["model.embed_tokens.weight"]  # one copy of a tied matrix, not two
+    fresh = sync.rebuild(model, state)
     assert fresh is not model and fresh.lm_head.weight is fresh.model.embed_tokens.weight
     assert torch.equal(fresh.model.rotary_emb.inv_freq, model.model.rotary_emb.inv_freq)
     ids = torch.randint(0, 256, (1, 8))
@@ -203,3 +207,18 @@ def test_a_lora_control_after_a_real_update_leaves_16_bit_weights_exactly(tiny):
     before = weights(trainer.rollout_model)
     trainer.update(rollout, apply=False)
     assert all(torch.equal(p.detach(), before[n]) for n, p in trainer.rollout_model.named_parameters())
+
+
+def test_the_cast_path_goes_through_a_wider_dtype_and_back(tiny, monkeypatch):
+    # on a float32 rollout (every CPU run) a "wider" float32 would be no cast at all: a plain copy under another name
+    _, trainer, rollout = trained(tiny, "cast")
+    seen, cast = [], sync.cast_parameters
+    monkeypatch.setattr(sync, "cast_parameters", lambda model, dtype: seen.append(dtype) or cast(model, dtype))
+    trainer.update(rollout)
+    assert seen == [torch.float64, torch.float32]
+    assert {p.dtype for p in trainer.rollout_model.parameters()} == {torch.float32}
+
+
+def test_a_move_on_a_cpu_run_is_recorded_as_staying_on_the_device():
+    # the run's metadata says whether the move path really left the device; on the CPU it cannot
+    assert not sync.moved_away("move", "cpu") and sync.moved_away("move", "cuda:0")

@@ -255,3 +255,24 @@ def test_a_checking_policy_refuses_when_it_cannot_tell(tiny, policy):
     unchecked = GraphEngine(loaded.model, "cpu", "unchecked", 32, 4)
     unchecked.signature = ()
     assert unchecked.decide() == "unchanged"
+
+
+def test_a_parameter_on_another_gpu_than_the_graphs_is_refused():
+    # a CPU machine cannot place a tensor on cuda:1, but the check reads only devices: a stand-in model carries them.
+    # Another GPU's tensor has an address that means nothing to the graphs' device, so addresses cannot tell.
+    import types
+
+    from rollout_study.engines.graph import GraphRefused, check_replayable
+
+    def model_on(device):
+        tensor = types.SimpleNamespace(device=device)
+        return types.SimpleNamespace(named_parameters=lambda: [("lm_head.weight", tensor)], named_buffers=lambda: [])
+
+    graphs = torch.device("cuda", 0)
+    for where in (torch.device("cuda", 0), torch.device("cuda")):  # the graphs' GPU, or one not numbered
+        check_replayable(model_on(where), graphs, ([(0, 0, (), (), torch.float16, where)], None))
+    other = torch.device("cuda", 1)
+    with pytest.raises(GraphRefused, match="lm_head.weight is on cuda:1, the graphs on cuda:0"):
+        check_replayable(model_on(other), graphs, ([(0, 0, (), (), torch.float16, other)], None))
+    with pytest.raises(GraphRefused, match="is on cuda:1"):
+        check_replayable(model_on(other), graphs)  # without a signature: the walk itself

@@ -68,6 +68,16 @@ def test_every_slot_is_as_large_as_the_smallest_and_keeps_whole_physical_cores(t
     assert numa.layout(cores, 4, True, both_on_zero, []).shares == [[0, 8], [1, 9], [2, 10], [3, 11]]
 
 
+def test_a_worker_given_one_thread_of_a_core_still_cuts_whole_physical_cores(tmp_path):
+    # cores c and c + 8 are one physical core; of core 3 the worker has one thread. Counted by its fewest threads
+    # (1), shares of 3 would put core 1's two threads in two slots; counted by its most, shares are whole cores
+    siblings = {c: f"{c % 8},{c % 8 + 8}" for c in range(16)}
+    root = _host(tmp_path, {0: "0-15"}, {}, siblings)
+    cores = [3, 10, 2, 9, 1, 8, 0]
+    assert numa.physical_order(cores, root) == ([0, 8, 1, 9, 2, 10, 3], 2)
+    assert numa.layout(cores, 2, True, root, []).shares == [[0, 8], [1, 9]]
+
+
 @pytest.mark.parametrize("case", ["one node", "node unknown", "gpus not ray's", "no sysfs", "too few near",
                                   "mixed models", "cpu"])
 def test_without_a_usable_layout_the_cores_are_cut_evenly_in_order(tmp_path, case, monkeypatch):

@@ -333,7 +333,7 @@ def test_a_ray_task_takes_its_preferred_slot_else_the_next_free_one(tmp_path, mo
     shares = [[0, 1], [2, 3], [4, 5]]
     first, held = _free_slot(shares, [1])
     second, other = _free_slot(shares, [None, 1])  # 1 is held: the first free one
-    third, last = _free_slot(shares, [7])  # out of range: ignored
+    third, last = _free_slot(shares, [len(shares), 7])  # out of range, the first past the end too: ignored
     assert (first, second, third) == (1, 0, 2) and _free_slot(shares) == (None, None)
     assert _free_slot([]) == (None, None)
     held.close()  # a point's end frees its slot

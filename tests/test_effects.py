@@ -237,3 +237,20 @@ def test_no_verdict_where_the_steady_phase_before_has_too_few_samples():
     rows = [e for e in effects.effects(Result.from_dict(data)) if not e.control]
     assert rows and all(e.before.n == 2 and e.after.n >= 3 for e in rows)
     assert {e.verdict for e in rows} == {effects.VERDICT_FEW}
+
+
+@pytest.mark.parametrize("marker", ["not applied", "no time", "failure record"])
+def test_each_mark_of_a_failed_update_alone_makes_its_cycle_not_real(marker):
+    # a run records all three together today; each alone must still count (an update refused after its write is
+    # applied yet has no time, and older or merged files may carry one mark without the others)
+    data = with_control(make_result_dict())
+    last = max(u["cycle"] for u in data["updates"])
+    (update,) = [u for u in data["updates"] if u["cycle"] == last]
+    update["applied"] = marker != "not applied"
+    if marker == "no time":
+        update["ms"] = None
+    if marker == "failure record":
+        data["failures"] = [{"engine": None, "policy": None, "cycle": last, "phase": "update", "error": "OOM"}]
+    result = Result.from_dict(data)
+    assert effects.failed_updates(result) == {last}
+    assert last not in effects.real_cycles(result) and all(e.cycle != last for e in effects.effects(result))

@@ -187,6 +187,17 @@ def test_the_phase_table_marks_the_phase_whose_call_lost_parity_and_no_other():
     assert len(rows) > len(failed) and all(row.rstrip(" |").endswith("ok") for row in rows if row not in failed)
 
 
+def test_the_phase_table_flags_a_wide_spread_on_its_phase_alone():
+    # the reader's cue that a median is unsteady; before this, only the published summaries carried the marker
+    from result_fixture import set_samples
+
+    data = set_samples(make_result_dict(), "eager", 0, "steady", [40.0, 50.0, 60.0])  # IQR 10 ms, 20% of 50
+    summary = markdown.summary(Result.from_dict(data))
+    section = summary[summary.index("## Per variant and phase"):].split("\n\n")[1]
+    wide = [row.split(" | ")[:5] for row in section.splitlines()[2:] if "(wide IQR)" in row]
+    assert wide == [["| eager", "0", "steady", "3", "50.000 (wide IQR)"]]
+
+
 def test_the_run_block_counts_the_control_cycles_a_run_made():
     # every other test of the Run block reads a run without controls ("no control cycle"): a run with them says so
     from result_fixture import with_control

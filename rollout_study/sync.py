@@ -134,8 +134,9 @@ def apply(path: str, rollout, trainer_model, device) -> torch.nn.Module:
 
 
 def moved_away(path: str, device) -> bool:
-    """Whether the path's round trip really leaves the device (`move` on a CPU run does not)."""
-    return path != "move" or torch.device(device).type != "cpu"
+    """Whether the path takes the weights off the device and back: `move` alone, and not on a CPU run (the host is
+    its device). Every other path writes on the device (it had read true for them all)."""
+    return path == "move" and torch.device(device).type != "cpu"
 
 
 def tensors_of(model) -> list[torch.Tensor]:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from rollout_study import sync, training
+from rollout_study.param_values import UPDATE_PATHS
 from rollout_study.engines.graph import GraphEngine, parameter_signature
 from rollout_study.reference import reference
 from rollout_study.workload import random_workload
@@ -222,3 +223,5 @@ def test_the_cast_path_goes_through_a_wider_dtype_and_back(tiny, monkeypatch):
 def test_a_move_on_a_cpu_run_is_recorded_as_staying_on_the_device():
     # the run's metadata says whether the move path really left the device; on the CPU it cannot
     assert not sync.moved_away("move", "cpu") and sync.moved_away("move", "cuda:0")
+    # no other path leaves the device: each writes the rollout's tensors where they are
+    assert not any(sync.moved_away(path, "cuda:0") for path in UPDATE_PATHS if path != "move")

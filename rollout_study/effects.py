@@ -70,7 +70,9 @@ def control_cycles(result: Result) -> set[int]:
 
 
 def failed_updates(result: Result) -> set[int]:
-    """Cycles whose update did not apply (non-finite, out of memory): the weights there did not change."""
+    """Cycles whose update failed (non-finite, out of memory, refused): not applied, untimed or a failure recorded.
+    Not all left the weights as they were (an in-place or lora-merge update refused after its write): none is read
+    as a real update."""
     return ({u.cycle for u in result.updates if u.extra.get("applied") is False or u.ms is None}
             | {f.cycle for f in result.failures if f.phase == "update"})
 

@@ -1,5 +1,6 @@
 """The graph engine's static path against generate(), and its parameter-version check (CPU)."""
 import copy
+import types
 
 import pytest
 import torch
@@ -7,7 +8,7 @@ import torch
 from rollout_study import parity
 from rollout_study.engines.eager import EagerEngine
 from rollout_study.reference import reference
-from rollout_study.engines.graph import GraphEngine, parameter_signature
+from rollout_study.engines.graph import GraphEngine, GraphRefused, check_replayable, parameter_signature
 from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
 
@@ -243,8 +244,6 @@ def test_adapter_state_is_part_of_the_signature(tiny):
 
 @pytest.mark.parametrize("policy", ["recapture", "reuse", "version-only"])
 def test_a_checking_policy_refuses_when_it_cannot_tell(tiny, policy):
-    from rollout_study.engines.graph import GraphRefused
-
     _, loaded = tiny()
     engine = engine_with_fake_graph(loaded.model, policy)
     norm = loaded.model.model.norm
@@ -260,10 +259,6 @@ def test_a_checking_policy_refuses_when_it_cannot_tell(tiny, policy):
 def test_a_parameter_on_another_gpu_than_the_graphs_is_refused():
     # a CPU machine cannot place a tensor on cuda:1, but the check reads only devices: a stand-in model carries them.
     # Another GPU's tensor has an address that means nothing to the graphs' device, so addresses cannot tell.
-    import types
-
-    from rollout_study.engines.graph import GraphRefused, check_replayable
-
     def model_on(device):
         tensor = types.SimpleNamespace(device=device)
         return types.SimpleNamespace(named_parameters=lambda: [("lm_head.weight", tensor)], named_buffers=lambda: [])

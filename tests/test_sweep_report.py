@@ -17,6 +17,7 @@ from rollout_study import sweep_crossover as crossing
 from rollout_study.present import sweep as report
 from rollout_study.present import notebook, sweep_figures, sweep_repeats
 from rollout_study.present.notebook import Block
+from rollout_study.present.text import MIB, NO_GRAPH_NOTE
 from rollout_study.result import Result
 
 REPO = Path(__file__).resolve().parent.parent
@@ -636,8 +637,6 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     def timed(tokens):
         steady = 10.0 + 0.625 * tokens
         return {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, steady, 130.0, steady)}
-
-    from rollout_study.present.text import MIB, NO_GRAPH_NOTE
 
     points = [curves.Point(f"b{b}-{n}", point(b, n, timed(n), requests=2 * b)) for b in (2, 4) for n in (16, 64)]
 

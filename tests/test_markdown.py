@@ -6,10 +6,9 @@ import re
 
 import pytest
 
-from result_fixture import make_invalid_result, make_result, make_result_dict
+from result_fixture import add_engine, make_invalid_result, make_result, make_result_dict, set_samples, with_control
 from rollout_study.present import markdown, run_facts, text
 from rollout_study.result import Result
-from result_fixture import add_engine
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = [os.path.join(REPO, "reports", name, "result.json") for name in ("reference-tiny", "pretrained-smollm2")]
@@ -177,11 +176,14 @@ def test_a_single_runs_workload_and_update_read_as_a_report_of_several_runs_stat
     assert update.startswith("- " + shared[3] + "; commit ")
 
 
+def phase_rows(summary: str) -> list[str]:
+    """The rows of summary.md's phase table: after its heading, below the table's header and rule."""
+    return summary[summary.index("## Per variant and phase"):].split("\n\n")[1].splitlines()[2:]
+
+
 def test_the_phase_table_marks_the_phase_whose_call_lost_parity_and_no_other():
     # an invalid run's summary.md is what its reader opens to see where parity failed: the phase table's last column
-    summary = markdown.summary(make_invalid_result())
-    section = summary[summary.index("## Per variant and phase"):].split("\n\n")[1]  # the heading, then the table
-    rows = section.splitlines()[2:]  # below its header and rule
+    rows = phase_rows(markdown.summary(make_invalid_result()))
     failed = [row for row in rows if row.rstrip(" |").endswith("FAIL")]
     assert [row.split(" | ")[:3] for row in failed] == [["| graph[recapture]", "0", "first_after_update"]]
     assert len(rows) > len(failed) and all(row.rstrip(" |").endswith("ok") for row in rows if row not in failed)
@@ -189,19 +191,13 @@ def test_the_phase_table_marks_the_phase_whose_call_lost_parity_and_no_other():
 
 def test_the_phase_table_flags_a_wide_spread_on_its_phase_alone():
     # the reader's cue that a median is unsteady; before this, only the published summaries carried the marker
-    from result_fixture import set_samples
-
     data = set_samples(make_result_dict(), "eager", 0, "steady", [40.0, 50.0, 60.0])  # IQR 10 ms, 20% of 50
-    summary = markdown.summary(Result.from_dict(data))
-    section = summary[summary.index("## Per variant and phase"):].split("\n\n")[1]
-    wide = [row.split(" | ")[:5] for row in section.splitlines()[2:] if "(wide IQR)" in row]
+    wide = [row.split(" | ")[:5] for row in phase_rows(markdown.summary(Result.from_dict(data))) if "(wide IQR)" in row]
     assert wide == [["| eager", "0", "steady", "3", "50.000 (wide IQR)"]]
 
 
 def test_the_run_block_counts_the_control_cycles_a_run_made():
     # every other test of the Run block reads a run without controls ("no control cycle"): a run with them says so
-    from result_fixture import with_control
-
     for cycles, said in ((1, ", 1 control cycle, "), (2, ", 2 control cycles, ")):
         summary = markdown.summary(Result.from_dict(with_control(make_result_dict(), cycles=cycles)))
         (workload,) = [x for x in summary.splitlines() if x.startswith("- workload:")]

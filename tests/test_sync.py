@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from rollout_study import sync, training
-from rollout_study.param_values import UPDATE_PATHS
 from rollout_study.engines.graph import GraphEngine, parameter_signature
+from rollout_study.param_values import UPDATE_PATHS
 from rollout_study.reference import reference
 from rollout_study.workload import random_workload
 

@@ -76,3 +76,14 @@ def test_values_of_different_points_pick_none_and_say_so():
         probe_corner.pick(points, ["batch_size=1", "max_new_tokens=64"])
     assert str(stop.value) == ("--match picked no point: each value is some point's, but no point has them all; "
                                "the sweep's batch_size: 1, 4; max_new_tokens: 16, 64")
+
+
+def test_several_points_differ_in_what_the_study_reads():
+    # `both` and [recapture, reuse] are one policy: the points differ in their batch, not in their policy
+    points = [("both-1", StudyParams(policy="both", batch_size=1, requests=1)),
+              ("listed-2", StudyParams(policy=["recapture", "reuse"], batch_size=2, requests=2))]
+    with pytest.raises(SystemExit) as stop:
+        probe_corner.pick(points, ["policy=both"])
+    said = str(stop.value)
+    assert "picked 2, ['both-1', 'listed-2'], which differ in requests: 1, 2; batch_size: 1, 2 (" in said
+    assert "policy" not in said.split("differ in")[1]

@@ -69,12 +69,15 @@ def _values(dicts: list[dict], key: str) -> str:
     return ", ".join(dict.fromkeys("auto" if key == "prompt_len" and d[key] is None else _yaml(d[key]) for d in dicts))
 
 
+def _read(key: str, value):
+    """A value as the study reads it: a policy as the policies it names, in their order (`both` is
+    [recapture, reuse]); any other value as it is."""
+    return list(named_policies(value)) if key == "policy" else value
+
+
 def _same(key: str, held, wanted) -> bool:
-    """Whether a point's value is the one a --match asks for; a policy by the policies it names, in their order
-    (`policy=both` is a point's [recapture, reuse], as the study reads them)."""
-    if key == "policy":
-        return named_policies(held) == named_policies(wanted)
-    return held == wanted
+    """Whether a point's value is the one a --match asks for, both read as the study reads them."""
+    return _read(key, held) == _read(key, wanted)
 
 
 def pick(points, matches: list[str]):
@@ -109,7 +112,8 @@ def pick(points, matches: list[str]):
         sys.exit(f"--match picked no point: {why}; the sweep's " +
                  "; ".join(f"{k}: {_values(dicts, k)}" for k in (absent or wanted)))
     chosen = [p.to_dict() for _, p in picked]
-    differ = [k for k in known if k != "name" and len({_yaml(d[k]) for d in chosen}) > 1]  # each its own name
+    # name differs by construction; `both` and [recapture, reuse] are one policy, not a difference
+    differ = [k for k in known if k != "name" and len({_yaml(_read(k, d[k])) for d in chosen}) > 1]
     sys.exit(f"--match must pick exactly one point; picked {len(picked)}, {[s for s, _ in picked]}, which differ in " +
              "; ".join(f"{k}: {_values(chosen, k)}" for k in differ) + " (a --match of one of these picks among them)")
 

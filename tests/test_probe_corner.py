@@ -1,5 +1,7 @@
 """tools/probe_corner.py picks its point by parameter values, not by a substring of the slug."""
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,7 +59,8 @@ def test_a_policy_is_the_policies_it_names(rotate_points):
     (["turn_order=rotate", "turn_order=rotate-run"], "names turn_order twice"),
     # a value the parameter cannot take: its check's message, with the allowed values
     (["turn_order=rotat"], "turn_order must be one of fixed, reverse, rotate, rotate-run; got 'rotat'"),
-    (["lr=1e-4"], "YAML reads 1e-4 as text: write 1.0e-4"),
+    (["lr=ten"], "--match lr must be a number in (0, 10], got 'ten' (str)"),
+    (["max_new_tokens=[64"], "--match max_new_tokens: value '[64' is not valid YAML"),
     # one this sweep has not: the values it has; several points: the parameters that tell them apart
     (["max_new_tokens=65", "turn_order=rotate"], "no point has max_new_tokens=65; the sweep's max_new_tokens: 64, 256"),
     (["max_new_tokens=64"], "picked 4, "),
@@ -87,3 +90,20 @@ def test_several_points_differ_in_what_the_study_reads():
     said = str(stop.value)
     assert "picked 2, ['both-1', 'listed-2'], which differ in requests: 1, 2; batch_size: 1, 2 (" in said
     assert "policy" not in said.split("differ in")[1]
+
+
+def test_a_value_reads_as_the_studys_set_reads_it(rotate_points):
+    # papermill's -p and the study's --set read 1e-4 as a number (YAML alone reads it as text) and engines as a list
+    slug, params = probe_corner.pick(rotate_points, ["lr=1e-4", "engines=graph", "turn_order=rotate",
+                                                     "max_new_tokens=256", "policy=both"])
+    assert params.lr == 1e-4 and params.engines == ["graph"] and params.max_new_tokens == 256
+
+
+def test_a_bare_set_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "probe.json"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep",
+                           str(ROOT / "params" / "probe-turn-rotate-run.yaml"), "--match", "turn_order=rotate",
+                           "--match", "max_new_tokens=64", "--match", "policy=both", "--set", "lr",
+                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and "--set expects key=value, got 'lr'" in done.stderr
+    assert "point " not in done.stderr and not out.exists()

@@ -10,10 +10,11 @@ The first failure names the step; CUDA errors are sticky, so what follows it is 
         --match max_new_tokens=512 --match "engines=[eager, graph, hf-continuous]" \
         [--engines eager,hf-continuous] [--out probe.json]
 
-Each --match is KEY=VALUE, the value read as YAML and compared with the point's parameter (a substring of the
-slug had picked turn_order rotate-run beside rotate, and refused); prompt_len=auto (or an integer lr) as a
-parameter file writes it; a policy by the policies it names, in order (policy=both is [recapture, reuse]). A key
-given twice, or a value its parameter cannot take, is refused with the values it can.
+Each --match is KEY=VALUE, the value read as the study's --set reads it (a number as papermill's -p does: lr=1e-4
+is 0.0001; else YAML) and compared with the point's parameter (a substring of the slug had picked turn_order
+rotate-run beside rotate, and refused); prompt_len=auto (or an integer lr) as a parameter file writes it; a policy
+by the policies it names, in order (policy=both is [recapture, reuse]). A key given twice, or a value its parameter
+cannot take, is refused with the values it can. --set reads as the study's --set.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import torch
 import yaml
 
 from rollout_study import protocol
+from rollout_study.cli_params import parse_override, parse_value
 from rollout_study.engines import static_runner
 from rollout_study.param_values import CHECKS, ParameterError
 from rollout_study.params import StudyParams, held_value, named_policies
@@ -90,7 +92,10 @@ def pick(points, matches: list[str]):
             sys.exit(f"--match takes KEY=VALUE (a parameter and its YAML value), got {item!r}")
         if key in wanted:
             sys.exit(f"--match names {key} twice; a point has one value of it")
-        wanted[key], written[key] = yaml.safe_load(text), text
+        try:
+            wanted[key], written[key] = parse_value(key, text), text
+        except ParameterError as err:
+            sys.exit(f"--match {err}")
     known = [f.name for f in dataclasses.fields(StudyParams)]
     unknown = sorted(set(wanted) - set(known))
     if unknown:
@@ -122,18 +127,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="params/sweep-h200.yaml")
     parser.add_argument("--match", action="append", required=True,
-                        help="KEY=VALUE: the point's parameter KEY equals VALUE, read as YAML (all must match)")
+                        help="KEY=VALUE: the point's parameter KEY equals VALUE, read as --set reads it (all must match)")
     parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
-    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE (YAML value): a parameter changed")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, as the study's --set: a parameter changed")
     parser.add_argument("--unprotected", action="store_true", help="capture as before the graphs owned their "
                         "cuBLAS workspace (static_runner.own_cublas_workspace a no-op), to show the hazard")
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
     slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
-    bare = [item for item in args.set if "=" not in item]
-    if bare:
-        sys.exit(f"--set takes KEY=VALUE (a parameter and its YAML value), got {bare}")
-    changes = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
+    try:
+        changes = dict(parse_override(item) for item in args.set)
+    except ParameterError as err:
+        sys.exit(str(err))
     if args.engines:
         changes["engines"] = args.engines.split(",")
     if changes:

@@ -119,7 +119,7 @@ class _AfterSyncs:
 def _after_syncs(result: Result, variant: str) -> _AfterSyncs:
     real = real_cycles(result)
     after = [c for c in result.calls if c.variant == variant and c.phase in AFTER and c.cycle in real]
-    updates = [u for u in result.updates if u.cycle in real and u.extra.get("applied", True)]
+    updates = [u for u in result.updates if u.cycle in real]  # real_cycles leaves out every failed update
     return _AfterSyncs(
         result.metadata.get("training", {}).get("update_path", "in-place"), updates, after,
         [c for c in after if c.phase == "first_after_update"],

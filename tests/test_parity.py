@@ -110,3 +110,18 @@ def test_the_tokens_hash_follows_the_generated_tokens_and_only_them(ref_and_ids)
     prompt = clone(ref.output)
     prompt.sequences[0][0, 0] = (prompt.sequences[0][0, 0] + 1) % 1024  # the echoed prompt: not a generated token
     assert parity.tokens_hash(prompt) == same
+
+
+def _output(*sequences):
+    return RolloutOutput([torch.tensor(s) for s in sequences], [torch.ones_like(torch.tensor(s)) for s in sequences],
+                         [[1] * len(s) for s in sequences])
+
+
+def test_requests_changed_counts_rows_and_a_reshaped_batch_whole():
+    before = _output([[1, 2, 3], [1, 4, 5]], [[7, 8, 9]])
+    assert parity.requests_changed(before, before) == 0
+    # one row of the first batch changed one token: one request
+    assert parity.requests_changed(before, _output([[1, 2, 3], [1, 4, 6]], [[7, 8, 9]])) == 1
+    # a batch whose sequences came back another length (another stop): every request of it, counted from before
+    assert parity.requests_changed(before, _output([[1, 2, 3], [1, 4, 5]], [[7, 8, 9, 10]])) == 1
+    assert parity.requests_changed(before, _output([[1, 2], [1, 4]], [[7, 8, 9]])) == 2

@@ -1,6 +1,7 @@
 """analysis.py: numbers from records, worked out by hand from the fixture's fixed times."""
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -177,6 +178,23 @@ def test_break_even_rows_from_fixture():
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, steady_differs=False,
                                                                             steady_within=WITHIN_RANGE)
     assert rows[("graph[recapture]", "eager")].candidate_first_ms == 130.0
+
+
+def test_first_calls_that_tie_where_the_steady_states_differ_leave_the_steady_states_to_decide():
+    # recapture's first call after an update as eager's (100 ms each): their interval holds 1, but that tie is
+    # read only where the steady states tie too; 10 against 50 ms differ, so it pays off from the first rollout.
+    data = retime(make_result_dict(), "graph[recapture]", "first_after_update", TIMES["eager"]["first_after_update"])
+    assert by_pair(Result.from_dict(data))[("graph[recapture]", "eager")].break_even == BreakEven(1, None)
+
+
+def test_diagnostic_policies_and_variants_missing_a_phase_are_not_priced():
+    data = make_result_dict()
+    # a diagnostic policy shows a hazard (its replays may be stale): never a rollout policy to price
+    data["calls"] += [{**copy.deepcopy(c), "policy": "unchecked"} for c in data["calls"] if c["policy"] == "reuse"]
+    # a variant with steady samples after the updates but no first call after one has no cost(U) to state
+    data["calls"] = [c for c in data["calls"]
+                     if not (c["policy"] == "recapture" and c["phase"] == "first_after_update")]
+    assert list(by_pair(Result.from_dict(data))) == [("graph[reuse]", "eager")]
 
 
 def test_reuse_with_a_slower_steady_state_pays_off_only_up_to_a_bound():

@@ -80,6 +80,20 @@ def test_a_host_part_leaves_other_unsplit(host_events):
     assert charged.other_split is not None
 
 
+def test_a_part_opened_again_in_one_call_adds_up(host_events):
+    # an eager call opens decode once per step and a graph call replays once per step: each part is their sum
+    clock = CallClock("cpu").start()
+    for _ in range(2):
+        with clock.part("decode"):
+            time.sleep(0.01)
+    assert clock.stop()[1]["decode"] >= 20
+    replays = CallClock("cuda").start()
+    for _ in range(2):
+        with replays.device_part("decode"):
+            time.sleep(0.01)
+    assert replays.stop()[1]["decode"] >= 20
+
+
 def test_nested_parts_are_refused():
     clock = CallClock("cpu").start()
     with pytest.raises(RuntimeError, match="disjoint"):
@@ -109,14 +123,26 @@ def test_parts_beyond_the_total_are_flagged_not_clamped():
     assert not honest.overlap_check(honest.stop()[1])["flagged"]
 
 
+def test_an_overlap_of_a_few_percent_is_flagged_and_none_is_no_negative_overlap():
+    clock = CallClock("cpu")
+    clock.total_ms = 100.0
+    check = clock.overlap_check({"prefill": 10.0, "decode": 95.0, "other": -5.0})
+    assert check == {"parts_ms": 105.0, "overlap_ms": 5.0, "flagged": True}
+    # parts inside the total leave no overlap to record (not a negative one)
+    assert clock.overlap_check({"decode": 90.0, "other": 10.0}) == {"parts_ms": 90.0, "overlap_ms": 0.0,
+                                                                     "flagged": False}
+
+
 class _Event:
     """The part of torch's raw profiler event (`_KinetoEvent`) that `device_totals` reads; `activity`
     (kineto's name of the activity) only where given, as older torch has no `activity_type`."""
 
-    def __init__(self, name, device, start_ns, end_ns, annotation=False, activity=None):
+    def __init__(self, name, device, start_ns, end_ns, annotation=False, activity=None, hidden=None):
         from torch.autograd import DeviceType
 
         self._name, self._annotation = name, annotation
+        if hidden is not None:
+            self.is_hidden_event = lambda: hidden
         self._device = DeviceType.CUDA if device == "cuda" else DeviceType.CPU
         self._start, self._end = start_ns, end_ns
         if activity is not None:
@@ -197,6 +223,15 @@ def test_device_totals_leave_out_device_events_that_are_no_work_of_their_own():
                               _Event("range", "cuda", 0, 99_000, activity="cuda_profiler_range")]
     assert {k: v for k, v in device_totals(events).items() if k != "top_kernels"} == {
         "kernel_ms": 0.045, "kernels": 2, "copy_ms": 0.003}
+
+
+def test_device_totals_leave_out_events_the_profiler_hides():
+    from rollout_study.timing import device_totals
+
+    events = _events(True) + [_Event("hidden_kernel", "cuda", 0, 99_000, activity="kernel", hidden=True),
+                              _Event("shown_kernel", "cuda", 0, 1_000, activity="kernel", hidden=False)]
+    assert {k: v for k, v in device_totals(events).items() if k != "top_kernels"} == {
+        "kernel_ms": 0.046, "kernels": 3, "copy_ms": 0.003}
 
 
 def test_device_totals_keep_a_kernel_whose_activity_has_another_name():

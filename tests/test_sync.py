@@ -1,5 +1,7 @@
 """Every update path on the CPU: the rollout model ends with the trainer's weights, and its tensors
 moved (or not) exactly as the path says; the graph policies decide accordingly."""
+import time
+
 import pytest
 import torch
 
@@ -80,6 +82,21 @@ def test_lora_merge_trains_the_adapter_and_merges_it_into_the_same_storage(tiny)
     assert torch.allclose(base.detach(), value + delta.to(value.dtype), atol=1e-6)
     assert stats["change"]["moved"] == 0 and stats["sync_ms"] > 0
     assert trainer.describe()["adapter"]["rank"] == 4
+
+
+def test_lora_merges_unmerge_and_merge_are_timed_as_the_sync_not_the_step(tiny, monkeypatch):
+    _, trainer, rollout = trained(tiny, "lora-merge", lora_rank=4)
+
+    def slowed(method):
+        def run(*args, **kwargs):
+            time.sleep(0.03)  # a stand-in for a merge that takes time on a large model
+            return method(*args, **kwargs)
+        return run
+
+    for name in ("unmerge_adapter", "merge_adapter"):
+        monkeypatch.setattr(trainer.adapter, name, slowed(getattr(trainer.adapter, name)))
+    stats = trainer.update(rollout)
+    assert stats["sync_ms"] >= 60 and stats["ms"] == pytest.approx(stats["step_ms"] + stats["sync_ms"])
 
 
 @pytest.mark.parametrize("path", ["copy", "assign", "reload", "lora-merge", "in-place"])

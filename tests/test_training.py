@@ -50,6 +50,36 @@ def test_loss_counts_response_tokens_only(tiny):
         assert training.response_nll(model, tail, mask, 8) != base  # ...and response tokens are targets
 
 
+def test_the_loss_counts_the_first_response_token_and_no_padding_after_a_finished_response():
+    # position t predicts token t+1: with the response from token 3, predictions 2, 3 and 4 are counted; a row
+    # that finished early has padding at its end, which is no target
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 0]])
+    assert training.response_keep(mask, 3).tolist() == [[False, False, True, True, True],
+                                                        [False, False, True, True, False]]
+
+
+def test_the_updates_loss_and_gradient_are_the_mean_over_the_rollouts_batches(tiny):
+    # so the learning rate means the same step whatever the number of batches, and the loss reported is theirs
+    model, trainer = in_place_trainer(tiny)
+    w = random_workload(10, 5, 16, 1024, seed=3)  # two batches of five
+    rollout = reference(model, w.batches, 6, 0, "cpu").output
+    batches = list(zip(rollout.sequences, rollout.attention_masks, rollout.response_offsets))
+    with torch.no_grad():
+        per_batch = [float(training.response_nll(model, seq, mask, offsets[0])) for seq, mask, offsets in batches]
+    assert len(per_batch) == 2 and per_batch[0] != pytest.approx(per_batch[1])
+    assert trainer.update(rollout, apply=False)["loss"] == pytest.approx(sum(per_batch) / 2, rel=1e-5)
+    with torch.enable_grad():
+        training._backward(model, rollout, "cpu")
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad(set_to_none=True)
+        mean = sum(training.response_nll(model, seq, mask, offsets[0]) for seq, mask, offsets in batches) / 2
+        mean.backward()
+    assert grads
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(grads[name], param.grad, rtol=1e-4, atol=1e-6)
+    model.zero_grad(set_to_none=True)
+
+
 def test_an_update_cut_into_chunks_of_rows_has_the_whole_batchs_loss_and_gradient(tiny):
     # The update holds at most BACKWARD_TOKENS tokens at a time (the 1B shape at batch 64 would not fit an
     # H200 whole); each chunk divides by the batch's response tokens, so nothing but the summation order moves.

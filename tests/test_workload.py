@@ -1,5 +1,8 @@
+import pytest
 import torch
 
+from rollout_study import workload
+from rollout_study.param_values import ParameterError
 from rollout_study.workload import random_workload
 
 
@@ -26,3 +29,44 @@ def test_same_seed_same_prompts_other_seed_other_prompts():
     assert all(torch.equal(x.input_ids, y.input_ids) for x, y in zip(a.batches, b.batches))
     assert not all(torch.equal(x.input_ids, y.input_ids) for x, y in zip(a.batches, c.batches))
     assert a.requests == 8 and len(a.true_lengths) == 8
+
+
+@pytest.mark.parametrize("prompt_len", [2, 3, 5, 16])
+def test_every_batch_has_differing_lengths_within_half_to_all_of_the_prompt_over_many_seeds(prompt_len):
+    # short prompts draw equal lengths often: the fix-up, not luck, keeps masks in play in every batch. Lengths are
+    # drawn from ceil(prompt_len / 2) up; the fix-up may take a batch's first row one below that.
+    low, seen = -(-prompt_len // 2), set()
+    for seed in range(30):
+        w = random_workload(requests=8, batch_size=2, prompt_len=prompt_len, vocab=100, seed=seed)
+        seen.update(w.true_lengths)
+        for batch in w.batches:
+            first, *rest = batch.true_lengths
+            assert low - 1 <= first <= prompt_len and all(low <= n <= prompt_len for n in rest), (seed, batch)
+            assert len(set(batch.true_lengths)) == 2, (seed, w.true_lengths)
+    assert prompt_len in seen  # rows without padding are drawn too
+
+
+def test_request_ids_number_the_requests_across_batches():
+    # parity names a mismatching request by these: the third batch's first row is request 6, not 0
+    w = random_workload(requests=7, batch_size=3, prompt_len=16, vocab=100, seed=3)
+    assert [b.request_ids for b in w.batches] == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+class _ChatTokenizer:
+    """What chat_rows reads of a tokenizer: a chat template and one token per character."""
+
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        return f"<user>{messages[0]['content']}<assistant>"
+
+    def __call__(self, text, add_special_tokens):
+        return {"input_ids": [ord(c) for c in text]}
+
+
+def test_chat_requests_cycle_through_the_prompts_and_a_prompt_len_that_just_holds_them_is_kept():
+    texts, rows = workload.chat_rows(_ChatTokenizer(), 3, ("ab", "cde"))
+    assert texts == ["ab", "cde", "ab"] and [len(r) for r in rows] == [len("<user>ab<assistant>"),
+                                                                        len("<user>cde<assistant>"),
+                                                                        len("<user>ab<assistant>")]
+    assert workload.check_chat_prompt_len(20, 20) == 20 and workload.check_chat_prompt_len(None, 20) == 20
+    with pytest.raises(ParameterError, match="prompt_len must be >= 21"):
+        workload.check_chat_prompt_len(20, 21)

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from result_fixture import make_result, make_result_dict
+from result_fixture import make_result, make_result_dict, retime
 from rollout_study import bandwidth, floors, models, tracing
 from rollout_study.present import floors as present_floors
 from rollout_study.present import markdown
@@ -59,7 +59,7 @@ def test_the_tiny_synthetic_models_parameter_bytes_are_its_unique_parameters(tin
     assert loaded.info["embedding_lookup_bytes"] == loaded.model.get_input_embeddings().weight.nbytes  # untied
 
 
-def gpu_result(parameter_bytes=4_000_000, lookup_bytes=0, rate=2000.0, bandwidth_record=True) -> Result:
+def gpu_dict(parameter_bytes=4_000_000, lookup_bytes=0, rate=2000.0, bandwidth_record=True) -> dict:
     """The fixture on a GPU (2 batches x 8 new tokens = 16 steps; steady wall 50 and 10 ms, kernels 5 ms and
     1,000 per call) with hand-made weight bytes and bandwidth."""
     data = make_result_dict(cuda_graph=True)
@@ -67,7 +67,11 @@ def gpu_result(parameter_bytes=4_000_000, lookup_bytes=0, rate=2000.0, bandwidth
     if bandwidth_record:
         data["bandwidth"] = {"method": "fixture", "samples_ms": [1.0, 1.1], "gb_per_s": rate,
                              "best_gb_per_s": rate, "median_gb_per_s": rate * 0.9}
-    return Result.from_dict(data)
+    return data
+
+
+def gpu_result(*args, **kwargs) -> Result:
+    return Result.from_dict(gpu_dict(*args, **kwargs))
 
 
 def test_floor_arithmetic_per_step_and_per_call():
@@ -80,6 +84,30 @@ def test_floor_arithmetic_per_step_and_per_call():
     assert graph.wall_ms == 10.0 and graph.wall_over_floor == pytest.approx(312.5)
     assert graph.kernel_ms == 5.0 and graph.kernel_over_floor == pytest.approx(156.25)
     assert rows["eager"].wall_over_floor == pytest.approx(50 / 0.032)
+
+
+def test_a_floor_row_reads_cycle_0s_steady_phase_and_its_profile_only():
+    data = retime(gpu_dict(), "graph[reuse]", "steady_after_update", 20.0)
+    data["profile"]["graph[recapture]"].update(cycle=1, phase="steady_after_update")  # another phase's profile
+    data["profile"]["graph[reuse]"]["kernels"] = 0  # a profile that saw no kernel says 0 per step, not nothing
+    # a diagnostic policy's calls are the hazard report's, never a floor row
+    data["calls"] += [{**copy.deepcopy(c), "policy": "unchecked"} for c in data["calls"] if c["policy"] == "reuse"]
+    rows = {row.variant: row for row in floors.floor_rows(Result.from_dict(data))}
+    assert list(rows) == ["eager", "graph[recapture]", "graph[reuse]"]
+    assert rows["graph[reuse]"].wall_ms == 10.0 and rows["graph[reuse]"].kernels_per_step == 0
+    recapture = rows["graph[recapture]"]
+    assert (recapture.kernel_ms, recapture.kernels, recapture.kernels_per_step, recapture.kernel_over_floor) == (
+        None, None, None, None)
+
+
+def test_a_bandwidth_record_without_a_rate_or_a_workload_without_new_tokens_is_no_floor():
+    data = gpu_dict()
+    data["bandwidth"]["gb_per_s"] = None
+    assert floors.floor_of(Result.from_dict(data)).absent == "bandwidth measurement failed: no rate recorded"
+    data = gpu_dict()
+    del data["metadata"]["workload"]["max_new_tokens"]
+    floor = floors.floor_of(Result.from_dict(data))
+    assert floor.absent == floors.NO_STEPS and floor.ms_per_call is None
 
 
 def test_the_floor_of_a_loaded_tied_model_from_its_recorded_bytes():

@@ -60,6 +60,11 @@ def test_profile_table_ratio_of_steady_median_to_kernel_time():
     row = tables.profile_table([make_result(cuda_graph=True)]).set_index("variant").loc["graph[recapture]"]
     assert row["steady median ms"] == 10.0 and row["steady / kernel"] == pytest.approx(2.0)
     assert tables.profile_table([make_result()]).empty
+    # a profile of the phase after an update sits beside that phase's steady median, not cycle 0's
+    data = retime(make_result_dict(cuda_graph=True), "graph[recapture]", "steady_after_update", 20.0, cycle=1)
+    data["profile"]["graph[recapture]"].update(cycle=1, phase="steady_after_update")
+    row = tables.profile_table([Result.from_dict(data)]).set_index("variant").loc["graph[recapture]"]
+    assert row["steady median ms"] == 20.0 and row["steady / kernel"] == pytest.approx(4.0)
 
 
 def test_break_even_table_has_both_bounds():
@@ -76,6 +81,50 @@ def test_invalid_result_shows_mismatch_details():
     parity = tables.parity_table([make_invalid_result()])
     row = parity[(parity["variant"] == "graph[recapture]") & (parity["phase"] == "first_after_update")].iloc[0]
     assert (row["calls"], row["matched"]) == (1, 0)
+
+
+def test_per_phase_tables_go_in_run_order_then_registry_order():
+    # the variants' calls of one phase side by side, as the run made them; not one variant's phases after another
+    for table in (tables.breakdown_table, tables.memory_table, tables.parity_table):
+        frame = table([make_result()])
+        assert list(zip(frame["cycle"], frame["phase"], frame["variant"]))[:4] == [
+            (0, "first", "eager"), (0, "first", "graph[recapture]"), (0, "first", "graph[reuse]"),
+            (0, "steady", "eager")], table.__name__
+
+
+def test_mismatch_and_parity_tables_tell_what_failed_and_what_was_never_checked():
+    row = tables.mismatch_table([make_invalid_result()]).iloc[0]
+    assert (row["tokens"], row["attention mask"], row["response offsets"]) == (False, True, True)
+    data = make_result_dict()
+    unchecked = next(c for c in data["calls"] if c["engine"] == "eager" and c["phase"] == "first")
+    unchecked["parity"] = None
+    result = Result.from_dict(data)
+    parity = tables.parity_table([result]).set_index(["variant", "cycle", "phase"])
+    assert tuple(parity.loc[("eager", 0, "first"), ["calls", "matched", "unchecked"]]) == (1, 0, 1)
+    assert parity["unchecked"].sum() == 1
+    assert list(tables.mismatch_table([result])["details"]) == ["no reference computed"]
+
+
+def test_failures_table_lists_failed_cold_starts_only():
+    data = make_result_dict()
+    data["cold_starts"][1]["valid"] = False  # graph[recapture]'s first process, no failure recorded: its parity
+    data["cold_starts"][5]["valid"] = False  # graph[reuse]'s second, with the failures that ended it
+    data["cold_starts"][5]["failures"] = [{"engine": "graph", "policy": "reuse", "cycle": 0, "phase": "first",
+                                           "error": error} for error in ("OutOfMemoryError", "RuntimeError")]
+    table = tables.failures_table([Result.from_dict(data)])
+    assert table[["where", "variant", "error"]].values.tolist() == [
+        ["cold start 0", "graph[recapture]", "parity mismatch"],
+        ["cold start 1", "graph[reuse]", "OutOfMemoryError; RuntimeError"]]
+    assert tables.failures_table([make_result()]).empty
+
+
+def test_updates_table_says_whether_the_sync_made_a_new_model_object():
+    data = make_result_dict()
+    data["updates"][0]["change"] = {"moved": 0, "version_bumped": 3, "same_object": True}
+    data["updates"][1]["change"] = {"moved": 5, "version_bumped": 0, "same_object": False}
+    table = tables.updates_table([Result.from_dict(data)])
+    assert list(table["new model object"]) == [False, True] and list(table["tensors moved"]) == [0, 5]
+    assert tables.updates_table([make_result()])["new model object"].isna().all()  # no change recorded
 
 
 def test_failures_of_a_result_without_calls():

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 
 import pytest
 
 from result_fixture import (TIMES, UPDATE_MS, add_engine, make_invalid_result, make_result, make_result_dict,
-                            rename_engine, retime)
+                            rename_engine, retime, with_control)
 from rollout_study import analysis
 from rollout_study.analysis import BreakEven
 from rollout_study.breakeven import WITHIN_INTERVAL, WITHIN_RANGE, margin_reason, steady_tie
@@ -328,6 +329,64 @@ def test_headline_of_the_fixture():
     assert [r.break_even for r in answer.break_even] == [BreakEven(2, None), BreakEven(1, None),
                                                          BreakEven(1, None, False, True, WITHIN_RANGE)]
     assert (answer.parity_matched, answer.calls, answer.valid) == (36, 36, True)
+
+
+def test_the_median_call_is_the_lower_one_of_an_even_count_and_memory_the_largest():
+    # a real call, so its breakdown sums to its total: of four, the second fastest
+    calls = [c for c in make_result().calls if c.variant == "eager"][:4]
+    calls = [dataclasses.replace(c, total_ms=ms) for c, ms in zip(calls, (4.0, 1.0, 3.0, 2.0))]
+    assert analysis.median_call(calls).total_ms == 2.0
+    sized = [dataclasses.replace(c, memory_bytes={"reserved": size}) for c, size in zip(calls, (5, 9, None, 7))]
+    assert analysis.largest_memory(sized, "reserved") == 9
+
+
+def test_a_phase_matches_generate_only_if_every_call_does():
+    data = make_result_dict()
+    steady = next(c for c in data["calls"] if c["policy"] == "reuse" and c["phase"] == "steady")
+    steady["parity"] = {**steady["parity"], "ok": False, "tokens": False}
+    rows = {(r.variant, r.cycle, r.phase): r for r in analysis.summary_rows(Result.from_dict(data))}
+    assert rows[("graph[reuse]", 0, "steady")].samples.n == 3 and not rows[("graph[reuse]", 0, "steady")].parity_ok
+
+
+def test_diagnostic_policies_get_no_speed_up_or_goal():
+    data = make_result_dict()
+    data["calls"] += [{**copy.deepcopy(c), "policy": "unchecked"} for c in data["calls"] if c["policy"] == "reuse"]
+    result = Result.from_dict(data)
+    assert analysis.graph_variants(result) == ["graph[recapture]", "graph[reuse]"]
+    assert set(analysis.headline(result).speedups) == {"graph[recapture]", "graph[reuse]"}
+    assert not any("unchecked" in g.name for g in analysis.goals(result))
+
+
+def test_the_reuse_drift_goal_reports_the_cycle_furthest_from_1_either_way():
+    data = retime(make_result_dict(cuda_graph=True), "graph[reuse]", "steady_after_update", 9.0, cycle=0)  # 0.9x
+    data = retime(data, "graph[reuse]", "steady_after_update", 10.2, cycle=1)  # 1.02x
+    goals = {g.name: g for g in analysis.goals(Result.from_dict(data))}
+    drift = goals["graph[reuse] steady after an update within 0.5% of steady before"]
+    assert drift.measured == pytest.approx(0.9) and drift.met is False
+
+
+def test_goals_with_nothing_to_count_are_not_measured_or_not_met():
+    # no call after an update: no capture counted is no 'no captures'; no checked call is no parity
+    data = make_result_dict(cuda_graph=True)  # GPU-only goals: on a CPU run none is measured
+    data["calls"] = [c for c in data["calls"] if not c["phase"].endswith("after_update")]
+    goals = {g.name: g for g in analysis.goals(Result.from_dict(data))}
+    assert goals["graph[reuse] captures after an update"].met is None
+    empty = {**make_result_dict(), "calls": [], "cold_starts": []}
+    goals = {g.name: g for g in analysis.goals(Result.from_dict(empty))}
+    assert goals["parity with generate() on every measured call"].met is False
+
+
+def test_the_headlines_update_times_are_the_real_updates_only():
+    # the control update (15 ms, cycle 0) comes first in the run; the first real update is the fixture's 40 ms
+    answer = analysis.headline(Result.from_dict(with_control(make_result_dict())))
+    assert (answer.first_update_ms, answer.later_updates_ms) == (UPDATE_MS[0], analysis.Span(UPDATE_MS[1],
+                                                                                              UPDATE_MS[1]))
+
+
+def test_an_interval_hull_needs_an_interval_from_every_ratio():
+    with_interval = analysis.Ratio(1.1, 1.0, 1.2)
+    assert analysis.interval_hull([analysis.Ratio(1.0, None, None), with_interval]) is None
+    assert analysis.interval_hull([with_interval]) == analysis.Span(1.0, 1.2)
 
 
 def test_headline_of_an_invalid_result():

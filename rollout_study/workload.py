@@ -88,16 +88,17 @@ def _batched(rows: list[list[int]], batch_size: int, prompt_len: int, pad_id: in
 
 
 def random_lengths(requests: int, batch_size: int, prompt_len: int, generator: torch.Generator) -> list[int]:
-    """True lengths in [ceil(prompt_len/2), prompt_len]; each batch of two or more has padding and differing lengths."""
+    """True lengths drawn in [ceil(prompt_len/2), prompt_len]; each batch of two or more has padding and differing
+    lengths: where its draws were all equal its first row is one shorter (one under the floor where they were drawn
+    at it; 2 where they were 1). Seeded workloads of published runs depend on this exact sequence of draws."""
     low = max(1, (prompt_len + 1) // 2)
     lengths = torch.randint(low, prompt_len + 1, (requests,), generator=generator).tolist()
     if prompt_len > 1:
         for start in range(0, requests, batch_size):
             chunk = lengths[start:start + batch_size]
+            # differing lengths leave the shortest under prompt_len, so every batch of two has padding
             if len(chunk) > 1 and len(set(chunk)) == 1:
                 lengths[start] = max(1, chunk[0] - 1) if chunk[0] > 1 else 2
-            if len(chunk) > 1 and min(lengths[start:start + batch_size]) == prompt_len:
-                lengths[start] = prompt_len - 1
     return lengths
 
 

@@ -1,14 +1,16 @@
 """publish.py: new runs never overwrite published reports; publishing is explicit, guarded and atomic."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from result_fixture import make_invalid_result, make_result
+from result_fixture import make_invalid_result, make_result, sweep_point
 from rollout_study import publish
+from rollout_study.files import write_json_atomic
 from rollout_study.publish import PublishError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,3 +223,75 @@ def test_what_the_readme_commands_write_is_ignored_by_git():
     done = subprocess.run(["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.split() == paths
     assert publish.RUNS_ROOT == REPO / "runs"
+
+
+def _sweep_folder(folder: Path, cuda_graph: bool) -> Path:
+    """A sweep folder as `sweep` leaves it: one valid point."""
+    result = sweep_point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    result.metadata.update(device="cuda" if cuda_graph else "cpu", cuda_graph=cuda_graph)
+    result.write(folder / "points" / "p0.json")
+    write_json_atomic({"spec": {"name": folder.name, "report": "sweep", "sweep": {"batch_size": [1]}},
+                       "points": [{"order": 0, "slug": "batch_size=1", "file": "points/p0.json", "status": "valid",
+                                   "params": {"batch_size": 1}}]}, folder / "sweep.json")
+    return folder
+
+
+def test_a_cpu_run_never_replaces_a_gpu_sweep_report(tmp_path):
+    # a published sweep holds sweep.json, no result.json: its GPU points are guarded as a run's result is
+    target = _sweep_folder(tmp_path / "reports" / "sweep", cuda_graph=True)
+    with pytest.raises(PublishError, match="holds a GPU result"):
+        publish.refuse_downgrade(target, make_result(cuda_graph=False))
+    publish.refuse_downgrade(target, make_result(cuda_graph=True))
+    publish.refuse_downgrade(_sweep_folder(tmp_path / "reports" / "cpu", cuda_graph=False),
+                             make_result(cuda_graph=False))
+
+
+def test_a_sweep_without_its_report_notebook_is_not_published(tmp_path):
+    folder = _sweep_folder(tmp_path / "runs" / "sweep", cuda_graph=True)
+    for name in ("report.html", "summary.md"):
+        (folder / name).write_text("x", encoding="utf-8")
+    assert publish.report_gaps(folder) == ["no sweep.ipynb"]  # the spec's report names it, not report.ipynb
+    (folder / "sweep.ipynb").write_text(REPORT_NOTEBOOK.replace("null", "true"), encoding="utf-8")
+    assert publish.report_gaps(folder) == ["sweep.ipynb stopped at a failing cell"]
+
+
+def test_only_byte_identical_point_files_become_links(tmp_path):
+    # same name, size and modification time, other bytes: a shallow comparison would link another result
+    reports = tmp_path / "reports"
+    (reports / "other" / "points").mkdir(parents=True)
+    (tmp_path / "incoming" / "points").mkdir(parents=True)
+    published, incoming = reports / "other" / "points" / "p.json", tmp_path / "incoming" / "points" / "p.json"
+    published.write_text('{"ms": 1}', encoding="utf-8")
+    incoming.write_text('{"ms": 2}', encoding="utf-8")
+    os.utime(incoming, ns=(os.stat(published).st_atime_ns, os.stat(published).st_mtime_ns))
+    assert publish.link_copies(tmp_path / "incoming", reports, "new") == 0
+    assert not incoming.is_symlink() and incoming.read_text(encoding="utf-8") == '{"ms": 2}'
+    incoming.write_text('{"ms": 1}', encoding="utf-8")
+    assert publish.link_copies(tmp_path / "incoming", reports, "new") == 1 and incoming.is_symlink()
+
+
+def test_a_failed_swap_puts_the_old_report_back(tmp_path, monkeypatch):
+    target, incoming = tmp_path / "reports" / "fixture", tmp_path / "reports" / ".fixture.incoming"
+    target.mkdir(parents=True)
+    (target / "report.html").write_text("old", encoding="utf-8")
+    incoming.mkdir()
+    replace = os.replace
+
+    def failing(source, destination):
+        if Path(source) == incoming:
+            raise OSError("rename failed")
+        replace(source, destination)
+
+    monkeypatch.setattr(publish.os, "replace", failing)
+    with pytest.raises(OSError, match="rename failed"):
+        publish.swap_in(incoming, target)
+    assert (target / "report.html").read_text(encoding="utf-8") == "old"
+
+
+def test_a_name_longer_than_a_folder_name_allows_is_refused(tmp_path):
+    longest = "a" * publish.MAX_NAME
+    assert publish.check_name(longest) == longest
+    # the longest allowed name still makes a run's partial and final folders
+    assert publish.finish_run(publish.start_run(tmp_path, longest), longest).is_dir()
+    with pytest.raises(PublishError, match="at most"):
+        publish.check_name(longest + "a")

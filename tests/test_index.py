@@ -1,6 +1,7 @@
 """present/index.py: the index is rebuilt from disk, survives unreadable entries and escapes every text."""
 from __future__ import annotations
 
+import json
 import re
 
 from result_fixture import make_invalid_result_dict, make_result, make_result_dict
@@ -106,3 +107,25 @@ def test_the_page_says_what_each_column_holds():
     assert page.index("<h1>") < page.index('class="legend"')
     legend = dict(index.LEGEND)
     assert "Not a speed-up" in legend["graph"] and "UTC" in legend["date"] and "earliest" in legend["date"]
+
+
+def test_a_sweep_over_both_labels_is_listed_apart_from_each_labels_runs(tmp_path):
+    git = {"commit": "8078cf1226aa", "dirty": False, "source": "git"}
+    _sweep(tmp_path / "mixed", [({"label": "pretrained"}, git), ({}, git)])
+    make_result("pretrained", "pre").write(tmp_path / "pre" / "result.json")
+    rows = {r["folder"]: r for r in index.entries(tmp_path)}
+    assert rows["mixed"]["label"] == index.MIXED  # not its first point's label: never among one label's runs
+    page = index.page(list(rows.values()))
+    assert page.index("Pretrained model runs") < page.index("<td>pre</td>") < page.index(index.TITLES[index.MIXED]) \
+        < page.index("<td>mixed</td>")
+
+
+def test_a_curve_sweeps_failed_point_is_a_warning_not_a_valid_row(tmp_path):
+    git = {"commit": "8078cf1226aa", "dirty": False, "source": "git"}
+    _sweep(tmp_path / "sw", [({}, git), ({}, git)])
+    record = json.loads((tmp_path / "sw" / "sweep.json").read_text(encoding="utf-8"))
+    record["points"][1].update(status="failed", error="out of memory")
+    write_json_atomic(record, tmp_path / "sw" / "sweep.json")
+    (row,) = index.entries(tmp_path)
+    assert row["validity"] == "valid sweep; 1 of 2 points failed or invalid (listed in its report)"
+    assert '<td class="warn">valid sweep; 1 of 2' in index.page([row])

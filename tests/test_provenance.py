@@ -90,6 +90,8 @@ def test_a_results_code_says_commit_tree_and_fingerprint_in_one_wording():
         == "commit aaaaaaaaaa, tree clean (source: git), fingerprint 8af489cf0d"
     assert provenance.code_text(None) == (
         "commit not recorded, tree unknown (source: not recorded), fingerprint not recorded")
+    # a state neither git nor a lent machine writes is shown as written: never read as a clean tree
+    assert provenance.tree_text({"dirty": "no", "source": "git"}) == "tree 'no' (source: git)"
     lines = provenance.code_lines([_result("a" * 12, "f" * 64), _result("a" * 12, "f" * 64), _result("b" * 12)])
     assert lines == [
         "commit aaaaaaaaaa, tree unknown (source: not recorded), fingerprint ffffffffff: 2 of 3 point(s)",

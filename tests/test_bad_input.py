@@ -323,3 +323,17 @@ def test_a_subset_that_repeats_a_value_or_names_a_boolean_for_a_number_is_refuse
     subset.write_text(yaml.safe_dump({"name": "part", "subset_of": "full.yaml", "sweep": {"seed": [1]}}),
                       encoding="utf-8")
     assert [slug for slug, _ in sweep.SweepSpec.from_yaml(str(subset)).points()] == ["seed=1"]
+
+
+def test_a_subset_names_its_full_sweep_file_in_its_own_folder_only(tmp_path):
+    # subset_of is recorded and read back as a file beside the subset: one in another folder, though it is there
+    # and a full sweep file, is refused
+    import yaml
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "full.yaml").write_text(yaml.safe_dump({"name": "full", "report": "sweep", "device": "cpu",
+                                                                  "sweep": {"seed": [0, 1]}}), encoding="utf-8")
+    subset = tmp_path / "subset.yaml"
+    subset.write_text(yaml.safe_dump({"subset_of": "other/full.yaml", "sweep": {"seed": [1]}}), encoding="utf-8")
+    with pytest.raises(ParameterError, match="subset_of must name a sweep file in the same folder, got 'other/full"):
+        sweep.SweepSpec.from_yaml(str(subset))

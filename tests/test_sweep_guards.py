@@ -15,7 +15,7 @@ import yaml
 
 from checkpoint_fixture import fake_checkpoint
 from result_fixture import sweep_point
-from rollout_study import cli, launch, pipeline, repeats, sweep
+from rollout_study import cli, launch, pipeline, repeats, sweep, sweep_lock
 from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
@@ -145,6 +145,61 @@ def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep
         folder.rename(moved)  # as the command renames a finished run's folder
         lock.moved(moved)
     assert not (moved / LOCK_FILE).exists()
+
+
+def test_a_lock_file_left_by_a_crash_is_rewritten_whole_naming_its_new_holder(tmp_path):
+    # the old holder's text is longer than the new one's: written over it, its tail made the file unreadable
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / LOCK_FILE).write_text(json.dumps({"pid": 1, "command": "x" * 5000}), encoding="utf-8")
+    with locked(folder):
+        assert json.loads((folder / LOCK_FILE).read_text(encoding="utf-8"))["pid"] == os.getpid()
+
+
+def test_a_lock_held_before_its_holder_wrote_its_name_is_refused_as_such(tmp_path):
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    other = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)  # flocked, still empty: as just after _take's open
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SweepLockedError, match=r"in use by another sweep \(its holder not recorded yet\)"):
+            with locked(folder):
+                pass
+    finally:
+        os.close(other)
+
+
+def test_a_lock_ends_by_removing_its_own_file_never_a_newer_holders(tmp_path):
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    first = sweep_lock._take(folder)
+    (folder / LOCK_FILE).unlink()  # as a hand or a crash's clean-up would: the next sweep makes a new file
+    second = sweep_lock._take(folder)
+    first.release()
+    assert (folder / LOCK_FILE).exists() and _held_elsewhere(folder)  # the newer sweep's lock stands
+    second.release()
+    assert not (folder / LOCK_FILE).exists()
+
+
+def test_a_lock_file_removed_between_open_and_flock_is_not_the_one_held(tmp_path, monkeypatch):
+    # its holder ended in between: a flock on the removed file would lock nothing another sweep can see
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    flock, calls = fcntl.flock, []
+
+    def holder_ends_first(fd, operation):
+        calls.append(fd)
+        if len(calls) == 1:
+            (folder / LOCK_FILE).unlink()
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", holder_ends_first)
+    lock = sweep_lock._take(folder)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    try:
+        assert len(calls) == 2 and _held_elsewhere(folder)
+    finally:
+        lock.release()
 
 
 def test_a_point_whose_name_is_too_long_for_a_file_name_is_recorded_under_a_cut_one(tmp_path):

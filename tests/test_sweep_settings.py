@@ -195,6 +195,21 @@ def test_a_failed_synthetic_point_joins_the_model_of_its_own_shape_and_a_key_onl
     assert len(curves.by_section(usable)) == 3  # three sections, none drawing two points at batch 2
 
 
+def test_a_failed_point_whose_twins_resolved_to_two_models_joins_neither():
+    # dtype auto resolved per machine: which model the failed point would have been is unknown, and joining either
+    # would make its length_bucket a setting of that model's points
+    def entry(order, bucket, status="valid"):
+        return {"order": order, "slug": f"a{order}", "status": status,
+                "params": {"name": f"a{order}", "model": "synthetic", "dtype": "auto", "engines": ["eager", "graph"],
+                           "batch_size": 2, "requests": 2, "max_new_tokens": 16, "length_bucket": bucket}}
+
+    wide = copy.deepcopy(_graph(2, 12.0).to_dict())
+    wide["metadata"]["dtype"] = "float32"
+    loaded = [(entry(0, 0), _graph(2, 10.0)), (entry(1, 0), Result.from_dict(wide)),
+              (entry(2, 64, status="failed"), None)]
+    assert [w.setting for w in settings.per_point(loaded)] == [()] * 3
+
+
 def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_side_by_side(tmp_path):
     record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
     loaded = _loaded()

@@ -30,6 +30,11 @@ def test_a_repeat_alone_blames_neighbours_only_when_points_ran_side_by_side():
     # Ray on one GPU runs one point at a time: a shift there is the executor's or the host's, not a neighbour's
     one = sweep_repeats.contrast({"wall": {"executor": "ray", "workers": 1}})
     assert "side by side" not in one and "nothing ran beside it" in one and "ray run" in one
+    # repeated by Ray as well (since the runs alone run twice): run to run; repeated locally, the executor's too
+    by_ray = {"wall": {"executor": "ray", "workers": 1}, "repeats": {"points": [{"executor": "ray"}]}}
+    assert sweep_repeats.contrast(by_ray).startswith("run to run: the sweep's run and the runs alone by one executor "
+                                                     "(ray)")
+    assert sweep_repeats.contrast({**by_ray, "repeats": {"points": [{"executor": "local"}]}}) == one
     assert sweep_repeats.contrast({"wall": {"executor": "ray", "workers": 2}}) == (
         "by running side by side (up to 2 workers, ray executor)")
     # the local executor repeats locally too: run to run

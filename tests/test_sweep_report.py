@@ -418,7 +418,44 @@ def test_where_the_time_went_leaves_blank_what_a_point_did_not_record():
         "(no result)")
     assert times.loc["all points", "wall s"] == 12.0  # the failed point's wall counts: the sweep paid it
     assert times.loc["all points", "measured calls s"] == pytest.approx(calls)
+    assert pd.isna(times.loc["all points", "collect s"])  # no point recorded it: blank, not a sum of 0 s
     assert report.time_table([]).empty
+
+
+def test_each_points_parts_and_rest_make_up_its_wall_and_the_start_up_counts_only_a_process_it_started():
+    def timed(command: str) -> Result:
+        result = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+        result.metadata.update(command=command, untimed_ms={"collect": 100.0, "parity": 200.0, "reference": 300.0,
+                                                            "update": 400.0},
+                               startup={"process_startup_ms": 1000.0, "model_load_ms": 2000.0,
+                                        "initialization_ms": 500.0})
+        return result
+
+    instrumented = timed("fresh process: rollout-study bench")
+    instrumented.extra["instrumented_calls"] = []  # their time is in no part: the rest would hide it
+    entries = [({"slug": "in-process", "wall_s": 20.0}, timed("pytest")),
+               ({"slug": "fresh", "wall_s": 21.0}, timed("fresh process: rollout-study bench")),
+               ({"slug": "instrumented", "wall_s": 22.0}, instrumented),
+               ({"slug": "kept"}, timed("fresh process: rollout-study bench"))]  # from an earlier invocation
+    times = report.time_table(entries).set_index("point")
+    # a point run inside a longer-lived process did not pay that process's start
+    assert times.loc["in-process", "start-up s"] == pytest.approx(2.5)
+    assert times.loc["fresh", "start-up s"] == pytest.approx(3.5)
+    parts = ["start-up s", "measured calls s", "collect s", "parity s", "reference s", "update s", "rest s"]
+    for slug in ("in-process", "fresh"):
+        assert times.loc[slug, parts].sum() == pytest.approx(times.loc[slug, "wall s"])
+    assert pd.isna(times.loc["instrumented", "rest s"]) and pd.isna(times.loc["kept", "rest s"])
+    # a wall summed over three of four points beside parts summed over four: said
+    (total,) = [slug for slug in times.index if slug.startswith("all points")]
+    assert total == "all points (wall s: the 3 of 4 run in the latest invocation)"
+
+
+def test_the_repeats_row_counts_the_points_run_alone():
+    record = {"wall": {"executor": "local", "workers": 1, "seconds": 10.0},
+              "repeats": {"seconds": 4.0, "points": [{"slug": "a", "executor": "local"},
+                                                     {"slug": "b", "executor": "local"}]}}
+    row = report.wall_table(record).iloc[-1]
+    assert row["what"] == "repeats alone" and row["points run"] == 2 and row["seconds"] == 4.0
 
 
 def _hosted(speeds, eager_steady=(100.0, 100.0, 100.0), batch: int = 1) -> Result:

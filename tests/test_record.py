@@ -86,6 +86,37 @@ def test_validity_is_derived_not_trusted():
     assert Result.from_dict(honest).validity_problems() == ["the file says invalid"]
 
 
+def test_a_cold_starts_lost_parity_or_no_calls_at_all_is_invalid():
+    cold = make_result_dict()
+    cold["cold_starts"][1]["calls"][0]["parity"]["ok"] = False  # its run says valid: the call's parity decides
+    assert Result.from_dict(cold).validity_problems() == ["the file says valid, but its records contradict it",
+                                                          "1 cold-start run(s) invalid"]
+    empty = make_result_dict()
+    empty["calls"] = []
+    assert "no measured calls" in Result.from_dict(empty).validity_problems()
+
+
+def test_a_diagnostic_policys_stale_replays_are_its_finding_never_a_failure_of_the_run():
+    data = make_result_dict()
+    stale = copy.deepcopy([c for c in data["calls"] if c["policy"] == "reuse"])
+    for call in stale:
+        call["policy"] = "version-only"
+        call["parity"]["ok"] = False
+    data["calls"] += stale
+    result = Result.from_dict(data)
+    assert result.validity_problems() == [] and "graph[version-only]" not in result.checked_variants()
+    assert len(result.stale_calls()) == len(stale) and result.unmatched_calls() == []
+    data["calls"][0]["parity"]["ok"] = False  # a checked call's mismatch is no stale replay
+    assert len(Result.from_dict(data).stale_calls()) == len(stale)
+
+
+def test_what_a_result_says_of_its_run_at_a_glance():
+    raw = make_result_dict()
+    raw["metadata"]["workload"].update(requests=5, batch_size=2, batch_sizes=None)
+    assert Result.from_dict(raw).batches_per_call == 3  # the last batch holds the fifth request alone
+    assert make_result().machine == "CPU: Fixture CPU" and make_result(cuda_graph=True).machine == "NVIDIA H200"
+
+
 @pytest.mark.parametrize("mismatch, words", [
     ({"kind": "tokens", "request": 56, "step": 33, "engine_token": 22408, "reference_token": 94886,
       "reference_top2_margin": 5.4836e-06},
@@ -137,3 +168,5 @@ def test_cold_starts_are_given_with_and_without_initialization():
     plain, initialized = result.cold_start_samples(), result.cold_start_samples(with_initialization=True)
     assert plain["eager"].values == (200.0, 210.0, 220.0)
     assert initialized["eager"].values == (610.0, 620.0)
+    raw["cold_starts"][0]["calls"].append({**copy.deepcopy(raw["cold_starts"][0]["calls"][0]), "phase": "steady"})
+    assert Result.from_dict(raw).cold_start_samples()["eager"].values == (200.0, 210.0, 220.0)  # first calls only

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from result_fixture import make_invalid_result_dict, make_result, make_result_dict
+from rollout_study.param_values import DIAGNOSTIC_POLICIES
 from rollout_study.record import ResultError
 from rollout_study.result import Result
 
@@ -52,6 +53,11 @@ def test_a_crash_while_writing_leaves_the_old_file_intact(tmp_path):
     (lambda r: r.update(calls=None), "calls must be a list"),
     (lambda r: r.update(schema_version=99), "schema_version 99"),
     (lambda r: r["calls"][0].pop("total_ms"), "missing field(s) total_ms"),
+    # a string "false" is true to Python: read as is, the call would pass its parity check
+    (lambda r: r["calls"][0]["parity"].update(ok="false"), "parity: ok must be true or false, got 'false'"),
+    (lambda r: r["cold_starts"][0].update(valid="false"), "cold start 0: valid must be true or false"),
+    # only a part added later (compile) reads as zero where a file lacks it; a missing decode is no old file
+    (lambda r: r["calls"][0]["breakdown_ms"].pop("decode"), "breakdown has ['allocation', 'capture', 'other'"),
 ])
 def test_malformed_files_are_refused_with_the_reason(change, message):
     raw = make_result_dict()
@@ -96,15 +102,16 @@ def test_a_cold_starts_lost_parity_or_no_calls_at_all_is_invalid():
     assert "no measured calls" in Result.from_dict(empty).validity_problems()
 
 
-def test_a_diagnostic_policys_stale_replays_are_its_finding_never_a_failure_of_the_run():
+@pytest.mark.parametrize("policy", DIAGNOSTIC_POLICIES)
+def test_a_diagnostic_policys_stale_replays_are_its_finding_never_a_failure_of_the_run(policy):
     data = make_result_dict()
     stale = copy.deepcopy([c for c in data["calls"] if c["policy"] == "reuse"])
     for call in stale:
-        call["policy"] = "version-only"
+        call["policy"] = policy
         call["parity"]["ok"] = False
     data["calls"] += stale
     result = Result.from_dict(data)
-    assert result.validity_problems() == [] and "graph[version-only]" not in result.checked_variants()
+    assert result.validity_problems() == [] and f"graph[{policy}]" not in result.checked_variants()
     assert len(result.stale_calls()) == len(stale) and result.unmatched_calls() == []
     data["calls"][0]["parity"]["ok"] = False  # a checked call's mismatch is no stale replay
     assert len(Result.from_dict(data).stale_calls()) == len(stale)

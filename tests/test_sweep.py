@@ -327,6 +327,22 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
     assert not any("no valid point" in line for line in report.answer_lines(record, loaded_points, tmp_path))
 
 
+def test_a_curve_sweep_without_its_repeats_or_any_point_is_no_result_and_a_point_recorded_twice_counts_once():
+    valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+    entry = {"order": 0, "slug": "batch_size=1", "file": "points/a.json", "status": "valid"}
+    spec = {"name": "s", "report": "sweep", "sweep": {"batch_size": [1]}, "repeat_alone": 1}
+    # the points ran, the repeat alone the spec asks for did not: not yet a result
+    (problem,) = sweep.validity_problems(None, ({"spec": spec, "points": [entry]}, [(entry, valid)]))
+    assert problem.startswith("repeat_alone is 1") and problem.endswith("lack their runs (resume the sweep with "
+                                                                        "--into)")
+    # axes that name no point (a record edited by hand): nothing measured is nothing to publish
+    empty = {"spec": {**spec, "sweep": {"batch_size": []}, "repeat_alone": 0}, "points": []}
+    assert sweep.validity_problems(None, (empty, [])) == ["no points"]
+    # one point's entry twice (by slug: older records have no order) is one point of the spec's two, not both
+    twice = {"spec": {**spec, "sweep": {"batch_size": [1, 2]}}, "points": [entry, dict(entry)]}
+    assert sweep.missing_points(twice) == (1, 2)
+
+
 def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_is_a_finding(tmp_path):
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
     ((order, slug, _),) = repeats.sample(spec, 1)

@@ -92,6 +92,8 @@ def test_a_results_code_says_commit_tree_and_fingerprint_in_one_wording():
         "commit not recorded, tree unknown (source: not recorded), fingerprint not recorded")
     # a state neither git nor a lent machine writes is shown as written: never read as a clean tree
     assert provenance.tree_text({"dirty": "no", "source": "git"}) == "tree 'no' (source: git)"
+    assert provenance.commit_text({"commit": "a" * 40, "dirty": "no", "source": "git"}) == (
+        "commit aaaaaaaaaa, tree 'no' (source: git)")  # not "with uncommitted changes": the two texts agree
     lines = provenance.code_lines([_result("a" * 12, "f" * 64), _result("a" * 12, "f" * 64), _result("b" * 12)])
     assert lines == [
         "commit aaaaaaaaaa, tree unknown (source: not recorded), fingerprint ffffffffff: 2 of 3 point(s)",

@@ -21,9 +21,9 @@ def commit_text(git: dict | None) -> str:
     """'commit 69e5e9e50e (with uncommitted changes)': the commit a result names, as it names it; where nobody could
     tell the tree's state, that too (a bare commit would read as clean)."""
     git = git or {}
-    if git.get("dirty") is None and git.get("commit"):
+    if not isinstance(git.get("dirty"), bool) and git.get("commit"):  # unknown, or a state as written
         return f"{_commit(git)}, {tree_text(git)}"
-    return _commit(git) + (" (with uncommitted changes)" if git.get("dirty") else "")
+    return _commit(git) + (" (with uncommitted changes)" if git.get("dirty") is True else "")
 
 
 # git.dirty as recorded: True or False where `git status` was asked; None where nobody could tell, as on a lent

@@ -89,7 +89,7 @@ def pick(points, matches: list[str]):
     for item in matches:
         key, sep, text = item.partition("=")
         if not sep or not key:
-            sys.exit(f"--match takes KEY=VALUE (a parameter and its YAML value), got {item!r}")
+            sys.exit(f"--match takes KEY=VALUE (a parameter and its value, as --set reads it), got {item!r}")
         if key in wanted:
             sys.exit(f"--match names {key} twice; a point has one value of it")
         try:
@@ -127,9 +127,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweep", default="params/sweep-h200.yaml")
     parser.add_argument("--match", action="append", required=True,
-                        help="KEY=VALUE: the point's parameter KEY equals VALUE, read as --set reads it (all must match)")
+                        help="KEY=VALUE: the point's parameter KEY equals VALUE, read as --set reads it "
+                        "(all must match)")
     parser.add_argument("--engines", default=None, help="comma-separated: only these engines")
-    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, as the study's --set: a parameter changed")
+    parser.add_argument("--set", action="append", default=[],
+                        help="KEY=VALUE, as the study's --set: a parameter changed")
     parser.add_argument("--unprotected", action="store_true", help="capture as before the graphs owned their "
                         "cuBLAS workspace (static_runner.own_cublas_workspace a no-op), to show the hazard")
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")

@@ -68,8 +68,9 @@ def test_intervals_that_include_one_are_no_gap_and_a_mix_is_mixed():
     (row,) = _rows([_point("recapture", 0.997, reuse=wide), _point("reuse", 1 / 0.98)])
     assert row.verdict("before") == policy_order.MIXED
     # and the other way round: the rule reads both orders' sides alike, whichever order is clear of 1
-    clear, wide = policy_order.Ratio(0.98, 0.97, 0.99), policy_order.Ratio(1.0, 0.99, 1.01)
-    assert policy_order.verdict([clear], [wide]) == policy_order.verdict([wide], [clear]) == policy_order.MIXED
+    clear, straddles = policy_order.Ratio(0.98, 0.97, 0.99), policy_order.Ratio(1.0, 0.99, 1.01)
+    assert policy_order.verdict([clear], [straddles]) == policy_order.verdict([straddles], [clear]) == \
+        policy_order.MIXED
     # an interval that ends at 1 includes it
     ratio = policy_order.Ratio
     assert policy_order.verdict([ratio(0.98, 0.97, 1.0)], [ratio(1.02, 1.0, 1.03)]) == policy_order.NO_GAP

@@ -122,6 +122,6 @@ def test_requests_changed_counts_rows_and_a_reshaped_batch_whole():
     assert parity.requests_changed(before, before) == 0
     # one row of the first batch changed one token: one request
     assert parity.requests_changed(before, _output([[1, 2, 3], [1, 4, 6]], [[7, 8, 9]])) == 1
-    # a batch whose sequences came back another length (another stop): every request of it, counted from before
+    # a batch whose sequences came back another length (another stop): every request of it
     assert parity.requests_changed(before, _output([[1, 2, 3], [1, 4, 5]], [[7, 8, 9, 10]])) == 1
     assert parity.requests_changed(before, _output([[1, 2], [1, 4]], [[7, 8, 9]])) == 2

@@ -94,7 +94,7 @@ def test_several_points_differ_in_what_the_study_reads():
 
 def test_a_value_reads_as_the_studys_set_reads_it(rotate_points):
     # papermill's -p and the study's --set read 1e-4 as a number (YAML alone reads it as text) and engines as a list
-    slug, params = probe_corner.pick(rotate_points, ["lr=1e-4", "engines=graph", "turn_order=rotate",
+    slug, params = probe_corner.pick(rotate_points, ["lr =1e-4", "engines=graph", "turn_order=rotate",
                                                      "max_new_tokens=256", "policy=both"])
     assert params.lr == 1e-4 and params.engines == ["graph"] and params.max_new_tokens == 256
 

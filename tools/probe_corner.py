@@ -88,6 +88,7 @@ def pick(points, matches: list[str]):
     wanted, written = {}, {}
     for item in matches:
         key, sep, text = item.partition("=")
+        key = key.strip()  # as --set takes "lr = 1e-4"
         if not sep or not key:
             sys.exit(f"--match takes KEY=VALUE (a parameter and its value, as --set reads it), got {item!r}")
         if key in wanted:

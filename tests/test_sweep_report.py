@@ -47,6 +47,15 @@ def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
     assert (after.first_ms, after.steady_ms) == (130, 10)
 
 
+
+def test_each_graph_variants_reserved_growth_is_over_the_call_just_before_it_not_the_first():
+    # Two graph variants: the second's first call follows the first's, so its growth is over that one's reserved
+    # (the fixture adds 10 MiB x batch per first call), not over eager's, which would charge it both captures.
+    result = point(4, 16, {"eager": (300, 100, 100, 50), "graph[recapture]": (400, 20, 130, 10),
+                           "graph[reuse]": (400, 20, 130, 10)})
+    rows = {r.variant: r.reserved_delta_bytes for r in curves.captures([curves.Point("b4", result)])}
+    assert rows == {"graph[recapture]": 10 * 2 ** 20 * 4, "graph[reuse]": 10 * 2 ** 20 * 4}
+
 def test_growth_fit_matches_numpy_least_squares():
     steady = {16: 31.0, 64: 70.0, 256: 260.0, 512: 490.0}
     points = [curves.Point(f"n{n}", point(2, n, {"eager": (1, ms, 1, 1)})) for n, ms in steady.items()]

@@ -425,6 +425,7 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     assert ran == [spec.points()[0][1].name]  # the smoke's point was not measured again
     assert sorted((p["order"], p["status"]) for p in record["points"]) == [(0, "valid"), (1, sweep.KEPT)]
     wall = record["wall"]
+    assert (wall["points_run"], wall["points_kept"]) == (1, 1)  # the wall-time table's columns of this invocation
     assert [(w["sweep"], w["start"], w["points_run"]) for w in wall["earlier"]] == [
         ("sweep-cpu-smoke", smoke_wall["start"], 1)]
     assert wall["total_seconds"] == pytest.approx(smoke_wall["seconds"] + wall["seconds"])

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from checkpoint_fixture import fake_checkpoint
-from result_fixture import sweep_point
+from result_fixture import make_invalid_result, sweep_point
 from rollout_study import cli, launch, pipeline, repeats, sweep, sweep_lock
 from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
@@ -253,6 +253,15 @@ def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goe
     params = _spec().points()[0][1]
     assert sweep.kept_status(tmp_path, "repeats/" + "x" * 300 + ".json", params) is None
 
+
+
+def test_a_point_that_lost_parity_is_recorded_invalid_and_one_that_failed_leaves_no_older_result(tmp_path):
+    entry = {"slug": "p", "file": "points/p.json"}
+    sweep.settle(tmp_path, entry, make_invalid_result())
+    assert entry["status"] == "invalid" and (tmp_path / "points" / "p.json").is_file()
+    # Run again, the point fails: its older result must go, or a resume or a publish would take it for this run's
+    sweep.settle(tmp_path, entry, error=RuntimeError("out of memory (simulated)"))
+    assert entry["status"] == "failed" and not (tmp_path / "points" / "p.json").exists()
 
 @pytest.mark.parametrize("value", [0, -5, "1h", True, float("inf"), float("nan"), [60]])
 def test_point_timeout_s_must_be_a_positive_number_of_seconds(value):

@@ -91,6 +91,12 @@ BAD_RECORDS = {
                                   "each naming its point \\(slug\\), its result file"),
     "a wall that is text": ({"spec": {"report": "sweep", "name": "s"}, "points": [], "wall": "x"},
                             "'wall' must be a mapping"),
+    "repeats that are a list": ({"spec": {"report": "sweep", "name": "s"}, "points": [], "repeats": ["r"]},
+                                "'repeats' must be a mapping"),
+    "a report no notebook reads": ({"spec": {"report": "curves", "name": "s"}, "points": []},
+                                   "a report, one of hazards, sweep"),
+    "an entry without its file": ({"spec": {"report": "sweep", "name": "s"}, "points": [{"slug": "a"}]},
+                                  "its result file \\(file\\)"),
 }
 
 

@@ -343,6 +343,21 @@ def test_a_curve_sweep_without_its_repeats_or_any_point_is_no_result_and_a_point
     assert sweep.missing_points(twice) == (1, 2)
 
 
+
+def test_load_gives_the_points_in_the_specs_order_and_no_result_for_a_failed_one_whose_file_is_left(tmp_path):
+    # Ray records points as they finish: the report reads them in the spec's order. A failed point whose older
+    # result file could not be removed (settle) must not stand in for it.
+    for name, batch in (("a", 1), ("b", 2), ("c", 4)):
+        point(batch, 16, {"eager": (1, 100.0, 1, 1)}).write(tmp_path / "points" / f"{name}.json")
+    entries = [{"order": 2, "slug": "c", "file": "points/c.json", "status": "valid"},
+               {"order": 0, "slug": "a", "file": "points/a.json", "status": "failed", "error": "out of memory"},
+               {"order": 1, "slug": "b", "file": "points/b.json", "status": "valid"}]
+    (tmp_path / sweep.SWEEP_FILE).write_text(json.dumps({"spec": {"name": "s", "report": "sweep"},
+                                                         "points": entries}), encoding="utf-8")
+    _, loaded = sweep.load(tmp_path)
+    assert [(entry["slug"], result and result.metadata["workload"]["batch_size"]) for entry, result in loaded] == [
+        ("a", None), ("b", 2), ("c", 4)]
+
 def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_is_a_finding(tmp_path):
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
     ((order, slug, _),) = repeats.sample(spec, 1)

@@ -150,3 +150,26 @@ def test_a_one_model_sweep_has_no_side_by_side_section_and_a_two_model_one_has(t
     assert blocks[heading + 1].text == report.SCALE_FIGURE_CAPTION and blocks[heading + 2].text == report.SCALE_CAPTION
     assert not [b for b in report.blocks(record, tiny_only, str(tmp_path / "one"))
                 if b.text == "The models side by side"]
+
+
+def test_a_line_joins_only_neighbouring_models_of_one_label():
+    # tiny and 1B (synthetic), then SmolLM2 (pretrained) made the largest: a segment from a synthetic shape to a
+    # pretrained model would read as a trend across what are not the same kind of model
+    results = _sweep()
+    results["1b-b1"] = _as(point(1, 64, {"eager": (1, 900.0, 1, 1), "graph[reuse]": (900, 300.0, 1, 1)}),
+                           1_235_814_400, "Llama-3.2-1B shape")
+    for slug in [s for s in results if s.startswith("smol")]:
+        results[slug] = _as(results[slug], 2_000_000_000, prompts=("chat", 41))
+    models = _models(results)
+    assert scale.ordered(models) == [TINY, ONE_B, SMOL]
+    axis = scale.scale_figure(models).axes[0]
+    segments = [(list(line.get_xdata()), list(line.get_ydata())) for line in axis.lines
+                if not line.get_label().startswith("batch") and line.get_transform() == axis.transData]
+    assert segments == [([0, 1], pytest.approx([100 / 5, 900 / 300]))]  # batch 1, tiny to 1B; none at batch 2
+
+
+def test_the_figure_is_drawn_at_the_largest_token_count_two_models_share():
+    results = _sweep()  # tiny and SmolLM2 share 64 tokens; tiny alone has 16 and 256
+    results["smol-b1-16"] = _as(point(1, 16, {"eager": (1, 50.0, 1, 1), "graph[reuse]": (400, 10.0, 1, 1)},
+                                      label="pretrained"), 134_515_008, prompts=("chat", 41))
+    assert scale.tokens_shown(_models(results)) == 64  # 16 is shared now too: the largest, not the first

@@ -15,7 +15,7 @@ import yaml
 
 from checkpoint_fixture import fake_checkpoint
 from result_fixture import make_invalid_result, sweep_point
-from rollout_study import cli, launch, pipeline, repeats, sweep, sweep_lock
+from rollout_study import cli, launch, pipeline, publish, repeats, sweep, sweep_lock
 from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
@@ -122,6 +122,43 @@ def test_a_sweep_folders_report_is_rebuilt_under_its_lock(tmp_path, capsys, monk
     assert built == [(True, False)] and not (folder / LOCK_FILE).exists()
     assert not list(tmp_path.glob(".sweep.rebuild-*"))
 
+
+
+@pytest.mark.parametrize("spec, said", [({"name": "other", "report": "sweep"}, "holds sweep 'other', not 'sweep-cpu'"),
+                                        ({"name": "sweep-cpu", "report": "hazards"}, "holds sweep 'sweep-cpu'")])
+def test_a_resume_into_a_folder_of_another_sweep_or_report_is_refused_before_any_point(
+        tmp_path, capsys, monkeypatch, spec, said):
+    # Points of another report's folder would be read by the wrong notebook, and its record overwritten
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / sweep.SWEEP_FILE).write_text(json.dumps({"spec": spec, "points": []}), encoding="utf-8")
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: pytest.fail("a point ran"))
+    before = _files(folder)
+    assert cli.main(["sweep", str(CPU), "--into", str(folder), "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert said in capsys.readouterr().err and _files(folder) == before
+
+
+def test_an_address_without_the_ray_executor_is_refused_before_any_folder(tmp_path, capsys, monkeypatch):
+    # Else the sweep runs locally, the cluster it names never asked, and the device and prompt checks skipped
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: pytest.fail("a point ran"))
+    monkeypatch.setattr(pipeline, "sweep_report_step", lambda *args, **kwargs: pytest.fail("a report was built"))
+    runs = tmp_path / "runs"
+    assert cli.main(["sweep", str(CPU), "--address", "127.0.0.1:6379", "--output-root", str(runs),
+                     "--quiet"]) == cli.EXIT_BAD_INPUT
+    assert "--address needs --executor ray" in capsys.readouterr().err and not runs.exists()
+
+
+def test_a_resumed_partial_folder_gets_its_final_name_when_the_sweep_ends(tmp_path, monkeypatch):
+    # An interrupted new run leaves its hidden partial folder: resumed into, it must end as a named run, as a run
+    # that was never interrupted does, not stay hidden from the runs index
+    runs = tmp_path / "runs"
+    partial = publish.start_run(runs, "sweep-cpu")
+    sweep.run_local(_spec(), partial, progress=False, launcher=_failing)
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: MEASURED)
+    monkeypatch.setattr(pipeline, "sweep_report_step", lambda *args, **kwargs: [])
+    cli.main(["sweep", str(CPU), "--into", str(partial), "--quiet"])
+    (done,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert not partial.exists() and done.name.startswith("sweep-cpu-") and (done / sweep.SWEEP_FILE).is_file()
 
 def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep_however_it_ends(tmp_path):
     folder = tmp_path / "sweep"

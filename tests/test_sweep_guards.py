@@ -14,11 +14,12 @@ import pytest
 import yaml
 
 from checkpoint_fixture import fake_checkpoint
-from result_fixture import make_invalid_result, sweep_point
+from result_fixture import make_invalid_result, make_result_dict, sweep_point
 from rollout_study import cli, launch, pipeline, publish, repeats, sweep, sweep_lock
 from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
+from rollout_study.record import Failure
 from rollout_study.result import Result
 from rollout_study.sweep_lock import LOCK_FILE, SweepLockedError, locked
 
@@ -495,3 +496,51 @@ def test_a_failed_sweep_report_names_its_notebook_where_it_is_once_the_sweep_end
     assert kept == {"sweep.ipynb in the sweep folder (renamed when the sweep ends: 'sweep folder:' below)"}
     [folder] = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("sweep folder: ")]
     assert (Path(folder) / "sweep.ipynb").is_file() and ".partial-" not in folder
+
+
+# -- the launcher's own rules (launch.py), with its processes faked -------------------------------------
+def test_a_studys_cold_starts_run_each_measured_variant_alone_and_one_that_failed_makes_it_invalid(monkeypatch):
+    from rollout_study import protocol
+
+    started = []
+
+    def fresh(params, mode):
+        started.append((params.engines, params.cold_starts, mode))
+        if list(params.engines) == ["graph"]:
+            raise LaunchError("fresh process exited -9: out of memory (simulated)")
+        return Result.from_dict(make_result_dict())
+
+    monkeypatch.setattr(protocol, "run_in_process", lambda *args, **kwargs: Result.from_dict(make_result_dict()))
+    monkeypatch.setattr(launch, "fresh_process", fresh)
+    params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "graph"],
+                                    "policy": ["reuse", "version-only"], "cold_starts": 2})
+    result = launch.run_study(params)
+    # version-only shows a hazard: its first call is no cost anyone pays, so it has no cold start
+    assert [(run.process, run.variant, run.valid) for run in result.cold_starts] == [
+        (0, "eager", True), (0, "graph[reuse]", False), (1, "eager", True), (1, "graph[reuse]", False)]
+    assert {(cold, mode) for _, cold, mode in started} == {(0, "first_only")}  # alone, starting none of its own
+    assert not result.valid
+
+
+def test_a_profiling_processs_own_failures_join_the_study_and_make_it_invalid(monkeypatch):
+    from rollout_study import protocol
+
+    profiled = Result.from_dict(make_result_dict(cuda_graph=True))
+    # its measured phases are not the study's: only what failed in profiling counts
+    profiled.failures = [Failure("graph", "reuse", None, "profile", "CUPTI unavailable (simulated)"),
+                         Failure("eager", None, 0, "steady", "the profiling process's own steady phase")]
+    monkeypatch.setattr(protocol, "run_in_process",
+                        lambda *args, **kwargs: Result.from_dict(make_result_dict(cuda_graph=True)))
+    monkeypatch.setattr(launch, "fresh_process", lambda params, mode: profiled)
+    result = launch.run_study(StudyParams.from_dict({"device": "cpu", "profile": True, "cold_starts": 0}))
+    assert [failure.error for failure in result.failures] == ["CUPTI unavailable (simulated)"] and not result.valid
+
+
+def test_a_fresh_process_that_exits_0_without_a_result_is_a_launch_error(tmp_path, monkeypatch):
+    # A cold start catches LaunchError alone: anything else (the JSON of nothing) would end the whole study
+    interpreter = tmp_path / "python"
+    interpreter.write_text("#!/bin/sh\ncat > /dev/null\necho 'nothing measured (simulated)' >&2\n", encoding="utf-8")
+    interpreter.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(interpreter))
+    with pytest.raises(LaunchError, match=r"fresh process exited 0: nothing measured \(simulated\)"):
+        launch.fresh_process(StudyParams.from_dict({"device": "cpu"}), mode="first_only")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from result_fixture import sweep_entries as loaded, sweep_point as point
+from result_fixture import make_result, sweep_entries as loaded, sweep_point as point
 from rollout_study import repeats, stats, sweep
 from rollout_study import sweep_curves as curves
 from rollout_study import sweep_crossover as crossing
@@ -45,6 +45,8 @@ def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
     assert report.break_even_table([p])["steady / baseline's"].tolist() == [pytest.approx(0.2)]
     (after,) = [r for r in curves.after_update([p]) if r.variant == "graph[reuse]"]
     assert (after.first_ms, after.steady_ms) == (130, 10)
+    table = report.after_update_table([p]).set_index("variant")
+    assert table.loc["graph[reuse]", "first / steady"] == pytest.approx(13.0)  # what the first call costs over steady
 
 
 
@@ -279,6 +281,28 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
     with pytest.raises(ValueError, match="two points give graph\\[reuse\\] at batch 1"):
         sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
 
+
+
+def test_the_answer_and_the_readme_give_each_variants_whole_range_and_a_gpu_count_only_where_every_run_had_it():
+    from rollout_study.present import sweep_readme
+
+    points = loaded({f"b{b}": point(b, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (1, 10.0 * b, 1, 1)})
+                     for b in (1, 2)})
+    # resumed on another machine: one invocation on 1 GPU, the next on 4; neither count is the sweep's
+    wall = {"executor": "ray", "gpus": 4, "seconds": 5.0, "earlier": [{"executor": "local", "gpus": 1, "seconds": 3.0}]}
+    record = {"spec": {"name": "sw", "report": "sweep"}, "executor": "ray", "wall": wall}
+    assert any(": graph[reuse] 5.00x to 10.00x over eager; " in line for line in report.answer_lines(record, points))
+    block = sweep_readme.readme_block(record, points, "sw")
+    assert "2 points, 2 valid, 0 failed or invalid; ray executor, 5 s of points over 2 invocation(s)" in block
+
+
+def test_only_a_sweep_measured_without_cuda_graphs_is_warned_so():
+    record = {"spec": {"name": "sw", "report": "sweep"}, "executor": "local"}
+
+    def warnings(points):
+        return [b.text for b in report.blocks(record, points, None) if b.kind == "warning"]
+    assert NO_GRAPH_NOTE in warnings(loaded({"cpu": make_result()}))
+    assert NO_GRAPH_NOTE not in warnings(loaded({"gpu": point(1, 16, {"eager": (1, 100.0, 1, 1)})}))
 
 def test_the_models_grid_counts_points_under_the_threshold_by_their_point_estimate_alone():
     from rollout_study.present import sweep_readme

@@ -54,8 +54,10 @@ def command(args) -> list[str]:
             raise ParameterError(f"--into {args.into!r}: not a sweep folder (no {SWEEP_FILE})")
         earlier = load(folder)[0]["spec"]
         if (earlier.get("name"), earlier.get("report")) != (spec.name, spec.report):
-            raise ParameterError(f"--into {args.into!r}: that folder holds sweep {earlier.get('name')!r}, "
-                                 f"not {spec.name!r}; allowed: a folder of the same sweep")
+            held = (f"sweep {earlier.get('name')!r}, not {spec.name!r}" if earlier.get("name") != spec.name else
+                    f"sweep {spec.name!r} with report {earlier.get('report')!r}, not {spec.report!r}")
+            raise ParameterError(f"--into {args.into!r}: that folder holds {held}; allowed: a folder of the same "
+                                 "sweep")
         if any(Path(source).resolve() == folder for source in args.keep_from):
             raise ParameterError("--keep-from: the folder the sweep resumes (--into); allowed: another sweep folder")
     else:

@@ -126,7 +126,8 @@ def test_a_sweep_folders_report_is_rebuilt_under_its_lock(tmp_path, capsys, monk
 
 
 @pytest.mark.parametrize("spec, said", [({"name": "other", "report": "sweep"}, "holds sweep 'other', not 'sweep-cpu'"),
-                                        ({"name": "sweep-cpu", "report": "hazards"}, "holds sweep 'sweep-cpu'")])
+                                        ({"name": "sweep-cpu", "report": "hazards"},
+                                         "holds sweep 'sweep-cpu' with report 'hazards', not 'sweep'")])
 def test_a_resume_into_a_folder_of_another_sweep_or_report_is_refused_before_any_point(
         tmp_path, capsys, monkeypatch, spec, said):
     # Points of another report's folder would be read by the wrong notebook, and its record overwritten

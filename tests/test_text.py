@@ -1,14 +1,16 @@
 """present/text.py: the console summary, the headline answer and the invalid-result paragraph."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
 
 from result_fixture import make_invalid_result, make_invalid_result_dict, make_result, make_result_dict
+from rollout_study import analysis, effects
 from rollout_study.present import text
 from rollout_study.result import Result
-from result_fixture import retime
+from result_fixture import retime, with_control
 
 
 def test_number_formats_every_value_a_reader_sees():
@@ -171,3 +173,51 @@ def test_the_controls_line_counts_real_cycles_without_a_verdict():
     [one] = [e for e in beyond if e.variant != "eager" and e.cycle == 2][:1]
     nan = dataclasses.replace(one, generate_ratio=effects.Ratio(float("nan"), None, None))
     assert "within" not in text.controls_line(dataclasses.replace(answer, effects=[nan]))
+
+
+def test_counts_are_singular_only_for_one():
+    assert text.counted(1, "cycle") == "1 cycle"
+    assert text.counted(0, "cycle") == "0 cycles" and text.counted(1024, "request") == "1,024 requests"
+    assert text.counted(None, "cycle") == "- cycles"
+
+
+def test_only_a_control_cycles_after_update_phases_are_marked_control():
+    # cycle 0 holds the before-update phases too: a control there must not relabel them
+    assert text.phase_name({0}, 0, "steady") == "steady" and text.phase_name({0}, 0, "first") == "first"
+    assert text.phase_name({0}, 0, "first_after_update") == "first_after_update (control)"
+    assert text.phase_name({0}, 1, "steady_after_update") == "steady_after_update"
+
+
+def test_a_pipe_or_newline_in_a_cell_cannot_split_a_markdown_row():
+    lines = text.table(["name", "error"], [["graph|reuse", "line one\nline two"]])
+    assert lines[2] == "| graph\\|reuse | line one line two |"
+    assert len(lines) == 3
+
+
+def test_one_real_update_still_reports_its_time():
+    data = make_result_dict()
+    data["calls"] = [c for c in data["calls"] if c["cycle"] == 0]
+    data["updates"] = data["updates"][:1]
+    data["metadata"]["workload"]["cycles"] = 1
+    assert "training update: first 40.000 ms" in text.headline_lines(Result.from_dict(data))
+
+
+def test_control_cycles_are_not_counted_among_real_cycles_without_a_verdict():
+    answer = analysis.headline(Result.from_dict(with_control(make_result_dict())))
+    few = [dataclasses.replace(e, verdict=effects.VERDICT_FEW) for e in answer.effects]
+    assert any(e.control for e in few)
+    # two real cycles of three variants; the control cycle's three are no real update's missing verdict
+    assert text.controls_line(dataclasses.replace(answer, effects=few)).endswith(
+        "without a verdict: 6 too few samples)")
+
+
+def test_kernel_time_shows_only_on_the_profiled_phase():
+    table = text.console_summary(make_result(cuda_graph=True)).split("\nupdate cycle")[0].splitlines()[3:]
+    shown = {tuple(line.split()[:3]) for line in table if line.split()[-2] != "-"}
+    assert shown == {("eager", "0", "steady"), ("graph[recapture]", "0", "steady"), ("graph[reuse]", "0", "steady")}
+
+
+def test_a_failed_update_says_so_in_the_console():
+    data = make_result_dict()
+    data["updates"][1]["loss"] = None
+    assert "update cycle 1: sgd lr=0.010 FAILED (non-finite)" in text.console_summary(Result.from_dict(data))

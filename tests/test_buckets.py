@@ -1,13 +1,16 @@
 """Length buckets of the graph engines (CPU: the bucketed step functions run eagerly, slices and all)."""
 import pytest
 
+from result_fixture import make_result_dict, with_control
 from rollout_study import parity
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.engines.graph_compiled import GraphCompiledEngine
 from rollout_study.engines.static_runner import StaticRunner, bucket_layout, decode_limits, replay_plan, step_buckets
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
+from rollout_study.present import captures
 from rollout_study.reference import reference
+from rollout_study.result import Result
 from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
 
@@ -162,3 +165,17 @@ def test_each_captured_graph_is_reported_with_its_keys_capture_time_and_pool_gro
     plain = Result.from_dict(make_result_dict(cuda_graph=True))
     assert "## " + captures.TITLE not in markdown.summary(plain) and captures.captures_table([plain]).empty
     assert captures.TITLE not in [b.text for b in notebook.run_blocks(plain, str(tmp_path))]
+
+
+def test_capture_rows_mark_a_control_cycles_recapture_and_read_old_notes_as_one_step():
+    # a control cycle's first call recaptures too; unmarked, its capture would pass for a real update's
+    data = with_control(make_result_dict(cuda_graph=True))
+    note = {"graph": "decode[0:64]", "keys": 64, "capture_ms": 30.0, "pool_bytes": 0, "allocated_bytes": 0}
+    for call in data["calls"]:
+        if call["captures"]:
+            call["engine_notes"] = {"captures": [dict(note)]}  # written before notes had "steps"
+    rows = captures.capture_rows(Result.from_dict(data))
+    phases = {(cycle, phase) for _, cycle, phase, *_ in rows}
+    assert (0, "first") in phases and (0, "first_after_update (control)") in phases
+    assert (1, "first_after_update") in phases
+    assert {row[7] for row in rows} == {1}

@@ -202,3 +202,16 @@ def test_the_run_block_counts_the_control_cycles_a_run_made():
         summary = markdown.summary(Result.from_dict(with_control(make_result_dict(), cycles=cycles)))
         (workload,) = [x for x in summary.splitlines() if x.startswith("- workload:")]
         assert said in workload and "no control cycle" not in workload
+
+
+def test_runs_from_before_the_update_path_was_recorded_read_as_what_they_did():
+    # such runs updated in place with no master copy: leaving that out would make them look unknown
+    (update,) = [line for line in run_facts.lines([make_result()], lambda name, values: "")
+                 if line.startswith("update: ")]
+    assert update == "update: sgd, lr 0.010, update path in-place, master weights none"
+
+
+def test_a_differing_setting_names_every_value_up_to_the_limit_without_counting_more():
+    values = [str(b) for b in range(run_facts.SHOWN, 0, -1)]
+    assert run_facts._values(values) == ", ".join(sorted(values, key=int))
+    assert run_facts._values(values + ["99"]).endswith(" and 1 more")

@@ -11,7 +11,7 @@ import torch
 from result_fixture import make_result, make_result_dict, retime
 from rollout_study import bandwidth, floors, models, tracing
 from rollout_study.present import floors as present_floors
-from rollout_study.present import markdown
+from rollout_study.present import kernels, markdown
 from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -287,6 +287,7 @@ def test_top_kernels_that_are_not_a_list_of_kernels_are_refused(bad):
      "unsigned int, 4, 64, 64>"),
     ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
     ("Memcpy (x)", "Memcpy"),
+    ("(memset)", "(memset)"),  # a name that is all brackets has no argument list to lose
 ])
 def test_a_kernel_name_loses_its_argument_list_only(name, shown):
     from rollout_study.present import kernels
@@ -303,6 +304,19 @@ def test_a_long_kernel_name_keeps_its_head_and_its_tail():
     assert len(add) == len(mul) == kernels.NAME_CHARS and add != mul
     assert add.startswith("at::native::elementwise_kernel<128") and add.endswith("<AddFunctor>>") and "..." in add
 
+
+
+def test_a_name_of_exactly_the_limit_is_shown_whole():
+    name = "k" * kernels.NAME_CHARS
+    assert kernels.short_name(name) == name and "..." in kernels.short_name(name + "k")
+
+
+def test_the_other_kernels_row_never_has_negative_time():
+    # the top kernels' rounded sums can exceed the call's kernel time by a hair; the rest then took none of it
+    data = make_result_dict(cuda_graph=True)
+    data["profile"]["eager"]["top_kernels"] = [{"name": "gemv", "ms": 5.001, "count": 900}]
+    (other,) = [row for row in kernels.kernel_rows(Result.from_dict(data)) if row[1] == kernels.OTHER]
+    assert other[2] == 100 and other[4] == 0.0 and other[6] == 0.0
 
 # -- what tracing does to kernels in a replay (tracing.py, present/kernels.tracing_note) ---------------
 def _traced(kind, recorded, replays, error=None, alone=None):
@@ -443,3 +457,15 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     assert add["alone_us_per_kernel"] == 1.0 and "alone_error" not in add
     assert gemv["recorded_us_per_kernel"] == 1.0 and gemv["alone_us_per_kernel"] is None
     assert gemv["alone_error"] == "RuntimeError: launch failed"
+
+
+
+def test_a_profiled_replay_that_only_ties_the_slowest_unprofiled_one_is_no_lengthening():
+    assert kernels.tracing_verdict(_traced("add", [1.02, 1.03], [1.00, 1.02])) == "within"
+    assert kernels.tracing_verdict(_traced("add", [1.021, 1.03], [1.00, 1.02])) == "lengthened"
+
+
+def test_kernels_recorded_as_long_as_when_launched_alone_read_the_same():
+    result = make_result(cuda_graph=True)
+    result.extra["tracing"] = [_traced("add", [1.0, 1.0, 1.0], [1.1, 1.2, 1.3], alone=1.0)]
+    assert "a replay's are recorded add the same per kernel" in kernels.tracing_note(result)

@@ -139,3 +139,12 @@ def test_the_sweep_tables_after_columns_are_the_last_phases_and_its_interval_col
     assert row["before mean"] == pytest.approx(sum(offsets) / len(offsets))
     assert row["after mean"] == pytest.approx(sum(afters) / len(afters))
     assert (row["95% low"], row["95% high"]) == p.interval and row["95% low"] < row["95% high"]
+
+
+def test_a_phase_only_one_policy_measured_has_no_gap():
+    # reuse's calls of one phase lost (failed, say): that phase has nothing to compare, the others keep theirs
+    data = _with_gaps([1.02] * 4)
+    data["calls"] = [c for c in data["calls"]
+                     if not (c.get("policy") == "reuse" and (c["cycle"], c["phase"]) == PHASES[2])]
+    gaps = policy_gap.phase_gaps(Result.from_dict(data))
+    assert [(g.cycle, g.phase) for g in gaps] == [PHASES[0], PHASES[1], PHASES[3]]

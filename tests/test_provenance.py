@@ -1,11 +1,14 @@
 """The code, software and machine line of sweep and hazard reports, the commit a run's summary names, and one
 result's code (commit, tree, fingerprint) as the index and a run's Metadata table both say it."""
 import hashlib
+import io
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from rollout_study import sweep
+from rollout_study import environment, sweep
 from rollout_study.present import provenance
 from rollout_study.result import Result
 from result_fixture import make_result_dict
@@ -113,3 +116,39 @@ def test_a_published_runs_metadata_table_names_the_fingerprint_its_summary_gives
     code = dict(tables.metadata_rows(result))["code"]
     assert f"fingerprint {provenance.fingerprint_text(git)}" in code
     assert code in (folder / "report.html").read_text(encoding="utf-8")  # the published page shows it
+
+
+def test_a_commit_named_by_whoever_copied_the_tree_wins_and_an_unreadable_status_is_not_clean(monkeypatch):
+    # a copy on another machine can carry a stale .git; and a status git could not give says nothing of the tree
+    monkeypatch.setattr(environment, "code_fingerprint", lambda: "c" * 64)
+    monkeypatch.setattr(environment, "_git", lambda *args: None if args[0] == "status" else "b" * 40)
+    monkeypatch.setenv("ROLLOUT_STUDY_COMMIT", "a" * 40)
+    assert environment.git_commit() == {"commit": "a" * 40, "dirty": None, "source": "ROLLOUT_STUDY_COMMIT",
+                                        "code_sha256": "c" * 64}
+    monkeypatch.delenv("ROLLOUT_STUDY_COMMIT")
+    assert environment.git_commit() == {"commit": "b" * 40, "dirty": None, "source": "git", "code_sha256": "c" * 64}
+    monkeypatch.setattr(environment, "_git", lambda *args: "" if args[0] == "status" else "b" * 40)
+    assert environment.git_commit()["dirty"] is False
+
+
+def test_gpu_names_from_a_failed_nvidia_smi_are_none(monkeypatch):
+    # a sweep keeps results only from the GPU model the host has: an error's text must not pass for a model
+    def smi(returncode):
+        return lambda *args, **kwargs: subprocess.CompletedProcess(args, returncode, "NVIDIA H200\n", "")
+    environment.gpu_names.cache_clear()
+    monkeypatch.setattr(environment.subprocess, "run", smi(9))
+    try:
+        assert environment.gpu_names() is None
+        environment.gpu_names.cache_clear()
+        monkeypatch.setattr(environment.subprocess, "run", smi(0))
+        assert environment.gpu_names() == ("NVIDIA H200",)
+    finally:
+        environment.gpu_names.cache_clear()
+
+
+def test_the_process_age_is_in_milliseconds(monkeypatch):
+    # started 150 clock ticks (1.5 s at 100 per second) after boot, read 4 s after boot
+    files = {"/proc/self/stat": "77 (python3 (x)) S " + " ".join(["0"] * 18 + ["150", "0"]), "/proc/uptime": "4.0 1.0"}
+    monkeypatch.setattr(environment, "open", lambda path, **kwargs: io.StringIO(files[path]), raising=False)
+    monkeypatch.setattr(os, "sysconf", lambda name: 100)
+    assert environment.process_age_ms() == pytest.approx(2500.0)

@@ -112,6 +112,7 @@ def test_a_point_that_ran_other_code_is_recorded_failed_not_kept(tmp_path):
 
 def test_a_core_set_is_written_as_taskset_writes_it_and_counted_back():
     assert core_ranges([0, 1, 2, 3, 8]) == "0-3,8" and core_ranges([5]) == "5" and core_ranges([]) == ""
+    assert core_ranges([4, 0, 2, 3]) == "0,2-4"  # a core missing by one splits the range
     assert [core_count(r) for r in ("0-3,8", "5", "1,3", None)] == [5, 1, 2, None]
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from result_fixture import sweep_point as point
-from rollout_study import cli, repeats, sweep
+from rollout_study import cli, environment, repeats, sweep
 from rollout_study.compare import compare_sweeps
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_figures, sweep_repeats
@@ -833,8 +833,9 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     (tmp_path / "notebooks/report.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/sweep.ipynb").write_text('{"cells": []}')
     (tmp_path / "notebooks/hazards.ipynb").write_text('{"cells": []}')
+    # they only read finished sweeps or runs
     for reader in ("sweep_curves.py", "sweep_settings.py", "sweep_crossover.py", "sweep_validity.py",
-                   "compare.py", "policy_gap.py"):  # they only read finished sweeps or runs
+                   "sweep_load.py", "compare.py", "policy_gap.py", "policy_order.py"):
         (tmp_path / "rollout_study" / reader).write_text("R = 1\n")
     assert code_fingerprint(str(tmp_path)) == first
     (tmp_path / "rollout_study/sweep.py").write_text("S = 1\n")  # sweep.py launches the points: it measures
@@ -843,6 +844,15 @@ def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     # Only the present/ folder: a module whose name merely begins with "present" still measures.
     (tmp_path / "rollout_study/presentation.py").write_text("P = 2\n")
     assert code_fingerprint(str(tmp_path)) != first
+
+
+def test_an_editors_dot_file_beside_the_code_does_not_move_the_fingerprint(tmp_path):
+    # an editor's lock file (.#graph.py) is no code, and may be a dangling link that cannot be read
+    (tmp_path / "rollout_study").mkdir()
+    (tmp_path / "rollout_study" / "graph.py").write_text("A = 1\n")
+    first = environment.code_fingerprint(str(tmp_path))
+    (tmp_path / "rollout_study" / ".#graph.py").write_text("lock\n")
+    assert environment.code_fingerprint(str(tmp_path)) == first
 
 
 def test_a_specs_points_are_validated_once_however_many_steps_ask(monkeypatch):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from result_fixture import make_result, make_result_dict
 from rollout_study import cli, cli_params
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.param_values import ParameterError
@@ -277,3 +278,52 @@ def _cmdline(pid: int) -> str:
             return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _hashed(tmp_path, name: str, prompt_len: int = 16, flipped: bool = False) -> str:
+    data = make_result_dict()
+    data["metadata"]["workload"]["prompt_len"] = prompt_len
+    for call in data["calls"]:
+        call["tokens_sha256"] = f"{call['engine']}-{call['cycle']}-{call['phase']}-{call['index']}"
+    if flipped:
+        data["calls"][-1]["tokens_sha256"] = "another token"
+    path = tmp_path / name
+    Result.from_dict(data).write(path)
+    return str(path)
+
+
+def test_compare_of_two_results_passes_only_for_the_same_workload_and_tokens(tmp_path, capsys):
+    # the same tokens from another workload prove nothing about either engine
+    a, b, other = _hashed(tmp_path, "a.json"), _hashed(tmp_path, "b.json"), _hashed(tmp_path, "c.json", 32)
+    assert cli.main(["compare", a, b]) == cli.EXIT_OK
+    assert cli.main(["compare", a, other]) == cli.EXIT_FAILED
+    assert "different workloads: prompt_len 16 vs 32" in capsys.readouterr().out
+    assert cli.main(["compare", a, _hashed(tmp_path, "d.json", flipped=True)]) == cli.EXIT_FAILED
+
+
+def test_compare_refuses_a_sweep_folder_against_a_result_file(tmp_path, capsys):
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "sweep.json").write_text("{}", encoding="utf-8")
+    assert cli.main(["compare", str(folder), _hashed(tmp_path, "a.json")]) == cli.EXIT_BAD_INPUT
+    assert "must both be sweep folders (with sweep.json) or both result files" in capsys.readouterr().err
+
+
+def test_summary_prints_the_console_table_or_summary_md(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    make_result().write(path)
+    assert cli.main(["summary", str(path)]) == cli.EXIT_OK
+    assert capsys.readouterr().out.startswith("synthetic | tiny-llama-fixture | cpu float32")
+    assert cli.main(["summary", str(path), "--markdown"]) == cli.EXIT_OK
+    assert capsys.readouterr().out.startswith("# fixture: synthetic model tiny-llama-fixture")
+
+
+def test_an_os_error_is_bad_input_said_in_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "r.json"
+    path.write_text("{}", encoding="utf-8")
+
+    def unreadable(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(Result, "read", unreadable)
+    assert cli.main(["summary", str(path)]) == cli.EXIT_BAD_INPUT
+    assert "error: [Errno 5] Input/output error" in capsys.readouterr().err

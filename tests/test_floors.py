@@ -305,7 +305,6 @@ def test_a_long_kernel_name_keeps_its_head_and_its_tail():
     assert add.startswith("at::native::elementwise_kernel<128") and add.endswith("<AddFunctor>>") and "..." in add
 
 
-
 def test_a_name_of_exactly_the_limit_is_shown_whole():
     name = "k" * kernels.NAME_CHARS
     assert kernels.short_name(name) == name and "..." in kernels.short_name(name + "k")
@@ -317,6 +316,7 @@ def test_the_other_kernels_row_never_has_negative_time():
     data["profile"]["eager"]["top_kernels"] = [{"name": "gemv", "ms": 5.001, "count": 900}]
     (other,) = [row for row in kernels.kernel_rows(Result.from_dict(data)) if row[1] == kernels.OTHER]
     assert other[2] == 100 and other[4] == 0.0 and other[6] == 0.0
+
 
 # -- what tracing does to kernels in a replay (tracing.py, present/kernels.tracing_note) ---------------
 def _traced(kind, recorded, replays, error=None, alone=None):
@@ -457,7 +457,6 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
     assert add["alone_us_per_kernel"] == 1.0 and "alone_error" not in add
     assert gemv["recorded_us_per_kernel"] == 1.0 and gemv["alone_us_per_kernel"] is None
     assert gemv["alone_error"] == "RuntimeError: launch failed"
-
 
 
 def test_a_profiled_replay_that_only_ties_the_slowest_unprofiled_one_is_no_lengthening():

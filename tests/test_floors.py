@@ -468,3 +468,20 @@ def test_kernels_recorded_as_long_as_when_launched_alone_read_the_same():
     result = make_result(cuda_graph=True)
     result.extra["tracing"] = [_traced("add", [1.0, 1.0, 1.0], [1.1, 1.2, 1.3], alone=1.0)]
     assert "a replay's are recorded add the same per kernel" in kernels.tracing_note(result)
+
+
+def test_a_profiler_that_fails_leaves_each_kind_an_error_not_a_crash(monkeypatch):
+    # CUPTI can refuse a session: the profiles this qualifies are still worth having, so measure must not raise
+    class Graph:
+        def replay(self):
+            pass
+
+    def refused(fn, device):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+
+    monkeypatch.setattr(tracing, "step_function", lambda kind, device: kind)
+    monkeypatch.setattr(tracing, "captured", lambda step, device: Graph())
+    monkeypatch.setattr(tracing, "event_timer", lambda fn: 0.004)
+    monkeypatch.setattr(tracing, "profile_call", refused)
+    assert tracing.measure("cuda", kinds=("add", "gemv")) == [
+        {"kind": kind, "error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"} for kind in ("add", "gemv")]

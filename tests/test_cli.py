@@ -99,6 +99,16 @@ def test_every_way_of_giving_a_parameter_agrees(tmp_path):
         cli_params.parse_override("iterations")
 
 
+def test_a_parameter_given_several_ways_takes_the_later_kind_as_the_help_says(tmp_path):
+    # file, then a flag per parameter, then --set, then -p, whatever their order on the line
+    base = tmp_path / "p.yaml"
+    base.write_text("name: p\nlr: 0.1\n", encoding="utf-8")
+    given = {"flag": ["--lr", "0.2"], "set": ["--set", "lr=0.3"], "p": ["-p", "lr", "0.4"]}
+    for kinds, lr in ((["p", "set", "flag"], 0.4), (["set", "flag"], 0.3), (["flag"], 0.2), ([], 0.1)):
+        line = ["run", str(base)] + [word for kind in kinds for word in given[kind]]
+        assert cli.params_from(cli.parser().parse_args(line)).lr == lr, kinds
+
+
 def test_numbers_are_read_as_papermill_reads_them():
     """1e-4 is a number on the command line (papermill's -p), though YAML 1.1 reads it as text."""
     for flags in (["-p", "lr", "1e-4"], ["--set", "lr=1e-4"], ["--lr", "1e-4"]):

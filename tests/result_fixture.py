@@ -240,3 +240,19 @@ def sweep_entries(results: dict, params: dict | None = None) -> list:
     return [({"order": i, "slug": slug, "status": "valid",
               **({"params": params[slug]} if slug in (params or {}) else {})},
              r) for i, (slug, r) in enumerate(results.items())]
+
+
+def write_sweep_folder(folder, metadata: list[dict]) -> None:
+    """A curve sweep's folder as `sweep` leaves it: one valid point per metadata given (each over the point's own)."""
+    from rollout_study.files import write_json_atomic
+
+    entries = []
+    for order, extra in enumerate(metadata):
+        result = sweep_point(order + 1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
+        result.metadata.update(extra)
+        result.write(folder / "points" / f"p{order}.json")
+        entries.append({"order": order, "slug": f"batch_size={order + 1}", "file": f"points/p{order}.json",
+                        "status": "valid", "params": {"batch_size": order + 1}})
+    write_json_atomic({"spec": {"name": folder.name, "report": "sweep",
+                                "sweep": {"batch_size": [p + 1 for p in range(len(metadata))]}},
+                       "points": entries}, folder / "sweep.json")

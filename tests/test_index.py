@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from result_fixture import make_invalid_result_dict, make_result, make_result_dict
+from result_fixture import make_invalid_result_dict, make_result, make_result_dict, write_sweep_folder
 from rollout_study.present import index
 from rollout_study.files import write_json_atomic
 from rollout_study.result import Result
@@ -66,18 +66,7 @@ def test_every_run_row_names_its_dtype_and_its_code_as_its_metadata_says(tmp_pat
 
 def _sweep(folder, points: list[tuple[dict, dict]]) -> None:
     """A curve sweep's folder as `sweep` leaves it, one point per (metadata, git) given."""
-    from result_fixture import sweep_point
-
-    entries = []
-    for order, (metadata, git) in enumerate(points):
-        result = sweep_point(order + 1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
-        result.metadata.update(metadata, git=git)
-        result.write(folder / "points" / f"p{order}.json")
-        entries.append({"order": order, "slug": f"batch_size={order + 1}", "file": f"points/p{order}.json",
-                        "status": "valid", "params": {"batch_size": order + 1}})
-    write_json_atomic({"spec": {"name": folder.name, "report": "sweep",
-                                "sweep": {"batch_size": [p + 1 for p in range(len(points))]}},
-                       "points": entries}, folder / "sweep.json")
+    write_sweep_folder(folder, [{**metadata, "git": git} for metadata, git in points])
 
 
 def test_a_sweep_row_names_its_points_dtypes_code_graph_and_earliest_start_through_the_run_rows_function(tmp_path):

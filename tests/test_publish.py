@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from result_fixture import make_invalid_result, make_result, sweep_point
+from result_fixture import make_invalid_result, make_result, write_sweep_folder
 from rollout_study import publish
-from rollout_study.files import write_json_atomic
 from rollout_study.publish import PublishError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,12 +226,7 @@ def test_what_the_readme_commands_write_is_ignored_by_git():
 
 def _sweep_folder(folder: Path, cuda_graph: bool) -> Path:
     """A sweep folder as `sweep` leaves it: one valid point."""
-    result = sweep_point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
-    result.metadata.update(device="cuda" if cuda_graph else "cpu", cuda_graph=cuda_graph)
-    result.write(folder / "points" / "p0.json")
-    write_json_atomic({"spec": {"name": folder.name, "report": "sweep", "sweep": {"batch_size": [1]}},
-                       "points": [{"order": 0, "slug": "batch_size=1", "file": "points/p0.json", "status": "valid",
-                                   "params": {"batch_size": 1}}]}, folder / "sweep.json")
+    write_sweep_folder(folder, [{"device": "cuda" if cuda_graph else "cpu", "cuda_graph": cuda_graph}])
     return folder
 
 

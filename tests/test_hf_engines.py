@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rollout_study import hazards, parity
-from rollout_study.engines import hf_continuous
+from rollout_study.engines import hf_compile, hf_continuous
 from rollout_study.engines.hf_compile import HFCompileEngine, compile_config
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
@@ -51,6 +51,9 @@ def test_both_peers_are_valid_with_parity_on_every_call(peers_study):
     described = {e["engine"]: e for e in result.metadata["engines"]}
     assert described["hf-compile"]["cache"] == "static" and described["hf-compile"]["compile_backend"] == "eager"
     assert described["hf-compile"]["cuda_graph"] is False and described["hf-compile"]["compiles_on_cpu"]
+    # eager takes no mode and no options: none is reported as if it had been applied
+    assert described["hf-compile"]["compile_mode"] is None and described["hf-compile"]["compile_options"] is None
+    assert described["hf-compile"]["emulate_precision_casts"] is False
     assert described["hf-continuous"]["cuda_graph"] is False and "no CUDA" in described["hf-continuous"]["graph_note"]
 
 
@@ -65,6 +68,7 @@ def test_compile_time_is_its_own_part_on_the_first_call_only(peers_study):
     assert notes["in_call"]["frames_compiled"] >= 1 and notes["process_total"]["unique_graphs"] >= 1
     assert notes["compile_ms"] == pytest.approx(first.breakdown_ms["compile"])
     assert notes["recompile_limit"] == torch._dynamo.config.recompile_limit and not notes["recompile_limit_hit"]
+    assert not notes["cudagraphs_skipped"]  # no CUDA graph to skip on the CPU
 
 
 def test_a_reload_is_read_by_the_same_compiled_code_without_a_recompile(peers_study):
@@ -124,6 +128,9 @@ def test_hitting_dynamos_recompile_limit_is_recorded_and_tokens_stay_right(small
     assert clock.breakdown["compile"] > 0
     ref = reference(model, workload.batches, 3, 0, "cpu")
     assert parity.compare(out, ref, [b.request_ids for b in workload.batches])["ok"]
+    _call(engine, workload)  # dynamo runs that shape uncompiled from now on: every later call says so
+    notes = engine.call_notes()
+    assert notes["recompile_limit_hit"] and notes["in_call"]["recompile_limit_hits"] == 0
 
 
 def test_compile_configs_are_what_users_get_plus_what_the_cpu_needs():
@@ -263,3 +270,22 @@ def test_compiles_of_other_code_between_calls_are_not_counted_as_the_engines(sma
     assert second["process_total"]["frames_compiled"] > first["process_total"]["frames_compiled"]
     assert second["in_call"]["frames_compiled"] == 0 and second["dynamo_compiles"] == 0
     assert second["engine_total"]["frames_compiled"] == first["in_call"]["frames_compiled"]
+
+
+def test_a_refresh_is_named_by_the_most_that_happened():
+    # on CUDA a first call both compiles and records its graphs: that is a compile
+    assert [hf_compile._refresh(*counts) for counts in ((1, 1), (1, 0), (0, 2), (0, 0))] == \
+        ["compiled", "compiled", "recorded", "kept"]
+
+
+def test_a_generate_that_returns_fewer_tokens_is_an_error(monkeypatch):
+    workload = random_workload(2, 2, 6, 100, seed=3)
+
+    def short(model, batch, max_new_tokens, *args, **kwargs):
+        return torch.cat([batch.input_ids, torch.zeros(batch.size, max_new_tokens - 1, dtype=torch.long)], 1)
+
+    monkeypatch.setattr(hf_compile, "generate", short)
+    engine = HFCompileEngine(None, "cpu", 3, 0, backend="eager")
+    with pytest.raises(RuntimeError, match="generate\\(\\) returned 2 new tokens, not max_new_tokens 3"):
+        _call(engine, workload)
+

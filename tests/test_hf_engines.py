@@ -7,10 +7,14 @@ tests/test_cuda.py on a GPU.
 """
 from __future__ import annotations
 
+import gc
+import logging
 import re
+import types
 
 import pytest
 import torch
+from transformers import ContinuousBatchingConfig
 
 from rollout_study import hazards, parity
 from rollout_study.engines import hf_compile, hf_continuous
@@ -164,6 +168,9 @@ def test_left_padding_is_stripped_and_the_output_rebuilt_as_generate_returns_it(
     holed.attention_mask[0, -1] = 0
     with pytest.raises(ValueError, match="is not a left padding"):
         hf_continuous.unpadded(holed)
+    holed.attention_mask[0] = 0  # a request without a token: nothing to continue from, never an empty prompt
+    with pytest.raises(ValueError, match="request 0's attention mask is not a left padding"):
+        hf_continuous.unpadded(holed)
 
 
 class _Output:
@@ -289,3 +296,100 @@ def test_a_generate_that_returns_fewer_tokens_is_an_error(monkeypatch):
     with pytest.raises(RuntimeError, match="generate\\(\\) returned 2 new tokens, not max_new_tokens 3"):
         _call(engine, workload)
 
+
+class _Manager:
+    def __init__(self):
+        self.batch_processor, self.destroyed = None, False
+        self.continuous_batching_config = types.SimpleNamespace(cuda_graph_booleans=(False,), use_async_batching=False)
+
+    def _create_batch_processor(self):
+        return types.SimpleNamespace(cache=types.SimpleNamespace(num_blocks=4))
+
+    def warmup(self):
+        pass
+
+    def destroy(self):
+        self.destroyed = True
+
+
+class _BatchingModel:
+    """What hf-continuous calls of a model, as transformers 5.20 answers it: generate_batch uses the manager cached on
+    the model and answers each prompt with its last token, repeated."""
+    config = types.SimpleNamespace(_attn_implementation="sdpa")
+
+    def init_continuous_batching(self, generation_config, continuous_batching_config):
+        return _Manager()
+
+    def destroy_cached_continuous_batching_manager(self):
+        self.__dict__.pop(hf_continuous.MANAGER_ATTRIBUTE).destroy()
+
+    def generate_batch(self, inputs, generation_config, continuous_batching_config, persistent_manager,
+                       max_new_tokens, progress_bar):
+        assert persistent_manager and hf_continuous.MANAGER_ATTRIBUTE in self.__dict__
+        return {f"req_{i}": _Output(prompt, [prompt[-1]] * max_new_tokens) for i, prompt in enumerate(inputs)}
+
+
+class _Wrapper:
+    """A PEFT-like wrapper: generate_batch is the inner model's."""
+    config = _BatchingModel.config
+
+    def __init__(self, inner):
+        self.inner, self.generate_batch = inner, inner.generate_batch
+
+
+def test_a_stale_manager_is_dropped_from_the_model_it_was_cached_on_and_its_cache_released():
+    workload = random_workload(3, 2, 6, 100, seed=3)
+    old = _BatchingModel()
+    engine = hf_continuous.HFContinuousEngine(_Wrapper(old), "cpu", 3, 6, 2, 0)
+    out, _ = _call(engine, workload)
+    assert [s[:, -1].tolist() for s in out.sequences] == [b.input_ids[:, -1].tolist() for b in workload.batches]
+    first = engine.manager
+    assert old.__dict__[hf_continuous.MANAGER_ATTRIBUTE] is first  # where the wrapped model's generate_batch looks
+    new = _BatchingModel()
+    engine.weights_updated(new)
+    _call(engine, workload)
+    assert engine.call_notes()["refresh"] == "rebuilt" and engine.call_notes()["after_update"] == "new model object"
+    assert first.destroyed and first.batch_processor is None  # the paged cache released now, not at collection
+    assert hf_continuous.MANAGER_ATTRIBUTE not in old.__dict__  # the old model holds no manager any more
+    assert new.__dict__[hf_continuous.MANAGER_ATTRIBUTE] is engine.manager
+    _call(engine, workload)
+    assert engine.call_notes()["refresh"] == "kept" and engine.call_notes()["after_update"] is None
+    engine.close()
+    assert hf_continuous.MANAGER_ATTRIBUTE not in new.__dict__
+    assert hf_continuous._not_the_persistent_warning not in engine._logger.filters
+
+
+def test_a_manager_generate_batch_does_not_keep_is_an_error():
+    class Forgetful(_BatchingModel):
+        def generate_batch(self, inputs, *args, **kwargs):
+            results = super().generate_batch(inputs, *args, **kwargs)
+            del self.__dict__[hf_continuous.MANAGER_ATTRIBUTE]
+            return results
+
+    engine = hf_continuous.HFContinuousEngine(Forgetful(), "cpu", 2, 6, 2, 0)
+    with pytest.raises(RuntimeError, match="generate_batch did not keep the engine's manager"):
+        _call(engine, random_workload(2, 2, 6, 100, seed=3))
+    engine.close()
+
+
+def test_the_manager_is_sized_for_the_workload():
+    page = ContinuousBatchingConfig().page_size
+    # prompt and tokens need two pages a request; twice the blocks the requests need
+    engine = hf_continuous.HFContinuousEngine(_BatchingModel(), "cpu", 3, page, 1, 0)
+    assert engine.describe()["sizes"] == {"page_size": page, "num_blocks": 2 * 3 * 2, "max_batch_tokens": 3 * page,
+                                          "max_requests_per_batch": 3}
+    engine.close()
+
+
+def test_only_the_persistent_manager_warning_is_dropped_and_gc_time_only_while_entered():
+    def record(message):
+        return logging.LogRecord("transformers", logging.WARNING, __file__, 1, message, None, None)
+
+    assert not hf_continuous._not_the_persistent_warning(record(hf_continuous.PERSISTENT_WARNING + ", the manager"))
+    assert hf_continuous._not_the_persistent_warning(record("Request req_0 ran out of blocks"))
+    with hf_continuous.GcTime() as collector:
+        gc.collect()
+    assert collector.seconds > 0
+    spent = collector.seconds
+    gc.collect()
+    assert collector.seconds == spent

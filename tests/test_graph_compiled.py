@@ -1,8 +1,12 @@
 """graph-compiled on the CPU: torch.compile's aot_eager and eager backends trace the same steps without
 generating kernels, so compilation, its accounting and the refresh policies are tested here; inductor
 and the capture are CUDA tests."""
+import pickle
+import time
+
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from rollout_study import parity, sync
 from rollout_study.engines import graph_compiled
@@ -181,3 +185,109 @@ def test_the_reduction_backend_traces_each_compile_and_keeps_inductors_own_cache
             assert seen == {"as_reductions": 0, "left_to_inductor": 1}, (round, seen)
             if round:  # the second: inductor's cache keyed it (the table pickles), not bypassed
                 assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1, dict(counters["inductor"])
+
+
+class _FakeCompile:
+    """torch.compile without dynamo, to reach the engine's compile accounting in milliseconds: a compiled step runs
+    the step as it is; it 'compiles' (one graph, one product traced through the row-reduction backend) on its first
+    call and on its first call after `recompile()`. The torch.compile call itself takes `setup_s`."""
+
+    def __init__(self, monkeypatch, setup_s=0.0, graphs=1):
+        self.setup_s, self.graphs = setup_s, graphs
+        self.backends, self.generation = [], 0
+        monkeypatch.setitem(counters["stats"], "unique_graphs", counters["stats"]["unique_graphs"])
+        monkeypatch.setattr(graph_compiled, "inductor_with_row_reductions", lambda seen: ("row reductions", seen))
+        monkeypatch.setattr(torch, "compile", self)
+
+    def recompile(self):
+        self.generation += 1
+
+    def __call__(self, fn, backend, **options):
+        self.backends.append(backend if isinstance(backend, str) else backend[0])
+        time.sleep(self.setup_s)
+        compiled_for = []
+
+        def step(*args):
+            if compiled_for[-1:] != [self.generation]:
+                compiled_for.append(self.generation)
+                counters["stats"]["unique_graphs"] += self.graphs
+                if not isinstance(backend, str):
+                    backend[1]["left_to_inductor"] += 1
+            return fn(*args)
+
+        return step
+
+
+def test_compile_parts_and_notes_count_the_torch_compile_call_and_only_this_calls_compiles(tiny, monkeypatch):
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=6)
+    fake = _FakeCompile(monkeypatch, setup_s=0.05)
+    engine = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, NEW, backend="inductor")
+    out, parts, notes = _call(engine, w)
+    assert fake.backends == ["row reductions"] * 2  # prefill and the decode step, through the reductions
+    assert parity.compare(out, reference(loaded.model, w.batches, NEW, 0, "cpu"))["ok"]
+    # no dynamo callback fires here: the compile part is the two torch.compile calls
+    assert parts["compile"] >= 2 * 50
+    assert notes["matmuls"] == {"as_reductions": 0, "left_to_inductor": 2} and notes["compiles_in_rollout"] == 0
+    fake.recompile()
+    engine.weights_updated(loaded.model)
+    _, parts, notes = _call(engine, w)
+    assert parts["compile"] == 0  # the steps stay compiled: no torch.compile call again, no dynamo compile
+    assert notes["recompiled"] == ["prefill (batch 2)", f"decode[0:{PROMPT + NEW}] (batch 2)"]
+    assert notes["matmuls"] == {"as_reductions": 0, "left_to_inductor": 2}  # this call's traces, not the total
+    other = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, NEW, backend="aot_eager")
+    _, _, notes = _call(other, w)
+    assert fake.backends[2:] == ["aot_eager"] * 2 and notes["matmuls"] is None
+
+
+def test_steps_that_compile_nothing_are_refused_by_the_engine_itself(tiny, monkeypatch):
+    # where torch lets a fullgraph compile run without a graph, the engine's own count must catch it
+    params, loaded = tiny(layers=1)
+    _FakeCompile(monkeypatch, graphs=0)
+    engine = GraphCompiledEngine(loaded.model, "cpu", "recapture", PROMPT, NEW, backend="eager")
+    with pytest.raises(RuntimeError, match="compiled nothing for prefill"):
+        _call(engine, random_workload(2, 2, PROMPT, params.vocab, seed=6))
+
+
+def test_the_backend_is_checked_and_described():
+    with pytest.raises(ValueError, match="backend must be one of inductor, aot_eager, eager, got 'tvm'"):
+        GraphCompiledEngine(None, "cpu", "recapture", PROMPT, NEW, backend="tvm")
+    inductor = GraphCompiledEngine(None, "cpu", "recapture", PROMPT, NEW).describe()["compile"]
+    assert inductor["backend"] == "inductor" and inductor["inductor_options"] == graph_compiled.INDUCTOR_OPTIONS
+    assert f"at most {graph_compiled.REDUCTION_MAX_ROWS} rows" in inductor["row_reductions"]
+    plain = GraphCompiledEngine(None, "cpu", "recapture", PROMPT, NEW, backend="aot_eager").describe()["compile"]
+    assert plain["backend"] == "aot_eager" and plain["inductor_options"] is None and plain["row_reductions"] is None
+
+
+def test_row_reductions_take_products_at_their_limits_and_compute_the_product():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from rollout_study.engines.graph_compiled import REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, row_reductions
+
+    seen = {"as_reductions": 0, "left_to_inductor": 0}
+    table = row_reductions(seen)
+    with FakeTensorMode():  # a batch-16 decode step's rows, and the largest weight that stays in L2
+        def cuda(*shape):
+            return torch.empty(*shape, device="cuda")
+        most_rows = make_fx(torch.mm, decomposition_table=table)(cuda(REDUCTION_MAX_ROWS, 64), cuda(64, 32))
+        largest = make_fx(torch.mm, decomposition_table=table)(cuda(2, 64), cuda(64, REDUCTION_MAX_WEIGHT // 64))
+    assert seen == {"as_reductions": 2, "left_to_inductor": 0}
+    assert "aten.mm.default" not in {str(node.target) for node in largest.graph.nodes}
+    # the traced reduction, run on the CPU: the product itself, not another contraction
+    rows, weight = torch.randn(REDUCTION_MAX_ROWS, 64), torch.randn(64, 32)
+    torch.testing.assert_close(most_rows(rows, weight), rows @ weight)
+
+
+def test_the_reduction_tables_cache_key_changes_with_its_limits_and_version(monkeypatch):
+    seen = {"as_reductions": 0, "left_to_inductor": 0}
+    key = pickle.dumps(graph_compiled.row_reductions(seen))
+    assert pickle.dumps(graph_compiled.row_reductions(seen)) == key  # inductor's cache can hit
+    table = pickle.loads(key)
+    assert isinstance(table, graph_compiled.RowReductionTable) and torch.ops.aten.mm.default in table
+    for name, value in (("REDUCTION_MAX_ROWS", 8), ("REDUCTION_MAX_WEIGHT", 2 ** 20), ("REDUCTIONS_VERSION", 2)):
+        with monkeypatch.context() as patched:
+            patched.setattr(graph_compiled, name, value)
+            # a kernel traced under other limits must not be taken from the cache
+            assert pickle.dumps(graph_compiled.row_reductions(seen)) != key, name
+

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -893,6 +894,43 @@ def test_a_fork_server_childs_failure_comes_back_with_its_output_and_the_server_
     with pytest.raises(LaunchError, match=r"(?s)fork-server child exited 1: .*mode must be one of measure"):
         forkserver.run_forked(params, "no-such-mode")
     assert forkserver.run_forked(params, "first_only").calls  # the next child runs
+
+
+def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_leaves_no_log(tmp_path, monkeypatch):
+    """As a new interpreter would: the caller's cores (not the server's), the caller's variables with TEARDOWN_CUPTI
+    set, none of the server's own (PYTORCH_NVML_BASED_CUDA_CHECK), and its log file gone once its output is read."""
+    from rollout_study import forkserver
+
+    # The study's first act is asking nvidia-smi for the clocks: what it inherits is what the point's processes do
+    tools, seen = tmp_path / "bin", tmp_path / "seen"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text('#!/bin/sh\nenv -0 > "$SEEN"\nexit 1\n', encoding="utf-8")
+    (tools / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SEEN", str(seen))
+    monkeypatch.setenv("ROLLOUT_STUDY_CALLERS_OWN", "caller")  # not read at import: any value goes through
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(logs))
+    params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 2, "requests": 1, "batch_size": 1,
+                                    "iterations": 1, "cycles": 1, "control_cycles": 0, "cold_starts": 0,
+                                    "profile": False, "instrument": False, "engines": ["eager"]})
+    cores = environment.allowed_cores()
+    forkserver.run_forked(params, "first_only")  # the server started with every core, whatever ran before
+    os.sched_setaffinity(0, cores[-1:])  # a Ray task's share of the host, as sweep_ray._pin sets it
+    try:
+        result = forkserver.run_forked(params, "first_only")
+    finally:
+        os.sched_setaffinity(0, cores)
+    threads = result.metadata["threads"]
+    assert threads["cpu_affinity"] == environment.core_ranges(cores[-1:]) and threads["TEARDOWN_CUPTI"] == "1"
+    environ = dict(item.split("=", 1) for item in seen.read_text().split("\0") if "=" in item)
+    assert environ["ROLLOUT_STUDY_CALLERS_OWN"] == "caller" and environ["TEARDOWN_CUPTI"] == "1"
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in environ  # the server's own, set for its imports only
+    # set by the imports (_server_imports.py): the caller's where it imported them too, else the server's
+    assert "TORCHINDUCTOR_CACHE_DIR" in environ
+    assert not [p for p in os.listdir(logs) if p.startswith("rollout-study-point-")]
 
 
 def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_changed_an_import_variable_stops(

@@ -1,10 +1,13 @@
 """The hazard matrix's verdicts from hand-made results, and a whole hazard sweep on the CPU."""
 import json
 import os
+import sys
+import types
 
 import pytest
 
 from rollout_study import hazards, publish, repeats, sweep, sweep_ray
+from rollout_study.launch import LaunchError
 from rollout_study.param_values import ParameterError
 from rollout_study.present import hazards as report
 from rollout_study.present import index
@@ -384,6 +387,110 @@ def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_proces
         assert {e["placement"]["slot"] for e in runs} == {side["placement"]["slot"]}  # its own slot: same cores
         (verdict,) = repeats.verdicts(points, repeats.load(tmp_path, record))
         assert verdict.runs == 2 and "other settings" not in verdict.why
+
+
+class _Ref:
+    """A task's reply (or the error Ray raises for it), as ray.get returns it."""
+
+    def __init__(self, reply=None, error=None):
+        self.reply, self.error = reply, error
+
+
+def _fake_ray(monkeypatch, resources: dict, answer, initialized: bool = False) -> dict:
+    """Ray without Ray: each task runs at once in this process, its reply `answer(*args)` or the error it raises;
+    what the sweep asked of Ray is returned."""
+    asked = {"init": [], "task": None, "runs": [], "shutdown": 0}
+
+    class Task:
+        def __init__(self, options=None):
+            self.given = options or {}
+
+        def options(self, **options):
+            return Task(options)
+
+        def remote(self, *args):
+            asked["runs"].append((self.given, args))
+            try:
+                return _Ref(reply=answer(*args))
+            except Exception as err:
+                return _Ref(error=err)
+
+    def get(ref):
+        if ref.error is not None:
+            raise ref.error
+        return ref.reply
+
+    def remote(**options):
+        asked["task"] = options
+        return lambda function: Task()
+
+    ray = types.SimpleNamespace(
+        is_initialized=lambda: initialized, init=lambda address, **kwargs: asked["init"].append(address),
+        cluster_resources=lambda: dict(resources), remote=remote, get=get,
+        wait=lambda refs, num_returns: ([refs[0]], refs[1:]),
+        shutdown=lambda: asked.update(shutdown=asked["shutdown"] + 1))
+    strategies = types.SimpleNamespace(NodeAffinitySchedulingStrategy=lambda node, soft: f"on {node}")
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.util", types.SimpleNamespace(scheduling_strategies=strategies))
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    return asked
+
+
+class _TaskError(Exception):
+    """Ray's RayTaskError: what the task raised is its cause."""
+
+    def __init__(self, cause):
+        super().__init__(f"ray: {cause}")
+        self.cause = cause
+
+
+def test_a_ray_sweep_records_each_tasks_reply_and_repeats_its_sample_on_its_node_and_slot(tmp_path, monkeypatch):
+    """run_ray's side of Ray, with Ray faked: the cluster asked, a task per point with one GPU each (a cluster
+    with GPUs), each reply or crash recorded as the point's, and the sample run alone where it ran."""
+    spec = sweep.SweepSpec.from_dict({"name": "hz-fake", "sweep": {"update_path": ["copy", "data-copy"]},
+                                      "repeat_alone": 1, "point_timeout_s": 60, **{**SMALL, "policy": "both"}})
+    ((order, slug, _),) = repeats.sample(spec, 1)
+
+    def answer(params, launcher, cuda, timeout, prefer=None):
+        if slug.endswith("=" + params["update_path"]):
+            return {"result": None, "error": "no study here", "wall_s": 0.5,
+                    "placement": {"node": "n2", "slot": 1}}
+        raise _TaskError(LaunchError("the worker's own"))  # the other point's worker crashed
+
+    asked = _fake_ray(monkeypatch, {"GPU": 2.0, "CPU": 16.0}, answer)
+    record = sweep_ray.run_ray(spec, tmp_path, address="10.0.0.1:6379", progress=False)
+    assert asked["init"] == ["10.0.0.1:6379"] and asked["shutdown"] == 1
+    assert (record["executor"], record["wall"]["gpus"], record["wall"]["workers"]) == ("ray at 10.0.0.1:6379", 2, 2)
+    assert asked["task"] == {"num_gpus": 1, "num_cpus": 0, "max_calls": 0, "max_retries": 0}
+    points = {e["slug"]: e for e in record["points"]}
+    assert (points[slug]["status"], points[slug]["error"], points[slug]["placement"]) == (
+        "failed", "no study here", {"node": "n2", "slot": 1})
+    (other,) = set(points) - {slug}
+    assert (points[other]["status"], points[other]["error"]) == ("failed", "the worker's own")
+    assert {e["executor"] for e in record["points"]} == {"ray"}
+    # the sample alone, twice: on the node its point ran on, asking for that point's slot
+    alone = json.loads((tmp_path / sweep.SWEEP_FILE).read_text(encoding="utf-8"))["repeats"]["points"]
+    assert [(e["order"], e["run"], e["executor"], e["status"]) for e in alone] == [
+        (order, 1, "ray", "failed"), (order, 2, "ray", "failed")]
+    assert [(given, args[2:]) for given, args in asked["runs"][2:]] == [
+        ({"scheduling_strategy": "on n2"}, (True, 60, 1))] * 2
+    assert [args[2:] for _, args in asked["runs"][:2]] == [(True, 60)] * 2  # one GPU per task: CUDA's
+
+
+def test_a_ray_sweep_starts_its_own_instance_on_the_cpu_and_refuses_a_process_with_ray_running(tmp_path, monkeypatch):
+    spec = sweep.SweepSpec.from_dict({"name": "hz-fake", "sweep": {"update_path": ["copy", "data-copy"]},
+                                      **{**SMALL, "policy": "both"}})
+    reply = {"result": None, "error": "no study here", "wall_s": 0.5, "placement": {}}
+    asked = _fake_ray(monkeypatch, {"CPU": 3.0}, lambda *args: reply)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # ray job submit sets it; nothing listens there
+    record = sweep_ray.run_ray(spec, tmp_path / "own", progress=False)
+    assert asked["init"] == ["local"] and record["executor"] == "ray (local instance)"
+    assert record["wall"]["workers"] == 3  # a CPU each: as many as Ray's CPUs
+    assert asked["task"] == {"num_gpus": 0, "num_cpus": 1, "max_calls": 0, "max_retries": 0}
+    asked = _fake_ray(monkeypatch, {"CPU": 3.0}, lambda *args: reply, initialized=True)
+    with pytest.raises(ParameterError, match="Ray is already initialized in this process"):
+        sweep_ray.run_ray(spec, tmp_path / "again", progress=False)
+    assert asked["init"] == []
 
 
 def test_a_failed_reference_makes_the_cell_failed_not_stale():

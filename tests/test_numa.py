@@ -169,6 +169,51 @@ def test_a_points_wall_time_starts_after_its_pinning(monkeypatch):
     assert reply["error"] == "no point here" and reply["placement"] == {"slot": 0} and reply["wall_s"] < 0.3
 
 
+def test_a_slot_goes_back_at_once_when_its_placement_or_its_point_fails(fake_ray, monkeypatch):
+    from rollout_study import launch
+
+    def unanswered():
+        raise OSError("no address")
+
+    ray = sys.modules["ray"]
+    monkeypatch.setattr(ray.util, "get_node_ip_address", unanswered)
+    with pytest.raises(OSError, match="no address") as placing:  # kept, as Ray keeps a task's error
+        sweep_ray._pin(True)
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.2")
+
+    def stopped(params):  # the sweep stopped: no failure of the point's, Ray's to see
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch, "point_launcher", lambda launcher, timeout_s=None: stopped)
+    with pytest.raises(KeyboardInterrupt) as running:
+        sweep_ray._ray_point({}, "fresh", True)
+    placement, held = sweep_ray._pin(True)  # GPU 1's slot, free again both times, not held by the errors kept
+    assert placement["slot"] == 1 and placing.value and running.value
+    held.close()
+
+
+def test_a_points_own_error_comes_back_as_text_naming_its_kind_and_reads_back_as_its_failure(monkeypatch):
+    from rollout_study import launch
+
+    def refused(params):
+        raise ValueError("no such engine")
+
+    monkeypatch.setattr(sweep_ray, "_pin", lambda cuda, prefer: ({"slot": 0}, None))
+    monkeypatch.setattr(launch, "point_launcher", lambda launcher, timeout_s=None: refused)
+    reply = sweep_ray._ray_point({}, "fresh", False)
+    assert reply["error"] == "ValueError: no such engine" and reply["result"] is None
+    result, error, wall_s, placement = sweep_ray._outcome(reply)
+    assert (result, str(error), wall_s, placement) == (None, "ValueError: no such engine", reply["wall_s"], {"slot": 0})
+    assert isinstance(error, launch.LaunchError)  # recorded as its text, as a fresh process's failure is
+
+    class Wrapped(Exception):  # Ray's RayTaskError: the task's own error is its cause
+        cause = launch.LaunchError("the point's own")
+
+    crashed = RuntimeError("the worker died")  # Ray's own, without a cause
+    assert str(sweep_ray._unwrapped(Wrapped("ray's text"))) == "the point's own"
+    assert sweep_ray._unwrapped(crashed) is crashed
+
+
 def test_a_run_alone_on_other_cores_than_beside_its_gpu_is_not_compared():
     near = {"layout": "numa", "gpu_numa_node": 0, "cores_numa_node": 0, "pinned": True}
     far = {**near, "cores_numa_node": 1}
@@ -257,3 +302,8 @@ def test_a_host_that_answers_oddly_gets_the_even_cut_not_a_failed_point(monkeypa
     layout = sweep_ray._layout(2, True)
     assert (layout.how, layout.shares) == ("even", [[0, 4, 1, 5], [2, 6, 3, 7]])
     assert layout.why == "ValueError: invalid literal for int() with base 10: '[N/A]'"
+    def long(*args, **kwargs):  # a tool's whole output: every point's placement in sweep.json carries it, cut
+        raise ValueError("x" * 1000)
+
+    monkeypatch.setattr(numa, "layout", long)
+    assert sweep_ray._layout(4, True).why == "ValueError: " + "x" * 188

@@ -454,6 +454,10 @@ def test_a_ray_task_takes_its_preferred_slot_else_the_next_free_one(tmp_path, mo
     (a, one), (b, two) = _free_slot([[], []]), _free_slot([[], []])
     assert (a, b) == (0, 1) and _free_slot([[], []]) == (None, None)
     one.close(), two.close()
+    # a lock folder that cannot be made (here under a file; a /tmp this user cannot write): unpinned, not failed
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path / "a-file"))
+    assert _free_slot(shares) == (None, None)
 
 
 def test_a_cluster_address_nothing_answers_at_is_refused_before_any_folder(tmp_path, capsys):

@@ -9,7 +9,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from result_fixture import MODELS, make_invalid_result_dict, make_result
+from result_fixture import MODELS, make_invalid_result_dict, make_result, make_result_dict, set_samples
 from rollout_study.present import notebook, tables, text
 from rollout_study.result import Result
 
@@ -87,6 +87,7 @@ def test_labels_are_never_mixed(tmp_path, quick_figures):
     assert notebook.section_blocks("pretrained", [], "unused") == []
     groups = notebook.group_by_label([make_result("pretrained", "p"), make_result("synthetic", "s")])
     assert list(groups) == ["synthetic", "pretrained"] and [r.run_name for r in groups["pretrained"]] == ["p"]
+    assert list(notebook.group_by_label([make_result("pretrained")])) == ["pretrained"]  # the report counts them
 
 
 def test_no_markup_from_a_result_reaches_the_html(tmp_path, quick_figures):
@@ -122,6 +123,35 @@ def test_blocks_read_as_markdown_in_their_order_without_figures_and_without_mark
         notebook.blocks_markdown([notebook.Block("chart", "new")], "Title")
 
 
+def test_markdown_keeps_heading_levels_a_blank_line_after_each_block_and_backslashes_as_text():
+    blocks = [notebook.Block("heading", "Section", 2), notebook.Block("table", "T", pd.DataFrame({"x": [1]})),
+              notebook.Block("note", r"C:\runs *x*"), notebook.Block("heading", "Run", 3)]
+    # a line right after a table would read as its row; a backslash left bare would escape the next character
+    assert notebook.blocks_markdown(blocks, "Title <b>") == (
+        "# Title &lt;b>\n\n## Section\n\n**T**\n\n| x |\n|---|\n| 1 |\n\n" + r"C:\\runs \*x\*" + "\n\n### Run\n")
+
+
+def test_a_section_names_each_model_once_and_numbers_its_figures_only_where_it_holds_several_runs(
+        tmp_path, quick_figures):
+    runs = [make_result(run_name="a"), make_result(run_name="a")]
+    two = notebook.section_blocks("synthetic", runs, str(tmp_path))
+    assert two[0].text == f"Synthetic model: {MODELS['synthetic']}"
+    assert [os.path.basename(b.body) for b in two if b.kind == "figure"] == ["synthetic-a-0-stub.png",
+                                                                             "synthetic-a-1-stub.png"]
+    one = notebook.section_blocks("synthetic", runs[:1], str(tmp_path))  # a published report's names stay
+    assert [os.path.basename(b.body) for b in one if b.kind == "figure"] == ["synthetic-a-stub.png"]
+
+
+def test_the_latency_caption_counts_the_phases_whose_spread_is_flagged(tmp_path, quick_figures):
+    def caption(result):
+        blocks = notebook.section_blocks("synthetic", [result], str(tmp_path))
+        return next(b.text for b in blocks if b.text.startswith("Latency per phase"))
+
+    assert ": 0 phase(s) flagged;" in caption(make_result())
+    wide = set_samples(make_result_dict(), "eager", 0, "steady", [10.0, 20.0, 30.0])  # IQR half the median
+    assert ": 1 phase(s) flagged;" in caption(Result.from_dict(wide))
+
+
 def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figures):
     result = Result.read(os.path.join(REPO, "reports", "reference-tiny", "result.json"))
     first, again = (page(notebook.section_blocks("synthetic", [result], str(tmp_path))) for _ in range(2))
@@ -134,6 +164,10 @@ def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figu
     assert len(cells) == len(frame.columns) and cells[1] == ("", frame.iloc[0, 1])  # variant: text, from the left
     assert cells[5] == (' class="n"', text.number(frame.iloc[0, 5]))  # median ms: a number, from the right
     assert "#T_s td.n {text-align: right}" in summary
+    flags = notebook.table_html(pd.DataFrame({"ok": [True], "ms": [1.5]}), "b")
+    assert '<tr><td>yes</td><td class="n">1.500</td></tr>' in flags  # a yes or no is text, from the left
+    assert notebook.block_html(notebook.Block("table", "Failures", pd.DataFrame())) == (
+        "<p><b>Failures</b></p><p><i>none</i></p>")  # said, not left blank
 
 
 def test_show_displays_every_block(tmp_path, quick_figures, capsys, monkeypatch):

@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 from result_fixture import MODELS, make_result, make_result_dict
+from rollout_study.engines import variant_color
 from rollout_study.present import figures
 from rollout_study.result import Result
 from result_fixture import add_engine, retime
@@ -81,11 +82,46 @@ def test_break_even_shades_nothing_where_the_steady_states_are_within_their_inte
     assert titled[0].patches  # recapture against eager: steady states apart, shaded from U=2
 
 
+def test_break_even_bottom_panel_is_the_candidates_cost_minus_the_baselines():
+    fig = figures.break_even_figure(make_result())
+    bottom = fig.axes[3]  # recapture against eager: first calls of 130 and 100 ms, steady ones of 10 and 50 ms
+    assert bottom.get_ylabel() == "graph[recapture] minus eager (ms)"
+    us, difference = bottom.lines[0].get_data()
+    assert list(us[:3]) == [1, 2, 3] and list(difference[:3]) == [30.0, -10.0, -50.0]  # dearer first, then cheaper
+
+
+def test_throughput_bars_are_each_phases_tokens_per_second():
+    bars = [p.get_height() for p in figures.throughput_figure(make_result()).axes[0].patches]
+    # 6 requests of 8 new tokens in each median call: 48 tokens in eager's first call of 200 ms
+    assert len(bars) == 18 and bars[0] == 240.0 and all(height > 0 for height in bars)
+
+
+def test_break_even_of_a_run_without_a_pair_says_so_rather_than_showing_empty_axes():
+    data = make_result_dict()
+    data["calls"] = [c for c in data["calls"] if c["engine"] == "eager"]  # one variant: nothing to compare
+    fig = figures.break_even_figure(Result.from_dict(data))
+    assert [t.get_text() for t in fig.axes[0].texts] == ["no pair measured after an update"]
+
+
 def test_memory_kinds_have_their_own_panels():
     fig = figures.memory_figure(make_result(cuda_graph=True))
     labels = [ax.get_ylabel() for ax in fig.axes]
     assert labels == ["allocated\n(MiB)", "reserved\n(MiB)", "peak allocated\n(MiB)", "captures\nin phase"]
+    assert fig.axes[3].get_ylim()[1] > 2  # the tallest bar in view: a recapturing phase's two captures
     assert legend_labels(fig.axes[0]) == ["eager", "graph[recapture]", "graph[reuse]"]
+
+
+def test_a_cpu_runs_allocator_panels_say_why_they_are_empty_and_its_captures_are_drawn():
+    fig = figures.memory_figure(make_result())
+    assert [[t.get_text() for t in ax.texts] for ax in fig.axes[:3]] == [["no allocator statistics: CPU run"]] * 3
+    assert not any(ax.patches for ax in fig.axes[:3]) and fig.axes[3].patches  # no bars of zero MiB
+
+
+def test_the_timeline_marks_each_update_where_it_came_in_run_order():
+    result = make_result()  # two cycles: an update after each variant's 5th and 10th event
+    marks = [c.get_offsets().tolist() for c in figures.timeline_figure(result).axes[0].collections]
+    assert len(result.updates) == 2 and [[step for step, _ in m] for m in marks] == [[5.0, 10.0]] * 3
+    assert marks[0] == [[5.0, 390.0], [10.0, 660.0]]  # eager's cumulative time with each update in it
 
 
 def test_a_new_engine_gets_a_line_in_every_figure():
@@ -97,6 +133,15 @@ def test_a_new_engine_gets_a_line_in_every_figure():
 
 def test_figure_stem_is_a_safe_file_name():
     assert figures.figure_stem(make_result(run_name="<b>a b/c</b>"), 2) == "synthetic-b-a-b-c-b-2"
+    assert figures.figure_stem(make_result(run_name="<>")) == "synthetic-run"  # a name, not "synthetic-"
+
+
+def test_a_log_axis_leaves_out_zero_and_missing_values():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    figures.log_axis(ax, [0.0, None, 13.0, 270.0])  # a call no clock could time, a phase not measured
+    assert ax.get_yscale() == "log" and ax.get_ylim() == (10.0, 500.0)
 
 
 def test_a_figure_is_saved_in_a_palette_of_its_own_colours_with_the_same_bytes_each_time(tmp_path):
@@ -117,3 +162,19 @@ def test_a_figure_is_saved_in_a_palette_of_its_own_colours_with_the_same_bytes_e
         used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
     for color in lines:  # each line's own colour, exactly: lines stay told apart
         assert tuple(int(color[i:i + 2], 16) for i in (1, 3, 5)) in used, color
+
+
+def test_every_colour_of_the_study_keeps_its_own_value_beside_the_shades_of_sloped_lines(tmp_path):
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    colors = sorted(set(figures.PART_COLORS.values()) | {variant_color(v) for v in ("eager", "graph[reuse]")})
+    fig = Figure(figsize=(4, 3))
+    ax = fig.subplots()
+    for y, color in enumerate(colors):  # sloped: each edge a run of blended shades that take palette entries
+        ax.plot([0, 1], [y, y + 0.5], color=color, linewidth=4)
+    figures.save_png(fig, str(tmp_path / "a.png"), dpi=100)
+    with Image.open(tmp_path / "a.png") as image:
+        used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
+    assert [c for c in colors if tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) not in used] == []
+

@@ -1,6 +1,7 @@
 """engines/__init__.py: the registry. An engine added in one file plus one registry line reaches every output."""
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -172,21 +173,22 @@ def test_each_round_of_a_phase_starts_where_the_turn_order_says(turn_order):
 
     params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "graph"], "policy": ["reuse", "recapture"],
                                     "requests": 2, "batch_size": 2, "prompt_len": 8, "max_new_tokens": 3,
-                                    "iterations": 4, "cycles": 1, "profile": False, "instrument": False,
+                                    "iterations": 5, "cycles": 1, "profile": False, "instrument": False,
                                     "turn_order": turn_order})
     result = run_in_process(params)
     assert result.is_valid and result.metadata["training"]["turn_order"] == turn_order
     built = ["eager", "graph[reuse]", "graph[recapture]"]
     first = [c.variant for c in result.calls if c.phase == "first"]  # one round: rotation starts where fixed does
     assert first == (built[::-1] if turn_order == "reverse" else built)
-    # rotate-run counts the run's rounds on over the phases: first is round 0, steady 1 to 4, first_after_update
-    # 5, steady_after_update 6 to 9, so the phases after the first start with another engine each
-    run_starts = {"steady": [1, 2, 0, 1], "first_after_update": [2], "steady_after_update": [0, 1, 2, 0]}
-    for phase, samples in (("steady", 4), ("first_after_update", 1), ("steady_after_update", 4)):
+    # rotate-run counts the run's rounds on over the phases: first is round 0, steady 1 to 5, first_after_update
+    # 6, steady_after_update 7 to 11, so the phases after the first start with another engine each (5 rounds, not a
+    # multiple of 3 plus one: a phase that counted as one round would start where these do)
+    run_starts = {"steady": [1, 2, 0, 1, 2], "first_after_update": [0], "steady_after_update": [1, 2, 0, 1, 2]}
+    for phase, samples in (("steady", 5), ("first_after_update", 1), ("steady_after_update", 5)):
         calls = [c for c in result.calls if c.phase == phase]
         rounds = [[c.variant for c in calls if c.index == i] for i in range(samples)]
         assert [c.variant for c in calls] == [v for r in rounds for v in r]  # round after round, in call order
-        starts = {"rotate": [0, 1, 2, 0][:samples], "rotate-run": run_starts[phase]}.get(turn_order, [0] * samples)
+        starts = {"rotate": [0, 1, 2, 0, 1][:samples], "rotate-run": run_starts[phase]}.get(turn_order, [0] * samples)
         expected = [built[s:] + built[:s] for s in starts]
         assert rounds == ([r[::-1] for r in expected] if turn_order == "reverse" else expected)
 
@@ -204,3 +206,95 @@ def test_rotation_counts_the_engines_still_running():
     assert turns(list("ab"), "rotate-run", 1, 7) == list("ba") and turns(list("ab"), "fixed", 1, 7) == list("ab")
     with pytest.raises(ValueError, match="run_index"):
         turns(list("ab"), "rotate-run", 1)
+
+
+@pytest.fixture(scope="module")
+def stale_study():
+    """A control cycle, then a real update that changes the tokens, beside a replay that never reads the weights
+    again and an engine that fails from its second call on."""
+    from echo import EchoEngine
+
+    from rollout_study.protocol import run_in_process
+
+    class StaleEcho(EchoEngine):
+        name = "stale"
+        kept = None
+
+        def __call__(self, batches, clock):
+            if self.kept is None:
+                self.kept = super().__call__(batches, clock)
+            return self.kept
+
+    class FailingEcho(EchoEngine):
+        name = "failing"
+        calls = 0
+
+        def __call__(self, batches, clock):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("out of memory")
+            return super().__call__(batches, clock)
+
+    with pytest.MonkeyPatch.context() as patch:
+        for engine in (StaleEcho, FailingEcho):
+            patch.setitem(engines.REGISTRY, engine.name, engine)
+        params = StudyParams.from_dict({"device": "cpu", "engines": ["eager", "stale", "failing"], "layers": 1,
+                                        "requests": 4, "batch_size": 4, "prompt_len": 8, "max_new_tokens": 3,
+                                        "iterations": 2, "cycles": 1, "control_cycles": 1, "lr": 1.0,
+                                        "profile": False, "instrument": True})
+        return run_in_process(params)
+
+
+def test_a_stale_replay_fails_parity_after_the_real_update_only_and_is_seen_to_give_the_old_weights_tokens(
+        stale_study):
+    result = stale_study
+    control, real = result.updates
+    assert (control.cycle, control.extra["control"], real.cycle, real.extra["control"]) == (0, True, 1, False)
+    # the control cycle's forward and backward leave the weights, so the tokens, as they were; the step does not
+    assert control.extra["requests_changed"] == 0 and real.extra["requests_changed"] > 0
+    stale = [c for c in result.calls if c.engine == "stale"]
+    assert len(stale) == (1 + 2) * 3 and all(c.parity.ok == (c.cycle == 0) for c in stale)
+    after = [c for c in stale if c.cycle == 1]
+    assert {c.phase for c in after} == {"first_after_update", "steady_after_update"}
+    assert all(c.parity.extra["matches_weights_before_update"] is True for c in after)
+    assert all("matches_weights_before_update" not in c.parity.extra for c in stale if c.cycle == 0)
+    said = {c.engine: c.parity.extra["reference"] for c in result.calls if c.engine != "failing"}
+    assert said == {"eager": "repeat of generate() (determinism)", "stale": "generate() with the same weights"}
+    assert all(c.parity_ok for c in result.calls if c.engine == "eager") and not result.is_valid
+    # what the throughput figures plot: the call's tokens (requests x new tokens) per second of its total
+    assert all(c.generated_tokens == 4 * 3 and c.tokens_per_s == pytest.approx(12 / (c.total_ms / 1e3))
+               for c in result.calls)
+
+
+def test_an_engine_that_fails_is_recorded_once_a_phase_and_the_others_make_every_call(stale_study):
+    result = stale_study
+    failed = [(f.cycle, f.phase) for f in result.failures if f.engine == "failing"]
+    assert failed == [(0, "steady"), (0, "first_after_update"), (0, "steady_after_update"),
+                      (1, "first_after_update"), (1, "steady_after_update")]
+    assert all("out of memory" in f.error for f in result.failures)
+    assert [c.phase for c in result.calls if c.engine == "failing"] == ["first"]
+    assert len([c for c in result.calls if c.engine == "eager"]) == (1 + 2) * 3  # cycle 0, then 2 updates
+    # the eager engine's instrumented calls, beside untouched ones: their cost is the difference of the medians
+    (row,) = result.extra["instrumented_calls"]
+    assert row["engine"] == "eager" and len(row["untouched_ms"]) == len(row["instrumented_ms"]) == 3
+    assert row["instrument_cost_ms"] == pytest.approx(
+        statistics.median(row["instrumented_ms"]) - statistics.median(row["untouched_ms"]))
+
+
+def test_an_update_refused_after_it_wrote_the_weights_is_recorded_as_applied(monkeypatch):
+    from rollout_study import training
+    from rollout_study.protocol import run_in_process
+
+    def refused(self, rollout, apply=True):  # inf in the rollout weights, found after the in-place write
+        raise training.NonFiniteUpdate("the rollout weights hold inf", weights_changed=True)
+
+    monkeypatch.setattr(training.Trainer, "update", refused)
+    params = StudyParams.from_dict({"device": "cpu", "engines": ["eager"], "requests": 1, "batch_size": 1,
+                                    "prompt_len": 4, "max_new_tokens": 2, "iterations": 1, "cycles": 1,
+                                    "control_cycles": 0, "profile": False, "instrument": False})
+    result = run_in_process(params)
+    (update,) = result.updates
+    # the record says the weights changed, so the calls after it ran on weights no update stands behind
+    assert update.extra["applied"] is True and update.loss is None and update.ms is None
+    (failure,) = result.failures
+    assert failure.phase == "update" and "inf" in failure.error and "traceback" not in failure.extra

@@ -52,6 +52,13 @@ def test_weight_bytes_count_tied_embeddings_once_and_set_an_untied_lookup_apart(
     assert weights["buffer_bytes"] == 4 * head_size // 2  # the rotary inv_freq, float32, excluded from the floor
 
 
+def test_storage_reached_twice_counts_once():
+    # a head tied to the embedding as its own Parameter object over the same storage (as some checkpoints load)
+    table = torch.nn.Parameter(torch.zeros(16, 4))
+    head = torch.nn.Parameter(table.data)
+    assert models.storage_bytes([table, head]) == models.storage_bytes([table]) == 16 * 4 * 4
+    assert models.storage_bytes([table, torch.zeros(16, 4)]) == 2 * 16 * 4 * 4  # equal, but not the same storage
+
 def test_the_tiny_synthetic_models_parameter_bytes_are_its_unique_parameters(tiny):
     _, loaded = tiny()
     unique = {p.data_ptr(): p.numel() * p.element_size() for p in loaded.model.parameters()}

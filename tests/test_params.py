@@ -184,6 +184,36 @@ def test_a_named_synthetic_shape_loads_labelled_with_its_shape():
     assert loaded.tokenizer is None and (info["init_seed"], info["init_device"]) == (0, "cpu")
 
 
+def test_the_seed_fixes_the_tiny_models_weights_and_its_name_gives_its_shape(tiny):
+    import torch
+
+    (_, one), (_, again), (_, other) = tiny(seed=1), tiny(seed=1), tiny(seed=2)
+    weights = [loaded.model.state_dict() for loaded in (one, again, other)]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # a run repeats end to end
+    assert not torch.equal(weights[0]["lm_head.weight"], weights[2]["lm_head.weight"])
+    assert (one.info["init_seed"], other.info["init_seed"]) == (1, 2)
+    # the name the published runs of the reference workload go by: layers, hidden, heads/kv heads, vocabulary
+    assert one.info["name"] == "tiny-llama-2L-128h-4/2-v1024" and one.info["kv_heads"] == 2
+
+
+def test_a_synthetic_model_runs_in_the_dtype_asked_for():
+    import torch
+
+    from rollout_study import models
+
+    loaded = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "bfloat16")
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.bfloat16} and loaded.info["dtype"] == "bfloat16"
+
+def test_a_checkpoint_folder_gone_before_the_load_is_named(tmp_path):
+    import torch
+
+    from rollout_study import models
+
+    params = StudyParams.from_dict({"device": "cpu"})
+    with pytest.raises(ParameterError, match="model: .*nowhere' is not a folder"):
+        models.local_checkpoint(str(tmp_path / "nowhere"), params, "cpu", torch.float32)
+
+
 def test_a_name_set_after_the_parameters_cell_that_is_no_parameter_is_refused():
     import json
 

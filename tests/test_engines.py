@@ -10,6 +10,7 @@ import pytest
 from rollout_study import engines
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
+from rollout_study.record import variant_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "engine_example"))
 
@@ -34,6 +35,18 @@ def test_parameters_expand_in_registry_order():
     assert engines.variant_color("graph[reuse]") != engines.variant_color("graph[recapture]")
     with pytest.raises(ParameterError, match="drawn from eager, graph"):
         StudyParams.from_dict({"engines": ["echo"]})
+
+
+def test_each_variant_is_drawn_in_its_engines_colour_and_any_other_in_a_colour_of_its_name():
+    for name, engine in engines.REGISTRY.items():
+        for policy, colour in engine.colors.items():
+            assert engines.variant_color(variant_name(name, policy)) == colour, (name, policy)
+    assert engines.variant_color(engines.BASELINE) == "#7f7f7f"  # the baseline's grey, whatever its name parses to
+    # Variants no engine colours (an old file, an engine added without colours) must still be told apart in a figure.
+    unknown = ["echo", "zzz", "old[policy]", "graph[gone]"]
+    colours = [engines.variant_color(v) for v in unknown]
+    assert set(colours) <= set(engines.FALLBACK_COLORS) and len(set(colours)) > 1
+    assert colours == [engines.variant_color(v) for v in unknown]  # the same colour in every figure
 
 
 @pytest.fixture

@@ -20,3 +20,15 @@ def test_measured_calls_are_untouched_and_instrumented_ones_split_prefill_from_d
     split = call_parts(many, w)
     assert split["decode"] > split["prefill"] > 0  # fifteen decode forwards outweigh one prefill
     assert not loaded.model._forward_hooks and not loaded.model._forward_pre_hooks
+
+
+def test_each_batchs_first_forward_is_its_prefill_and_every_later_one_decode(tiny, call_parts):
+    params, loaded = tiny()
+    w = random_workload(4, 2, 16, params.vocab, seed=1)  # two batches: each call has two prefills
+    one, two = EagerEngine(loaded.model, "cpu", 1, 0), EagerEngine(loaded.model, "cpu", 2, 0)
+    for engine in (one, two):
+        engine.instrumented = True
+    single = call_parts(one, w)
+    assert single["prefill"] > 0 and single["decode"] == 0  # the second batch's prefill is a prefill too
+    split = call_parts(two, w)
+    assert split["prefill"] > 0 and split["decode"] > 0  # the forward after each prefill is a decode step

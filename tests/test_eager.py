@@ -1,7 +1,11 @@
 """engines/eager.py: untouched generate() calls, and the instrumented split into prefill and decode."""
 from __future__ import annotations
 
+import torch
+
 from rollout_study.engines.eager import EagerEngine
+from rollout_study.reference import reference
+from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
 
 
@@ -32,3 +36,20 @@ def test_each_batchs_first_forward_is_its_prefill_and_every_later_one_decode(tin
     assert single["prefill"] > 0 and single["decode"] == 0  # the second batch's prefill is a prefill too
     split = call_parts(two, w)
     assert split["prefill"] > 0 and split["decode"] > 0  # the forward after each prefill is a decode step
+
+
+def test_after_a_reload_the_engine_generates_with_the_new_model(tiny):
+    params, loaded = tiny()
+    _, reloaded = tiny(seed=1)  # other weights: other tokens
+    w = random_workload(2, 2, 8, params.vocab, seed=0)
+    engine = EagerEngine(loaded.model, "cpu", 4, 0)
+
+    def tokens():
+        return engine(w.batches, CallClock("cpu").start()).sequences
+
+    old, new = (reference(m, w.batches, 4, 0, "cpu").output.sequences for m in (loaded.model, reloaded.model))
+    assert not torch.equal(old[0], new[0])
+    engine.weights_updated()  # told of an update, no new object: it reads the model it has
+    assert all(map(torch.equal, tokens(), old))
+    engine.weights_updated(reloaded.model)
+    assert all(map(torch.equal, tokens(), new))

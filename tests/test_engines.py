@@ -49,6 +49,20 @@ def test_each_variant_is_drawn_in_its_engines_colour_and_any_other_in_a_colour_o
     assert colours == [engines.variant_color(v) for v in unknown]  # the same colour in every figure
 
 
+def test_an_engine_on_the_base_class_names_its_variant_and_describes_its_policy():
+    # What the progress line and the metadata (read by policy_order's built_first) say of an engine that keeps
+    # the base class's variant and describe.
+    class Plain(engines.Engine):
+        name, policies = "plain", ("recapture", "reuse")
+
+        def __init__(self, policy):
+            self.policy = policy
+
+    assert [Plain(p).variant for p in Plain.policies] == ["plain[recapture]", "plain[reuse]"]
+    assert Plain("reuse").describe() == {"engine": "plain", "policy": "reuse"}
+    assert Plain(None).variant == "plain"
+
+
 @pytest.fixture
 def echo_result(echo_registered):
     from rollout_study.protocol import run_in_process
@@ -75,6 +89,7 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
     assert "- host speed: " in markdown.summary(result) and " us per tiny CPU tensor operation at the start" in \
         markdown.summary(result)
     assert "echo" in text.console_summary(result)
+    assert {c.captures for c in result.calls if c.engine in ("eager", "echo")} == {0}  # neither captures a graph
     assert "\n| echo | 0 | steady |" in markdown.summary(result)
     assert "echo, CPU" in markdown.readme_results(result, with_original=False)
     for make in (tables.summary_table, tables.breakdown_table, tables.memory_table, tables.parity_table):

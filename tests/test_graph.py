@@ -154,6 +154,14 @@ def test_recapture_drops_after_every_update_it_is_told_of_even_without_a_version
     assert reuse.check_parameters() == "unchanged"  # told once, checked once
 
 
+def test_a_change_of_train_or_eval_mode_drops_the_graphs(tiny):
+    # No tensor moves, but the captured forward took the other branch (dropout, for one).
+    _, loaded = tiny()
+    engine = engine_with_fake_graph(loaded.model, "reuse")
+    loaded.model.train()
+    assert engine.check_parameters() == "dropped" and runner(engine).graphs is None
+
+
 @pytest.mark.parametrize("change", ["transpose", "dtype"])
 def test_reuse_drops_when_a_layout_changes_at_the_same_address(tiny, change):
     _, loaded = tiny()
@@ -271,3 +279,23 @@ def test_a_parameter_on_another_gpu_than_the_graphs_is_refused():
         check_replayable(model_on(other), graphs, ([(0, 0, (), (), torch.float16, other)], None))
     with pytest.raises(GraphRefused, match="is on cuda:1"):
         check_replayable(model_on(other), graphs)  # without a signature: the walk itself
+
+
+def test_a_parameter_left_on_the_host_is_refused():
+    # An offloaded parameter has a host address: the graphs on the GPU cannot tell whether it changed.
+    host = torch.device("cpu")
+    model = types.SimpleNamespace(named_parameters=lambda: [("lm_head.weight", types.SimpleNamespace(device=host))],
+                                  named_buffers=lambda: [])
+    with pytest.raises(GraphRefused, match="lm_head.weight is on cpu, the graphs on cuda:0"):
+        check_replayable(model, torch.device("cuda", 0), ([(0, 0, (), (), torch.float16, host)], None))
+
+
+def test_a_cpu_engine_describes_itself_as_running_its_steps_eagerly_and_notes_no_capture(tiny):
+    params, loaded = tiny()
+    engine = GraphEngine(loaded.model, "cpu", "reuse", 8, 4, length_bucket=8, steps_per_graph=0)
+    rollout(engine, random_workload(2, 2, 8, params.vocab, seed=0))
+    described = engine.describe()
+    assert described["cuda_graph"] is False and described["cache"] == "static" and described["policy"] == "reuse"
+    assert described["prefill"] == described["decode"] == "eager (no CUDA graph)"
+    assert described["buckets"]["length_bucket"] == 8 and described["buckets"]["prefill_keys"] == 8
+    assert engine.call_notes() == {}  # no capture notes, so a CPU run's calls carry no engine_notes

@@ -1,5 +1,7 @@
 """Length buckets of the graph engines (CPU: the bucketed step functions run eagerly, slices and all)."""
 import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from result_fixture import make_result_dict, with_control
 from rollout_study import parity
@@ -62,6 +64,9 @@ def test_each_step_reads_its_buckets_slices(tiny, steps_per_graph):
     assert notes[0] == {"batch": 2, "graph": "prefill", "keys": PROMPT, "steps": 1, "capture_ms": 2.0,
                         "pool_bytes": 0, "allocated_bytes": 0}
     assert [n["keys"] for n in notes[1:]] == sorted(n["keys"] for n in notes[1:]) and notes[-1]["keys"] == PROMPT + NEW
+    limits = decode_limits(PROMPT, NEW, 8)
+    assert {(n["keys"], n["steps"]) for n in notes[1:]} == {(limits[b], count) for b, count in
+                                                             replay_plan(PROMPT, NEW, 8, steps_per_graph)}
     keys, masks = [], []
     update = runner.cache.update
 
@@ -179,3 +184,29 @@ def test_capture_rows_mark_a_control_cycles_recapture_and_read_old_notes_as_one_
     assert (0, "first") in phases and (0, "first_after_update (control)") in phases
     assert (1, "first_after_update") in phases
     assert {row[7] for row in rows} == {1}
+
+
+def test_a_slot_an_earlier_rollout_left_at_inf_does_not_reach_the_next(tiny):
+    # What an FP16 overflow leaves in the cache: masked out, it still turns attention to NaN unless cleared.
+    params, loaded = tiny(layers=1)
+    w = random_workload(2, 2, PROMPT, params.vocab, seed=0)
+    ref = reference(loaded.model, w.batches, 6, 0, "cpu")
+    engine = GraphEngine(loaded.model, "cpu", "reuse", PROMPT, 6)
+    assert parity.compare(engine(w.batches, CallClock("cpu").start()), ref)["ok"]
+    (runner,) = engine.runners.values()
+    for tensor in (*runner.cache.keys, *runner.cache.values):
+        tensor[:, :, PROMPT:] = float("inf")
+    assert parity.compare(engine(w.batches, CallClock("cpu").start()), ref)["ok"]
+
+
+def test_a_model_whose_head_dim_is_not_hidden_over_heads_reproduces_generate():
+    # Qwen3 and Gemma set head_dim apart from hidden_size / heads: the cache takes the config's.
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, pad_token_id=0,
+                         eos_token_id=None, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    w = random_workload(2, 2, PROMPT, 256, seed=0)
+    ref = reference(model, w.batches, 6, 0, "cpu")
+    engine = GraphEngine(model, "cpu", "recapture", PROMPT, 6)
+    assert parity.compare(engine(w.batches, CallClock("cpu").start()), ref)["ok"]

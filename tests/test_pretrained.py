@@ -182,14 +182,17 @@ class _Tokenizer:
 def fake_gguf(tmp_path, monkeypatch):
     """A GGUF file of a few bytes, a cache folder, and a Transformers that 'dequantizes' any GGUF file into a
     one-layer Llama in a blink: model_cache's own steps (naming, writing, renaming) without the 20 s load.
-    Returns the file, the cache root and the number of dequantizations so far."""
+    Returns the file, the cache root and the names of the files dequantized so far."""
+    # First: the Llama modules' first import runs transformers' __init__ again (processing_utils), and the fresh
+    # module in sys.modules would hide the patches below from model_cache from the first dequantization on.
+    from transformers import LlamaConfig, LlamaForCausalLM
     import transformers
 
     def dequantized(*args, **kwargs):
         made.append(kwargs.get("gguf_file"))
-        config = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
-                                          num_attention_heads=2, num_key_value_heads=2)
-        model = transformers.LlamaForCausalLM(config)
+        config = LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                             num_attention_heads=2, num_key_value_heads=2)
+        model = LlamaForCausalLM(config)
         model.config.quantization_config = {"quant_method": "gguf"}  # what a GGUF load leaves, unserializable
         return model
 
@@ -240,7 +243,7 @@ def test_a_failed_rename_warns_and_falls_back_unless_another_process_finished_th
         raise OSError("rename refused")
 
     monkeypatch.setattr(os, "replace", refused)
-    with pytest.warns(UserWarning, match="no dequantized copy"):
+    with pytest.warns(UserWarning, match="no dequantized copy .*rename refused"):  # the rename's, no earlier step's
         assert model_cache.local_copy(gguf) is None
     assert list(root.iterdir()) == []  # the partial folder went with the failure
 

@@ -177,4 +177,3 @@ def test_every_colour_of_the_study_keeps_its_own_value_beside_the_shades_of_slop
     with Image.open(tmp_path / "a.png") as image:
         used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
     assert [c for c in colors if tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) not in used] == []
-

@@ -59,6 +59,7 @@ def test_storage_reached_twice_counts_once():
     assert models.storage_bytes([table, head]) == models.storage_bytes([table]) == 16 * 4 * 4
     assert models.storage_bytes([table, torch.zeros(16, 4)]) == 2 * 16 * 4 * 4  # equal, but not the same storage
 
+
 def test_the_tiny_synthetic_models_parameter_bytes_are_its_unique_parameters(tiny):
     _, loaded = tiny()
     unique = {p.data_ptr(): p.numel() * p.element_size() for p in loaded.model.parameters()}

@@ -7,10 +7,13 @@ import time
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from rollout_study import parity, sync
 from rollout_study.engines import graph_compiled
-from rollout_study.engines.graph_compiled import GraphCompiledEngine
+from rollout_study.engines.graph_compiled import (REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, GraphCompiledEngine,
+                                                  row_reductions)
 from rollout_study.params import StudyParams
 from rollout_study.protocol import run_in_process
 from rollout_study.reference import reference
@@ -125,11 +128,6 @@ def test_graphs_of_one_bucket_share_one_compiled_step_and_warm_up_once(tiny):
 
 
 def test_row_reductions_take_a_decode_steps_products_on_cuda_and_leave_the_rest():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from rollout_study.engines.graph_compiled import REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, row_reductions
-
     seen = {"as_reductions": 0, "left_to_inductor": 0}
     table = row_reductions(seen)
 
@@ -162,8 +160,6 @@ def test_the_reduction_backend_traces_each_compile_and_keeps_inductors_own_cache
     # inductor on the CPU (a C++ compile, a few seconds): products there are left to inductor, but counted
     # when traced, which is what shows whether a compile was traced or taken from AOTAutograd's cache
     import types
-
-    from torch._dynamo.utils import counters
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     x, w = torch.randn(4, 16), torch.randn(16, 8)
@@ -260,11 +256,6 @@ def test_the_backend_is_checked_and_described():
 
 
 def test_row_reductions_take_products_at_their_limits_and_compute_the_product():
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from rollout_study.engines.graph_compiled import REDUCTION_MAX_ROWS, REDUCTION_MAX_WEIGHT, row_reductions
-
     seen = {"as_reductions": 0, "left_to_inductor": 0}
     table = row_reductions(seen)
     with FakeTensorMode():  # a batch-16 decode step's rows, and the largest weight that stays in L2
@@ -290,4 +281,3 @@ def test_the_reduction_tables_cache_key_changes_with_its_limits_and_version(monk
             patched.setattr(graph_compiled, name, value)
             # a kernel traced under other limits must not be taken from the cache
             assert pickle.dumps(graph_compiled.row_reductions(seen)) != key, name
-

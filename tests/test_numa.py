@@ -302,6 +302,7 @@ def test_a_host_that_answers_oddly_gets_the_even_cut_not_a_failed_point(monkeypa
     layout = sweep_ray._layout(2, True)
     assert (layout.how, layout.shares) == ("even", [[0, 4, 1, 5], [2, 6, 3, 7]])
     assert layout.why == "ValueError: invalid literal for int() with base 10: '[N/A]'"
+
     def long(*args, **kwargs):  # a tool's whole output: every point's placement in sweep.json carries it, cut
         raise ValueError("x" * 1000)
 

@@ -204,6 +204,7 @@ def test_a_synthetic_model_runs_in_the_dtype_asked_for():
     loaded = models.load(StudyParams.from_dict({"device": "cpu"}), "cpu", "bfloat16")
     assert {p.dtype for p in loaded.model.parameters()} == {torch.bfloat16} and loaded.info["dtype"] == "bfloat16"
 
+
 def test_a_checkpoint_folder_gone_before_the_load_is_named(tmp_path):
     import torch
 

@@ -343,3 +343,13 @@ def test_a_subset_names_its_full_sweep_file_in_its_own_folder_only(tmp_path):
     subset.write_text(yaml.safe_dump({"subset_of": "other/full.yaml", "sweep": {"seed": [1]}}), encoding="utf-8")
     with pytest.raises(ParameterError, match="subset_of must name a sweep file in the same folder, got 'other/full"):
         sweep.SweepSpec.from_yaml(str(subset))
+
+
+def test_a_subset_with_an_empty_sweep_mapping_is_refused(tmp_path):
+    # an empty mapping cuts no axis: read as given, the subset would run every point of the full sweep under its own
+    # name, measuring them all a second time
+    (tmp_path / "full.yaml").write_text("name: full\ndevice: cpu\nsweep:\n  seed: [0, 1]\n", encoding="utf-8")
+    subset = tmp_path / "subset.yaml"
+    subset.write_text("name: part\nsubset_of: full.yaml\nsweep: {}\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="a subset file needs a 'sweep:' mapping of some of full.yaml's axes"):
+        sweep.SweepSpec.from_yaml(str(subset))

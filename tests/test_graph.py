@@ -5,7 +5,7 @@ import types
 import pytest
 import torch
 
-from rollout_study import parity
+from rollout_study import masks, parity
 from rollout_study.engines.eager import EagerEngine
 from rollout_study.reference import reference
 from rollout_study.engines.graph import GraphEngine, GraphRefused, check_replayable, parameter_signature
@@ -33,6 +33,18 @@ def test_static_path_reproduces_generate_exactly(tiny, attn, requests, batch_siz
     out = rollout(engine, w).to_cpu()
     assert torch.equal(out.sequences[-1][:, :32], w.batches[-1].input_ids)
     assert out.sequences[-1].shape[1] == 32 + new_tokens
+
+
+def test_positions_count_from_the_first_real_token_and_a_padding_query_sees_only_itself():
+    # Neither shows in the tokens on CPU: RoPE reads only position differences, so every position shifted by one
+    # gives generate()'s tokens; and CPU SDPA returns zeros, not NaN, for a query with no key at all (CUDA kernels
+    # need not)
+    mask2d = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    assert masks.positions(mask2d).tolist() == [[1, 1, 0, 1], [0, 1, 2, 3]]  # padding at 1, as generate() puts it
+    allowed = masks.allowed_keys(mask2d, 4)
+    assert allowed.shape == (2, 1, 4, 4)
+    assert allowed[0, 0].int().tolist() == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
+    assert torch.equal(allowed[1, 0], torch.ones(4, 4, dtype=torch.bool).tril())
 
 
 def test_eager_engine_matches_reference(tiny):

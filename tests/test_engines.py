@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_study import engines
+from rollout_study import engines, host_speed
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
 from rollout_study.record import variant_name
@@ -109,8 +109,6 @@ def test_a_new_engine_appears_in_every_output(echo_result, tmp_path):
 def test_host_speed_leaves_the_collector_as_it_found_it():
     import gc
 
-    from rollout_study import host_speed
-
     for enabled in (True, False):
         (gc.enable if enabled else gc.disable)()
         try:
@@ -119,6 +117,34 @@ def test_host_speed_leaves_the_collector_as_it_found_it():
         finally:
             gc.enable()
         assert measured["dispatch_us"] == sorted(measured["samples_us"])[2] and "torch.add" in measured["method"]
+
+
+def test_host_speed_is_microseconds_per_operation_and_its_method_counts_what_was_timed(monkeypatch):
+    # A clock that moves only with each add, by a set cost per timed loop: the figures must be those costs in
+    # microseconds (one real run's figure is host-dependent, so only a bound catches a wrong unit there), and the
+    # method must name the loops and adds that the clock saw timed
+    costs_us = iter([2.0, 4.0, 1.0, 3.0, 6.0])
+    clock = {"now": 0.0, "cost": 0.0, "adds": 0, "reads": 0, "begun": 0}
+    timed = []
+
+    def add(*args, **kwargs):
+        clock["now"] += clock["cost"]
+        clock["adds"] += 1
+
+    def perf_counter():
+        clock["reads"] += 1
+        if clock["reads"] % 2:  # a loop's start
+            clock["cost"], clock["begun"] = next(costs_us) * 1e-6, clock["adds"]
+        else:
+            timed.append(clock["adds"] - clock["begun"])
+        return clock["now"]
+
+    monkeypatch.setattr(host_speed.torch, "add", add)
+    monkeypatch.setattr(host_speed.time, "perf_counter", perf_counter)
+    measured = host_speed.measure()
+    assert measured["samples_us"] == pytest.approx([2.0, 4.0, 1.0, 3.0, 6.0]) and measured["dispatch_us"] == \
+        pytest.approx(3.0)
+    assert len(set(timed)) == 1 and measured["method"].startswith(f"median of {len(timed)} loops of {timed[0]} ")
 
 
 def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered,

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import statistics
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
+import torch
 
-from rollout_study import engines, host_speed
+from rollout_study import collection, engines, host_speed
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
 from rollout_study.record import variant_name
@@ -180,11 +182,7 @@ def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows
 
 def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(monkeypatch):
     import gc
-    import weakref
 
-    import torch
-
-    from rollout_study import collection
     from rollout_study.present import markdown
     from result_fixture import make_result
 
@@ -219,6 +217,26 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
     result.metadata["old_garbage"] = collector.old_garbage
     assert ("- device memory only a full garbage collection freed, after the calls of: c1 steady_after_update "
             "1.00 MiB" in markdown.summary(result))
+
+
+def test_garbage_that_a_young_collection_frees_is_not_named_old_and_young_collections_are_charged(monkeypatch):
+    # A cycle that never aged is the young collections' to free: counted by the full one, it would be named as
+    # garbage that outlived them. And the host time around the calls includes the young collections before each
+
+    class Held:  # stands in for a tensor on the device: 1 MiB "allocated" while it lives
+        pass
+
+    alive = weakref.WeakSet()
+    monkeypatch.setattr(collection.memory, "snapshot", lambda device: {"allocated": 2 ** 20 * len(alive)})
+    collector = collection.Collector(torch.device("cuda"), {"collect": 0.0})
+    collector.young()
+    assert collector.untimed_ms["collect"] > 0
+    held = Held()
+    held.cycle = held
+    alive.add(held)
+    del held
+    collector.full(1, "steady_after_update")
+    assert len(alive) == 0 and collector.old_garbage == []
 
 
 @pytest.mark.parametrize("turn_order", ["fixed", "reverse", "rotate", "rotate-run"])

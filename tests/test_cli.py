@@ -13,6 +13,7 @@ from result_fixture import make_result, make_result_dict
 from rollout_study import cli, cli_params
 from rollout_study.engines.graph import GraphEngine
 from rollout_study.param_values import ParameterError
+from rollout_study.progress import Progress
 from rollout_study.result import Result
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -337,3 +338,18 @@ def test_an_os_error_is_bad_input_said_in_one_line_not_a_traceback(tmp_path, mon
     monkeypatch.setattr(Result, "read", unreadable)
     assert cli.main(["summary", str(path)]) == cli.EXIT_BAD_INPUT
     assert "error: [Errno 5] Input/output error" in capsys.readouterr().err
+
+
+def test_the_progress_bar_counts_each_call_once_on_standard_error_and_quiet_shows_none(capsys):
+    # standard output is what a command prints for reading: the bar must stay off it, and --quiet off both
+    bar = Progress(3, True)
+    for n in range(3):
+        bar.step(f"call {n}")
+    assert bar.bar.n == 3
+    bar.close()
+    out, err = capsys.readouterr()
+    assert out == "" and "rollouts" in err and bar.bar.disable  # closed: tqdm disables a bar it has closed
+    quiet = Progress(3, False)
+    quiet.step("call 0")
+    quiet.close()
+    assert quiet.bar is None and capsys.readouterr() == ("", "")

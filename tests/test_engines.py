@@ -180,18 +180,24 @@ def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows
     assert ("collect", 2) in events[calls[-1]:]  # the last phase ends with one too
 
 
+class Held:  # stands in for a tensor on the device: 1 MiB "allocated" while it lives
+    pass
+
+
+def _collector_and_live_objects(monkeypatch):
+    """A collector on a "device" whose allocated memory is 1 MiB per live Held in the set it returns beside it."""
+    alive = weakref.WeakSet()
+    monkeypatch.setattr(collection.memory, "snapshot", lambda device: {"allocated": 2 ** 20 * len(alive)})
+    return collection.Collector(torch.device("cuda"), {"collect": 0.0}), alive
+
+
 def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(monkeypatch):
     import gc
 
     from rollout_study.present import markdown
     from result_fixture import make_result
 
-    class Held:  # stands in for a tensor on the device: 1 MiB "allocated" while it lives
-        pass
-
-    alive = weakref.WeakSet()
-    monkeypatch.setattr(collection.memory, "snapshot", lambda device: {"allocated": 2 ** 20 * len(alive)})
-    collector = collection.Collector(torch.device("cuda"), {"collect": 0.0})
+    collector, alive = _collector_and_live_objects(monkeypatch)
     held = Held()
     held.cycle = held  # a cycle: only the collector frees it
     alive.add(held)
@@ -222,13 +228,7 @@ def test_a_full_collection_names_the_device_memory_that_old_cyclic_garbage_held(
 def test_garbage_that_a_young_collection_frees_is_not_named_old_and_young_collections_are_charged(monkeypatch):
     # A cycle that never aged is the young collections' to free: counted by the full one, it would be named as
     # garbage that outlived them. And the host time around the calls includes the young collections before each
-
-    class Held:  # stands in for a tensor on the device: 1 MiB "allocated" while it lives
-        pass
-
-    alive = weakref.WeakSet()
-    monkeypatch.setattr(collection.memory, "snapshot", lambda device: {"allocated": 2 ** 20 * len(alive)})
-    collector = collection.Collector(torch.device("cuda"), {"collect": 0.0})
+    collector, alive = _collector_and_live_objects(monkeypatch)
     collector.young()
     assert collector.untimed_ms["collect"] > 0
     held = Held()

@@ -16,7 +16,9 @@ STALE = Parity(False, False, True, True, {"kind": "tokens", "request": 0, "step"
 
 
 def _call(policy: str, parity: Parity) -> Call:
-    return Call("graph", policy, 0, "steady", 0, 10.0, {"decode": 10.0}, 0, {}, 8, 800.0, parity)
+    return Call(engine="graph", policy=policy, cycle=0, phase="steady", index=0, total_ms=10.0,
+                breakdown_ms={"decode": 10.0}, captures=0, memory_bytes={}, generated_tokens=8,
+                tokens_per_s=800.0, parity=parity)
 
 
 def _study(calls, failures=(), profiles=(), mode="measure", requested_prompt_len=None) -> SimpleNamespace:

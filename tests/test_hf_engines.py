@@ -356,7 +356,15 @@ def test_a_stale_manager_is_dropped_from_the_model_it_was_cached_on_and_its_cach
     assert engine.call_notes()["refresh"] == "kept" and engine.call_notes()["after_update"] is None
     engine.close()
     assert hf_continuous.MANAGER_ATTRIBUTE not in new.__dict__
-    assert hf_continuous._not_the_persistent_warning not in engine._logger.filters
+
+
+def test_closing_the_engine_takes_its_warning_filter_off_transformers_logger():
+    from transformers.generation.continuous_batching.requests import logger
+
+    engine = hf_continuous.HFContinuousEngine(_Wrapper(_BatchingModel()), "cpu", 3, 6, 2, 0)
+    assert hf_continuous._not_the_persistent_warning in logger.filters
+    engine.close()
+    assert hf_continuous._not_the_persistent_warning not in logger.filters
 
 
 def test_a_manager_generate_batch_does_not_keep_is_an_error():

@@ -732,8 +732,100 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     assert expected(captures, lambda r: r.peak_delta_bytes) != expected(captures, lambda r: r.reserved_delta_bytes)
     (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
     assert [ln.get_label() for ln in axis.lines] == ["batch 2: 0.625 ms/token", "batch 4: 0.625 ms/token"]
+    assert axis.get_xlabel() == "new tokens"
+    for marks, line in zip(axis.collections, axis.lines):  # each batch's points (new tokens, steady), its fit a + b n
+        assert [tuple(map(float, xy)) for xy in marks.get_offsets()] == [(16.0, 20.0), (64.0, 50.0)]
+        assert list(line.get_xdata()) == [16, 64] and list(line.get_ydata()) == pytest.approx([20.0, 50.0])
     # a GPU run's title has no CPU note; a CPU run's says its graph engine ran eagerly
     assert NO_GRAPH_NOTE not in sweep_figures.speedup_figure(points).get_suptitle()
     for p in points:
         p.result.metadata["cuda_graph"] = False
     assert NO_GRAPH_NOTE in sweep_figures.speedup_figure(points).get_suptitle()
+
+
+def _line(axis, label="16 new tokens") -> list:
+    (line,) = [ln for ln in axis.lines if ln.get_label() == label]
+    return [float(y) for y in line.get_ydata()]
+
+
+def test_each_variants_panel_is_titled_with_it_and_draws_its_own_rows_in_every_figure_over_three_panels_a_row():
+    # four variants, each its own steady time, capture time and break-even U (eager after an update: 100 + 50(U-1);
+    # from U = 2, 5 and 11): a panel titled with one variant and drawing another's rows would show here
+    times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[recapture]": (400.0, 40.0, 130.0, 10.0),
+             "graph[reuse]": (450.0, 20.0, 250.0, 10.0), "graph-compiled[reuse]": (600.0, 25.0, 500.0, 10.0)}
+    points = [curves.Point(f"b{b}", point(b, 16, times)) for b in (1, 2)]
+    names = list(times)
+    speedup = sweep_figures.speedup_figure(points)
+    assert [ax.get_title() for ax in speedup.axes] == names[1:]
+    for ax in speedup.axes:
+        assert _line(ax) == pytest.approx([100.0 / times[ax.get_title()][1]] * 2), ax.get_title()
+    # four panels over three columns: a second row, its spare cell hidden
+    latency = sweep_figures.latency_figure(points)
+    shown = [ax for ax in latency.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == names and len(latency.axes) == 6
+    for ax in shown:
+        mine = sorted((r for r in curves.latencies(points) if r.variant == ax.get_title()), key=lambda r: r.batch)
+        assert _line(ax) == pytest.approx([r.ms_per_token for r in mine]), ax.get_title()
+    after = sweep_figures.after_update_figure(points)
+    assert [ax.get_title() for ax in after.axes if ax.get_visible()] == names  # eager's first call too
+    assert [_line(ax)[0] for ax in after.axes if ax.get_visible()] == [ms[2] for ms in times.values()]
+    assert {ax.get_ylabel() for ax in after.axes if ax.get_visible()} == {"first call after a real update (ms)"}
+    capture = sweep_figures.capture_figure(points)
+    columns = [ax for ax in capture.axes if ax.get_ylabel() == "capture ms (first call)"]
+    assert [ax.get_title() for ax in capture.axes if ax.get_title()] == names[1:]
+    for ax, variant in zip(columns, names[1:]):  # the capture part of the first call, not its count of captures
+        assert _line(ax) == pytest.approx([0.1 * times[variant][0]] * 2), variant
+    rows = curves.break_evens(points)
+    expected = {}
+    for r in rows:
+        expected.setdefault(f"{r.candidate} vs {r.baseline}", []).append(r.break_even.first_u)
+    assert {pair: us for pair, us in expected.items() if pair.endswith("vs eager")} == {
+        "graph[recapture] vs eager": [2, 2], "graph[reuse] vs eager": [5, 5],
+        "graph-compiled[reuse] vs eager": [11, 11]}
+    for ax in [ax for ax in sweep_figures.break_even_figure(points).axes if ax.get_visible()]:
+        drawn = [y for line in ax.get_lines() for y in line.get_ydata() if not np.isnan(y)]
+        assert drawn == [u for u in expected[ax.get_title()] if u is not None], ax.get_title()
+
+
+def test_the_batch_axis_is_log_2_at_the_sweeps_batches_and_a_y_axis_says_log_only_where_it_is_one():
+    # eager's steady time grows with requests x new tokens (1 ms a token at every point: one value, a linear axis);
+    # graph[reuse] 1.1x to 1.3x faster, under the crossover threshold
+    def timed(batch, tokens):
+        eager = 1.0 * batch * tokens
+        graph = eager / (1.0 + 0.1 * batch.bit_length())
+        return {"eager": (300.0, eager, 100.0, 50.0), "graph[reuse]": (400.0, graph, 130.0, 10.0)}
+
+    points = [curves.Point(f"b{b}-{n}", point(b, n, timed(b, n))) for b in (1, 2, 4) for n in (16, 64)]
+    speedup, latency, capture = (make(points) for make in (sweep_figures.speedup_figure, sweep_figures.latency_figure,
+                                                           sweep_figures.capture_figure))
+    for ax in speedup.axes + latency.axes + capture.axes:
+        assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2 and ax.get_xlabel() == "batch size"
+        assert list(ax.get_xticks()) == [1, 2, 4]
+    (panel,) = speedup.axes
+    for line in [ln for ln in panel.lines if ln.get_label().endswith("new tokens")]:  # set a little apart, no more
+        assert all(min(abs(x / b - 1) for b in (1, 2, 4)) < 0.05 for x in line.get_xdata())
+    (threshold,) = [ln for ln in panel.lines if ln.get_label() == f"{curves.CROSSOVER}x"]
+    assert list(threshold.get_ydata()) == [curves.CROSSOVER] * 2 and threshold.get_linestyle() == "--"
+    assert max(_line(panel)) < curves.CROSSOVER < panel.get_ylim()[1]  # the threshold in view, above every line
+    # a ratio from 0 and memory in MiB are linear axes, which their labels do not call log
+    assert panel.get_yscale() == "linear" and {ax.get_yscale() for ax in capture.axes} == {"linear"}
+    eager, graph = latency.axes
+    assert (eager.get_yscale(), graph.get_yscale()) == ("linear", "log")
+    assert "log" not in eager.get_ylabel() and graph.get_ylabel().endswith(", log)")
+
+
+def test_only_a_capture_panel_with_nothing_recorded_says_not_recorded():
+    times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, 20.0, 130.0, 10.0)}
+    gpu = [curves.Point(f"b{b}", point(b, 16, times)) for b in (1, 2)]
+    cpu = []
+    for p in gpu:  # no CUDA allocator: no memory figures, the capture time still measured
+        data = p.result.to_dict()
+        for call in data["calls"]:
+            call["memory_bytes"] = {"allocated": None, "reserved": None, "peak_allocated": None}
+        cpu.append(curves.Point(p.slug, Result.from_dict(data)))
+    for points, silent in ((gpu, {"capture ms (first call)", "peak allocated - start (MiB)", "reserved growth (MiB)"}),
+                           (cpu, {"capture ms (first call)"})):
+        for ax in sweep_figures.capture_figure(points).axes:
+            said = [t.get_text() for t in ax.texts]
+            assert said == ([] if ax.get_ylabel() in silent else ["not recorded (no CUDA allocator on the CPU)"])
+            assert bool(ax.lines) == (ax.get_ylabel() in silent), ax.get_ylabel()

@@ -146,6 +146,7 @@ def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_ot
     assert panel.get_title() == "graph[reuse]: length_bucket 64"
     # 3 steady calls a side in the fixture: every bar is its calls' whole range, and the axis says so
     assert panel.get_ylabel().endswith("(over 1: faster; bars: whole range)")
+    assert panel.get_ylabel().startswith("steady median at length_bucket 0 / at this setting")  # the first, over it
     (line,) = [ln for ln in panel.lines if ln.get_label() == "16 new tokens"]
     assert list(line.get_ydata()) == pytest.approx([2.0, 2.0])  # batch 2 and 4
     (dotted,) = [ln for ln in panel.lines if ln.get_label() == "eager, same points (16)"]
@@ -172,6 +173,23 @@ def test_with_engine_groups_crossed_with_a_setting_each_ratio_has_its_own_points
     assert rows["graph[reuse]"].eager.point == pytest.approx(1.0)
     (line,) = [x for x in report.settings_lines(usable) if "graph-compiled[reuse]" in x]
     assert "0.77x to 0.77x the steady speed" in line and "eager in the same points 0.77x to 0.77x" in line
+    # in the figure too, each panel's dotted eager is its own group's, never the other group's at the same batch
+    panels = {ax.get_title(): ax for ax in settings_figure(usable).axes if ax.get_visible()}
+    for variant, drift in (("graph[reuse]", 1.0), ("graph-compiled[reuse]", 100 / 130)):
+        (dotted,) = [ln for ln in panels[f"{variant}: length_bucket 64"].lines if ln.get_linestyle() == ":"]
+        assert list(dotted.get_ydata()) == pytest.approx([drift]), variant
+
+
+def test_each_settings_panel_draws_that_settings_points_only():
+    # length_bucket 0, 64 and 128: graph 10, 5 and 4 ms a request, so 64 is 2x the first setting and 128 2.5x
+    rows = [(_entry(3 * i + k, "synthetic", batch, bucket), _graph(batch, ms * batch))
+            for i, batch in enumerate((2, 4)) for k, (bucket, ms) in enumerate(((0, 10.0), (64, 5.0), (128, 4.0)))]
+    usable, _ = curves.split(rows)
+    panels = [ax for ax in settings_figure(usable).axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["graph[reuse]: length_bucket 64", "graph[reuse]: length_bucket 128"]
+    for ax, ratio in zip(panels, (2.0, 2.5)):
+        (line,) = [ln for ln in ax.lines if ln.get_label() == "16 new tokens"]
+        assert list(line.get_xdata()) == [2, 4] and list(line.get_ydata()) == pytest.approx([ratio] * 2)
 
 
 def test_a_failed_synthetic_point_joins_the_model_of_its_own_shape_and_a_key_only_some_records_have_still_varies():

@@ -177,11 +177,12 @@ def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
 
 
-MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms, False),
+# Linear axes: a growth of zero (the pool already large enough) is a value to show, which a log axis cannot
+MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms),
                ("peak allocated - start (MiB)",
-                lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB, False),
+                lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB),
                ("reserved growth (MiB)",
-                lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB, False))
+                lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB))
 
 
 def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
@@ -190,9 +191,9 @@ def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figur
     fig, axes = _panels(len(names), rows=len(MEMORY_ROWS), height=2.8)
     colors = line_colors(p.new_tokens for p in points)
     for column, variant in enumerate(names):
-        for row, (label, value, log) in enumerate(MEMORY_ROWS):
+        for row, (label, value) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
-            if not _by_tokens(ax, rows, variant, value, colors, log=log):
+            if not _by_tokens(ax, rows, variant, value, colors, log=False):
                 ax.text(0.5, 0.5, "not recorded (no CUDA allocator on the CPU)", ha="center", va="center",
                         transform=ax.transAxes, fontsize=8)
             ax.set_ylabel(label, fontsize=8)

@@ -316,6 +316,107 @@ def test_a_failed_rebuild_keeps_the_notebook_its_failure_names(tmp_path, capsys,
     assert sorted(p.name for p in folder.iterdir()) == ["result.json"]  # the folder itself unchanged
 
 
+
+def test_a_cell_failure_names_the_notebook_by_its_repository_path_its_first_written_line_and_the_cell_it_ran_as():
+    """A source the source notebook does not hold once (papermill's injected cell): numbered as it ran, from 1."""
+    from papermill.exceptions import PapermillExecutionError
+
+    executed = Path("/elsewhere/study.ipynb")
+    error = PapermillExecutionError(3, 2, "\n   \n  # set up\nx = 1 / 0", "ZeroDivisionError", "division by zero", [])
+    said = pipeline.describe_cell_failure(REPO / "notebooks" / "study.ipynb", executed, error,
+                                          pipeline.kept_as(executed, "the run folder"))
+    assert said == ("notebooks/study.ipynb failed at cell 4 of the executed notebook (In [2]): # set up\n"
+                    "ZeroDivisionError: division by zero\n"
+                    "executed notebook kept for inspection: study.ipynb in the run folder")
+    assert pipeline.relative(executed) == str(executed)  # outside the repository: as it is
+
+
+def test_a_notebook_that_never_reached_a_cell_is_named_with_its_error_and_where_its_notebook_would_be(
+        tmp_path, monkeypatch):
+    import papermill
+
+    def execute(source, executed, **kwargs):
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    executed = tmp_path / "study.ipynb"
+    with pytest.raises(pipeline.NotebookFailure) as failure:
+        pipeline.execute_notebook(REPO / "notebooks" / "study.ipynb", executed, {}, progress=False, cwd=tmp_path,
+                                  kept=pipeline.kept_as(executed, "the run folder"))
+    assert str(failure.value) == ("notebooks/study.ipynb could not run: RuntimeError: Kernel died before replying to "
+                                  "kernel_info\nexecuted notebook (if any): study.ipynb in the run folder")
+
+
+def test_the_study_step_runs_in_its_folder_and_names_a_checkpoint_folder_from_where_the_command_ran(
+        tmp_path, monkeypatch):
+    (tmp_path / "ckpt").mkdir()
+    folder = tmp_path / "run"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(pipeline, "execute_notebook", lambda notebook, executed, parameters, progress, cwd, kept:
+                        ran.append((notebook, executed, parameters, cwd, kept)))
+    for model, seen in (("ckpt", str(tmp_path / "ckpt")), ("synthetic", "synthetic")):
+        # no executed notebook here (execute_notebook replaced): no page to draw, no problem
+        assert pipeline.study_step(folder, {"model": model, "requests": 2}, "python -m rollout_study", False,
+                                   notebooks=tmp_path / "nb", folder_shown="the run folder") == []
+        assert ran.pop() == (tmp_path / "nb" / "study.ipynb", folder / "study.ipynb",
+                             {"model": seen, "requests": 2, "output_dir": ".", "command": "python -m rollout_study"},
+                             folder, "study.ipynb in the run folder")
+
+
+def test_a_report_step_starts_from_a_bare_folder_and_says_each_step_that_failed(tmp_path, monkeypatch, capsys):
+    """Earlier outputs go first (a figure no longer drawn would read as part of the new report, a page as the
+    notebook's that failed); a step that fails is a problem said, and the next step still runs."""
+    from result_fixture import make_result
+
+    folder = tmp_path / "run"
+    (folder / "figures").mkdir(parents=True)
+    (folder / "figures" / "a-figure-no-longer-drawn.png").write_bytes(b"stale")
+    for name in ("summary.md", "report.html", "report.ipynb"):
+        (folder / name).write_text("stale", encoding="utf-8")
+    make_result().write(folder / "result.json")
+    ran = []
+
+    def execute(notebook, executed, parameters, progress, cwd, kept):
+        ran.append((notebook, executed, parameters, cwd))
+        raise pipeline.NotebookFailure("report.ipynb failed on purpose")
+
+    monkeypatch.setattr(pipeline, "execute_notebook", execute)
+    assert pipeline.report_step(folder, False, notebooks=tmp_path / "nb") == ["report.ipynb failed on purpose"]
+    assert ran.pop() == (tmp_path / "nb" / "report.ipynb", folder / "report.ipynb",
+                         {"result_files": ["result.json"], "figures_dir": "figures"}, folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["result.json", "summary.md"]
+    assert (folder / "summary.md").read_text(encoding="utf-8").startswith("# fixture: synthetic model ")
+    (folder / "result.json").unlink()  # nothing to summarize: said, and the notebook still runs
+    capsys.readouterr()
+    problems = pipeline.report_step(folder, False, notebooks=tmp_path / "nb")
+    assert problems[0].startswith("writing summary.md failed: FileNotFoundError: ") and len(ran) == 1
+    assert problems[1:] == ["report.ipynb failed on purpose"] and not (folder / "summary.md").exists()
+    assert f"error: {problems[0]}" in capsys.readouterr().err
+
+
+def test_scrub_leaves_nothing_that_changes_from_one_execution_to_the_next(tmp_path):
+    """What papermill and nbclient write of an execution's time, place and widgets (a progress bar's state, with its
+    random ids) goes; the parameters and outputs stay."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("x")])
+    times = {"start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:01:00", "duration": 60.0}
+    notebook.metadata.update(papermill={**times, "input_path": "/a/study.ipynb", "output_path": "/b/study.ipynb",
+                                        "parameters": {"requests": 2}},
+                             widgets={"application/vnd.jupyter.widget-state+json": {"state": {"9f3c": {}}}})
+    for cell in notebook.cells:
+        cell.metadata.update(papermill={**times, "exception": False, "status": "completed"},
+                             execution={"iopub.status.busy": "2026-01-01T00:00:00"})
+    executed = tmp_path / "executed.ipynb"
+    nbformat.write(notebook, str(executed))
+    pipeline.scrub(executed)
+    scrubbed = nbformat.read(str(executed), as_version=4)
+    assert scrubbed.metadata == {"papermill": {"parameters": {"requests": 2}}}
+    assert [cell.id for cell in scrubbed.cells] == ["cell-0", "cell-1"]
+    assert all(cell.metadata == {"papermill": {"exception": False, "status": "completed"}} for cell in scrubbed.cells)
+    assert [cell.source for cell in scrubbed.cells] == ["x = 1", "x"]
+
+
 # -- kernel -----------------------------------------------------------------------------------
 def test_kernel_command_lines_that_run_this_interpreter():
     assert pipeline.runs_this_interpreter(["python", "-m", "ipykernel_launcher"])
@@ -331,11 +432,14 @@ def test_foreign_python3_kernelspec_is_shadowed(tmp_path, monkeypatch):
          "display_name": "other", "language": "python"}), encoding="utf-8")
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
     monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as a notebook server sets it
     assert pipeline.kernel_argv()[0] == "/nonexistent/python"
     with pipeline.kernel_environment():
         assert pipeline.kernel_argv()[0] == sys.executable
         assert os.environ["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
+        assert os.environ["MPLBACKEND"] == "Agg"  # figures are files; some matplotlib builds refuse module://
     assert os.environ["JUPYTER_PATH"] == str(tmp_path) and "PYTHONPATH" not in os.environ
+    assert os.environ["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
 
 
 def test_source_notebooks_are_committed_without_outputs():

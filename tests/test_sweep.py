@@ -605,6 +605,8 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
     html = (folder / "report.html").read_text(encoding="utf-8")
     assert "Synthetic model: tiny-llama" in html and "Points repeated alone" in html
     assert "from rollout_study" not in html  # rendered without the code
+    # run in the folder, on ".": no path of this machine (nor a rebuild's temporary folder) in the executed notebook
+    assert str(folder) not in (folder / f"{spec.report}.ipynb").read_text(encoding="utf-8")
     # the figures drawn, and nothing an earlier report left there (the fixture put one in)
     assert sorted((folder / "figures").glob("*.png")) == sorted((folder / "figures").glob("sweep-synthetic-*.png"))
     assert len(list((folder / "figures").glob("*.png"))) == len(sweep_figures.FIGURES)

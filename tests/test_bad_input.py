@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkpoint_fixture import fake_checkpoint
-from rollout_study import cli, models, publish, sweep
+from rollout_study import cli, cli_params, models, publish, sweep
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
 
@@ -244,6 +244,38 @@ def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_a
         assert cli.main(["run", "--model", str(model), "--prompts", prompts, "--device", "cpu",
                          "--output-root", str(runs)]) == cli.EXIT_BAD_INPUT
         assert said in capsys.readouterr().err and not runs.exists()
+    # what the run can do goes through: random prompts need no chat template, auto without a tokenizer is random
+    for model, prompts in ((plain, "random"), (bare, "auto"), (bare, "random")):
+        cli_params.preflight(StudyParams.from_dict({"model": str(model), "prompts": prompts, "device": "cpu"}))
+    # a sweep's points read each model's tokenizer once
+    read = []
+    monkeypatch.setattr(models, "tokenizer_only", lambda params: read.append(params.model))
+    tokenizers: dict = {}
+    for _ in range(2):
+        cli_params.preflight(StudyParams.from_dict({"model": str(bare), "prompts": "auto"}), tokenizers)
+    assert read == [str(bare)] and tokenizers == {str(bare): None}
+
+
+def test_the_longest_chat_prompt_not_the_first_is_checked_against_prompt_len_and_the_positions(tmp_path):
+    from tokenizers import Tokenizer
+    from tokenizers import models as token_models
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    # one token per word or mark: the first two chat prompts are 7 and 5 tokens long
+    chatty = _checkpoint(tmp_path / "chatty", 64)
+    words = Tokenizer(token_models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    words.pre_tokenizer = Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]",
+                            chat_template="{{ messages[0]['content'] }}").save_pretrained(chatty)
+    for values, said in (({"prompt_len": 6}, "prompt_len must be >= 7 for the chat prompts"),
+                         ({"max_new_tokens": 58}, "the longest chat prompt \\(7 tokens; prompt_len auto\\) \\+ "
+                                                  "max_new_tokens = 65 exceeds the model's 64 positions")):
+        params = StudyParams.from_dict({"model": str(chatty), "prompts": "chat", "requests": 2, **values})
+        with pytest.raises(ParameterError, match=said):
+            cli_params.preflight(params)
+    cli_params.preflight(StudyParams.from_dict({"model": str(chatty), "prompts": "chat", "requests": 2,
+                                                "prompt_len": 7, "max_new_tokens": 57}))
 
 
 def test_an_unknown_sweep_file_key_is_named_against_the_file_and_an_overflowing_number_is_said_to_be_one(

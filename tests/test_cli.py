@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,15 @@ def test_every_way_of_giving_a_parameter_agrees(tmp_path):
     assert cli.params_from(run_args) == params  # run accepts what bench accepts
     with pytest.raises(ParameterError, match="key=value"):
         cli_params.parse_override("iterations")
+    with pytest.raises(ParameterError, match="--set expects key=value, got ' =3'"):
+        cli_params.parse_override(" =3")
+    assert cli_params.parse_override(" lr = 0.5") == ("lr", 0.5)
+    # one file given both ways is one file; a bad value is said against the file and the overrides
+    assert cli.params_from(cli.parser().parse_args(["run", str(base), "--params", str(base)])).requests == 6
+    with pytest.raises(ParameterError, match=f"^{re.escape(str(base))} with overrides: requests must be"):
+        cli.params_from(cli.parser().parse_args(["run", str(base), "--set", "requests=0"]))
+    with pytest.raises(ParameterError, match="^defaults with overrides: requests must be"):
+        cli.params_from(cli.parser().parse_args(["bench", "--requests", "0"]))
 
 
 def test_a_parameter_given_several_ways_takes_the_later_kind_as_the_help_says(tmp_path):
@@ -114,9 +124,11 @@ def test_numbers_are_read_as_papermill_reads_them():
     """1e-4 is a number on the command line (papermill's -p), though YAML 1.1 reads it as text."""
     for flags in (["-p", "lr", "1e-4"], ["--set", "lr=1e-4"], ["--lr", "1e-4"]):
         assert cli.params_from(cli.parser().parse_args(["run", *flags])).lr == 1e-4, flags
-    raws = ("4", "-3", "2.5", "5E3", "True", "None", "true", "[1, 2]", "abc")
+    raws = ("4", "-3", "2.5", "5E3", "True", "False", "None", "true", "[1, 2]", "abc")
     assert [cli_params.parse_value("x", raw) for raw in raws] \
-        == [4, -3, 2.5, 5000.0, True, None, True, [1, 2], "abc"]
+        == [4, -3, 2.5, 5000.0, True, False, None, True, [1, 2], "abc"]
+    # nothing after the = is text, which every check refuses, not YAML's None (prompt_len's auto)
+    assert cli_params.parse_value("prompt_len", "") == cli_params.parse_value("prompt_len", " ") == ""
     # words papermill's float() takes stay text: no parameter's value
     assert cli_params.parse_value("name", "nan") == "nan"
     # float() overflows it to inf: text, which lr's check refuses

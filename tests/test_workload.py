@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -70,3 +72,50 @@ def test_chat_requests_cycle_through_the_prompts_and_a_prompt_len_that_just_hold
     assert workload.check_chat_prompt_len(20, 20) == 20 and workload.check_chat_prompt_len(None, 20) == 20
     with pytest.raises(ParameterError, match="prompt_len must be >= 21"):
         workload.check_chat_prompt_len(20, 21)
+
+
+def _loaded(tokenizer):
+    """What build_workload reads of a loaded model: its tokenizer, vocabulary, pad id and name."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(tokenizer=tokenizer, model=SimpleNamespace(config=SimpleNamespace(vocab_size=50)),
+                           pad_token_id=7, info={"name": "ckpt"})
+
+
+def test_a_runs_workload_is_chat_prompts_where_its_model_has_a_tokenizer_else_seeded_random_ones():
+    from rollout_study.params import StudyParams
+    from rollout_study.preparation import build_workload
+
+    params = StudyParams.from_dict({"device": "cpu", "requests": 5, "batch_size": 2, "seed": 3})  # auto, auto
+    w = build_workload(params, _loaded(None))  # random, the reference's 32 long, in the model's vocabulary
+    expected = random_workload(5, 2, 32, 50, 3, pad_token_id=7)
+    assert w.source == "random" and w.pad_token_id == 7 and [b.size for b in w.batches] == [2, 2, 1]
+    assert all(torch.equal(a.input_ids, b.input_ids) for a, b in zip(w.batches, expected.batches))
+    w = build_workload(params, _loaded(_ChatTokenizer()))  # chat, as long as the longest
+    rendered = [len(f"<user>{text}<assistant>") for text in workload.CHAT_PROMPTS[:5]]
+    assert w.source == "chat" and w.true_lengths == rendered and w.prompt_len == max(rendered) and w.pad_token_id == 7
+    w = build_workload(dataclasses.replace(params, prompts="random", prompt_len=12), _loaded(_ChatTokenizer()))
+    assert w.source == "random" and w.prompt_len == 12
+    with pytest.raises(ParameterError, match="prompts: 'chat' needs a model with a tokenizer; ckpt has none"):
+        build_workload(dataclasses.replace(params, prompts="chat"), _loaded(None))
+
+
+def test_initialization_is_one_plain_forward_of_the_first_batch_timed_to_the_devices_end(monkeypatch):
+    from rollout_study import preparation
+
+    w = random_workload(requests=3, batch_size=2, prompt_len=8, vocab=50, seed=0)
+    seen = []
+
+    def model(**inputs):
+        seen.append(("forward", inputs, torch.is_grad_enabled()))
+
+    clock = iter([10.0, 10.25])
+    monkeypatch.setattr(preparation.time, "perf_counter", lambda: seen.append("clock") or next(clock))
+    monkeypatch.setattr(preparation, "synchronize", lambda device: seen.append(("synchronize", device)))
+    assert preparation.initialize(model, w, torch.device("cpu")) == 250.0
+    assert [step if isinstance(step, str) else step[0] for step in seen] == ["clock", "forward", "synchronize",
+                                                                              "clock"]
+    (_, inputs, grad), first = seen[1], w.batches[0]
+    assert torch.equal(inputs["input_ids"], first.input_ids) and torch.equal(inputs["attention_mask"],
+                                                                             first.attention_mask)
+    assert inputs["use_cache"] is False and grad is False and seen[2][1] == torch.device("cpu")

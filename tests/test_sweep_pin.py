@@ -236,6 +236,9 @@ def test_points_left_counts_what_the_resume_runs(tmp_path):
     failed = kept("failed", "failed", [])
     assert keep_sweep.measured_points(failed, "f" * 64) == 2
     assert keep_sweep.points_left(failed, "f" * 64, root) == keep_sweep.Left(1, 2, 0)
+    unread = kept("unread", "valid", [])  # of this code, and no result the resume reads: it runs again
+    (unread / "points" / files[1]).write_text(json.dumps({"metadata": {"git": {"code_sha256": "f" * 64}}}))
+    assert keep_sweep.points_left(unread, "f" * 64, root) == keep_sweep.Left(1, 2, 1)
     pack = tmp_path / "again.tgz"  # keep() says it: points and repeats apart, the point to run again
     with tarfile.open(pack, "w:gz") as archive:
         archive.add(again, arcname=again.name)

@@ -73,6 +73,42 @@ def test_the_checks_find_a_point_of_other_code_and_one_the_sweep_does_not_list(t
     assert not (root / "sweeps-in-progress").exists()
 
 
+def test_the_checks_find_another_record_a_stray_repeat_a_point_no_reader_takes_and_another_transformers(
+        tiny_sweep_folder, tmp_path):
+    from rollout_study.environment import _git
+
+    folder = tmp_path / ".sweep-h200-tiny.partial-x"
+    shutil.copytree(tiny_sweep_folder, folder)
+    record = json.loads((folder / "sweep.json").read_text())
+    record["spec"]["report"] = "another"
+    (folder / "sweep.json").write_text(json.dumps(record))
+    (folder / "repeats").mkdir(exist_ok=True)
+    (folder / "repeats" / "stray.json").write_text("{}")
+    unread, other, elsewhere = sorted((folder / "points").iterdir())[:3]
+    unread.write_text("{}")
+    for path, section, key, value in ((other, "software", "transformers", "0.0.0"),
+                                      (elsewhere, "git", "commit", "e" * 40)):
+        result = json.loads(path.read_text())
+        result["metadata"][section][key] = value
+        path.write_text(json.dumps(result))
+    found = keep_sweep.problems(folder)
+    assert "params/sweep-h200-tiny.yaml is sweep 'sweep-h200-tiny' (sweep), the folder's is another" in found
+    assert "repeats/stray.json: on disk, not listed in sweep.json" in found
+    assert any(line.startswith(f"points/{unread.name}: not a result (") for line in found)
+    assert any(line.startswith(f"points/{other.name}: measured with another Transformers than tools/device-wheels")
+               for line in found)
+    if _git("rev-parse", "--is-shallow-repository") != "true":  # a shallow clone lacks the commits points name
+        assert any(line.endswith("names commit eeeeeeeeeeee, which this repository does not have") for line in found)
+    # no Transformers pinned for the device: said, not read as any version
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "tools").mkdir()
+    wheels = (ROOT / "tools" / "device-wheels.txt").read_text()
+    (root / "tools" / "device-wheels.txt").write_text(wheels.replace("\ntransformers==", "\n# transformers=="))
+    assert keep_sweep.problems(folder, root)[-1] == (
+        "tools/device-wheels.txt pins no transformers: the device's version is unknown")
+
+
 def _sweep_folder(parent: Path, name: str, folder_name: str, points: int, fingerprint: str, repeats: int = 0) -> Path:
     folder = parent / folder_name
     (folder / "points").mkdir(parents=True)
@@ -121,6 +157,8 @@ def test_keep_puts_an_unfinished_sweep_in_the_tree_and_never_loses_points(tmp_pa
     repo = Repo(tmp_path)
     repo.keep(repo.pack(("sw", ".sw.partial-abc", 3)))
     assert repo.kept("sw") == 3 and not (repo.root / "runs").exists()
+    assert (repo.root / "sweeps-in-progress" / "sw.tgz").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+    repo.keep(repo.pack(("sw", ".sw.partial-again", 3)))  # as many points: not an older pack
 
     older = r"holds 3 results \(points and repeats\) measured by this code, the pack 2"
     with pytest.raises(keep_sweep.KeepError, match=older):
@@ -159,6 +197,8 @@ def test_keep_puts_a_finished_sweep_in_runs_and_leaves_its_older_partials_out(tm
 @pytest.mark.parametrize("name, folder, why", [
     ("other", ".sw.partial-abc", "which its name does not say"),
     ("sw", "sw-tiny-20261202-100000", "which its name does not say"),  # another sweep's finished folder
+    ("sw", "sw-20261202-100000-old", "which its name does not say"),  # a finished folder's name, and more
+    ("sw", ".sw.old", "which its name does not say"),  # no partial folder's name
     (".", "..partial-abc", "the sweep's name '.'"),
 ])
 def test_keep_refuses_a_folder_that_is_not_the_sweep_it_names(tmp_path, name, folder, why):
@@ -168,13 +208,17 @@ def test_keep_refuses_a_folder_that_is_not_the_sweep_it_names(tmp_path, name, fo
     assert list(repo.root.iterdir()) == []
 
 
-def test_keep_refuses_a_pack_with_a_link(tmp_path):
+@pytest.mark.parametrize("member", ["link", "outside"])
+def test_keep_refuses_a_pack_with_a_link_or_a_file_outside_it(tmp_path, member):
     repo = Repo(tmp_path)
     pack = tmp_path / "link.tgz"
     with tarfile.open(pack, "w:gz") as archive:
-        link = tarfile.TarInfo(".sw.partial-abc")
-        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
-        archive.addfile(link)
+        if member == "link":
+            link = tarfile.TarInfo(".sw.partial-abc")
+            link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+            archive.addfile(link)
+        else:  # refused by the check itself, where Python's tarfile has no data filter
+            archive.addfile(tarfile.TarInfo("../.sw.partial-abc"))
     with pytest.raises(keep_sweep.KeepError, match="not a plain file or folder"):
         repo.keep(pack)
     assert list(repo.root.iterdir()) == []
@@ -189,6 +233,59 @@ def test_keep_counts_repeats_and_refuses_a_sweep_with_nothing_measured(tmp_path)
         repo.keep(repo.pack(("sw", ".sw.partial-old", 3, 1)))  # the same points, a repeat fewer
     with pytest.raises(keep_sweep.KeepError, match="no point measured by this code"):
         Repo(tmp_path / "empty").keep(repo.pack(("sw", ".sw.partial-new", 0)))
+
+
+def test_keep_refuses_a_pack_of_no_sweep_of_two_finished_folders_of_one_or_with_a_point_not_named(tmp_path):
+    repo = Repo(tmp_path)
+    none = tmp_path / "none.tgz"
+    with tarfile.open(none, "w:gz") as archive:
+        archive.addfile(tarfile.TarInfo("notes.txt"))
+    with pytest.raises(keep_sweep.KeepError, match="holds no sweep folder"):
+        repo.keep(none)
+    with pytest.raises(keep_sweep.KeepError, match="2 finished folders of sw; bring them home one at a time"):
+        repo.keep(repo.pack(("sw", "sw-20261202-100000", 1), ("sw", "sw-20261202-110000", 1)))
+    folder = _sweep_folder(tmp_path / "unnamed", "sw", ".sw.partial-abc", 2, repo.fingerprint)
+    record = json.loads((folder / "sweep.json").read_text())
+    del record["points"][1]["file"]
+    (folder / "sweep.json").write_text(json.dumps(record))
+    with pytest.raises(keep_sweep.KeepError, match=r"not a sweep folder \(ValueError: a point entry without its file"):
+        repo.keep(_repack(folder, tmp_path, folder.name))
+    assert list(repo.root.iterdir()) == []
+
+
+def test_keep_refuses_a_sweep_with_one_problem_and_leaves_out_the_point_files_it_does_not_list(tmp_path):
+    repo = Repo(tmp_path)
+    folder = _sweep_folder(tmp_path / "stray", "sw", ".sw.partial-abc", 2, repo.fingerprint)
+    (folder / "points" / "stray.json").write_text((folder / "points" / "p0.json").read_text())  # of this code
+    pack = _repack(folder, tmp_path, folder.name)
+    with pytest.raises(keep_sweep.KeepError, match=r"cannot be kept \(1 problem\(s\)\); nothing kept; first: why"):
+        keep_sweep.keep(pack, repo.root, check=lambda folder, root: ["why"], fingerprint=repo.fingerprint)
+    assert list(repo.root.iterdir()) == []
+    assert repo.keep(pack) == ["kept sweeps-in-progress/sw.tgz (2 points measured by this code; 1 unlisted point "
+                               "file(s) left out): commit it; `h200-reports.sh resume` resumes it"]
+    assert repo.kept("sw") == 2
+    with tarfile.open(repo.root / "sweeps-in-progress" / "sw.tgz") as archive:
+        assert ".sw.partial-kept/points/stray.json" not in archive.getnames()
+
+
+def test_a_kept_pack_of_two_folders_is_refused(tmp_path):
+    pack = tmp_path / "two.tgz"
+    with tarfile.open(pack, "w:gz") as archive:
+        for name in (".sw.partial-a", ".sw.partial-b"):
+            folder = tarfile.TarInfo(name)
+            folder.type = tarfile.DIRTYPE
+            archive.addfile(folder)
+    (tmp_path / "into").mkdir()
+    with pytest.raises(keep_sweep.KeepError, match="holds 2 folders, a kept sweep one"):
+        keep_sweep.kept_folder(pack, tmp_path / "into")
+
+
+def test_the_command_says_how_it_is_used_and_fails_with_a_message(tmp_path, capsys):
+    assert keep_sweep.main([]) == 2 and keep_sweep.main(["a.tgz", "b.tgz"]) == 2
+    assert "python3 tools/keep_sweep.py PACK.tgz" in capsys.readouterr().err
+    assert keep_sweep.main([str(tmp_path / "missing.tgz")]) == 1
+    said = capsys.readouterr().err
+    assert said.startswith("error: ") and "missing.tgz" in said
 
 
 def test_keep_refuses_a_cut_off_pack_with_a_message(tmp_path):

@@ -64,6 +64,8 @@ def test_each_pin_states_its_commits_own_code(pin):
 @pytest.mark.parametrize("text, why", [
     ("commit: abc\ncode_sha256: " + "a" * 64, "'commit: abc' is not one of"),
     ("commit: " + "A" * 40 + "\ncode_sha256: " + "a" * 64, "40 lowercase hex digits"),
+    ("commit: " + "a" * 12 + "\ncode_sha256: " + "a" * 64, "40 lowercase hex digits"),  # abbreviated
+    ("commit: " + "a" * 41 + "\ncode_sha256: " + "a" * 64, "40 lowercase hex digits"),
     ("commit: " + "a" * 40, "no code_sha256 line"),
     ("commit: " + "a" * 40 + "\ncommit: " + "b" * 40 + "\ncode_sha256: " + "a" * 64, "each once"),
     ("branch: main", "'branch: main' is not one of"),
@@ -269,6 +271,64 @@ def test_a_pin_stating_other_code_than_its_commits_is_found(pinned_repo, tmp_pat
         f"sweeps-in-progress/sweep-cpu.pin: commit eeeeeeeeeeee is not in the repository at {wrong}"]
 
 
+# A stand-in for a commit's sweep module: it reads params/NAME.yaml (refusing one that says "broken") and says a
+# word on stdout before the answer, as a library's warning may
+STUB_SWEEP = """
+class SweepSpec:
+    name, report = "sw", "sweep"
+
+    @classmethod
+    def from_yaml(cls, path):
+        if "broken" in open(path).read():
+            raise ValueError("no sweep: section")
+        print("a word before the answer")
+        return cls()
+
+    def points(self):
+        return [("p", None)]
+
+
+def point_hash(params):
+    return "h"
+"""
+
+
+def test_a_pinned_commit_is_asked_by_its_own_code_and_what_it_lacks_or_cannot_read_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONSAFEPATH", "1")  # the commit's package found by the child's PYTHONPATH, not its cwd
+    repo = tmp_path / "repo"
+    (repo / "params").mkdir(parents=True)
+    (repo / "params" / "sw.yaml").write_text("name: sw\n")
+
+    def commit(message: str) -> str:
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", message)
+        return _git(repo, "rev-parse", "HEAD")
+
+    _git(repo, "init", "-q")
+    bare = commit("no package")
+    with pytest.raises(sweep_pin.PinError, match=f"commit {bare[:12]} has no rollout_study/"):
+        sweep_pin.archive(bare, repo)
+    (repo / "rollout_study").mkdir()
+    (repo / "rollout_study" / "__init__.py").write_text("")
+    (repo / "rollout_study" / "environment.py").write_text(f"def code_fingerprint():\n    return {'c' * 64!r}\n")
+    (repo / "rollout_study" / "sweep.py").write_text(STUB_SWEEP)
+    code = commit("stand-in code")
+    assert sweep_pin.pinned_sweep(code, "sw", repo) == {"code_sha256": "c" * 64, "name": "sw", "report": "sweep",
+                                                        "files": ["p-h.json"]}
+    with pytest.raises(sweep_pin.PinError, match=f"commit {code[:12]} has no params/other.yaml"):
+        sweep_pin.pinned_sweep(code, "other", repo)
+    (repo / "params" / "sw.yaml").write_text("name: sw\nbroken: true\n")
+    broken = commit("a file its code cannot read")
+    with pytest.raises(sweep_pin.PinError, match=f"commit {broken[:12]}'s code could not read params/sw.yaml: "
+                                                 "ValueError: no sweep: section"):
+        sweep_pin.pinned_sweep(broken, "sw", repo)
+
+
+def test_the_command_says_how_it_is_used(capsys):
+    assert sweep_pin.main([]) == 2 and sweep_pin.main(["field", "sw", "branch"]) == 2
+    assert "python3 tools/sweep_pin.py carry | field NAME commit|code_sha256" in capsys.readouterr().err
+
+
 def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo):
     repo, pinned, *_ = pinned_repo
     said = sweep_pin.carry(repo)
@@ -278,6 +338,8 @@ def test_carry_writes_each_pinned_commits_tree_and_keeps_it_current(pinned_repo)
     with tarfile.open(tree) as archive:
         assert "max_new_tokens: 3" in archive.extractfile("params/sweep-cpu.yaml").read().decode()
         assert "rollout_study/environment.py" in archive.getnames()
+        # what of TREE the commit holds (its tools: the pinned tree runs its own device script)
+        assert {name.split("/")[0] for name in archive.getnames()} == {"rollout_study", "notebooks", "params", "tools"}
     written = tree.stat().st_mtime_ns
     sweep_pin.carry(repo)
     assert tree.stat().st_mtime_ns == written  # the same tree: left as it was

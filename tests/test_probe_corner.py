@@ -1,5 +1,7 @@
 """tools/probe_corner.py picks its point by parameter values, not by a substring of the slug."""
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +57,7 @@ def test_a_policy_is_the_policies_it_names(rotate_points):
 
 @pytest.mark.parametrize("matches, said", [
     (["turn_order"], "KEY=VALUE"),
+    (["=rotate"], "KEY=VALUE"),
     (["turn_orders=rotate"], "names no parameter ['turn_orders']"),
     (["turn_order=rotate", "turn_order=rotate-run"], "names turn_order twice"),
     # a value the parameter cannot take: its check's message, with the allowed values
@@ -70,6 +73,13 @@ def test_a_bad_match_says_what(rotate_points, matches, said):
     with pytest.raises(SystemExit) as stop:
         probe_corner.pick(rotate_points, matches)
     assert said in str(stop.value)
+
+
+def test_no_point_picked_names_the_values_of_the_parameters_none_has_alone(rotate_points):
+    # prompt_len's None as the file writes it; turn_order, which some point has, not listed
+    with pytest.raises(SystemExit) as stop:
+        probe_corner.pick(rotate_points, ["prompt_len=16", "turn_order=rotate"])
+    assert str(stop.value) == "--match picked no point: no point has prompt_len=16; the sweep's prompt_len: auto"
 
 
 def test_values_of_different_points_pick_none_and_say_so():
@@ -107,3 +117,44 @@ def test_a_bare_set_is_refused_before_any_work(tmp_path):
                            "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1 and "--set expects key=value, got 'lr'" in done.stderr
     assert "point " not in done.stderr and not out.exists()
+
+
+# The probe whole, in a child whose study fails where a GPU's error would: its update (a failure the study records)
+# or its model's load (what the study raises)
+CHILD = """
+import runpy, sys
+from rollout_study import models, training
+
+def fail(*args, **kwargs):
+    raise RuntimeError("injected")
+
+setattr(*((training.Trainer, "update") if sys.argv.pop(1) == "update" else (models, "load")), fail)
+sys.argv.pop(0)
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _probe(out: Path, failing: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CHILD, failing, str(ROOT / "tools" / "probe_corner.py"), "--sweep",
+                           str(ROOT / "params" / "sweep-cpu.yaml"), "--match", "batch_size=1", "--engines", "eager",
+                           "--set", "iterations=1", "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          cwd=out.parent, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_the_probe_says_each_step_and_failure_of_the_point_as_it_runs_it(tmp_path):
+    done = _probe(tmp_path / "probe.json", "update")
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [line.split("] ", 1)[1] for line in done.stderr.splitlines() if line.startswith("[")]
+    assert said[0] == ("point batch_size=1-requests=1, engines ['eager'], "
+                       "changed {'iterations': 1, 'engines': ['eager']}")
+    for step in ("call eager 0 first 0", "reference 0", "update 0 False", "call eager 0 steady_after_update 0"):
+        assert f"begin {step}" in said and f"end {step}" in said
+    assert "FAILURE engine=None policy=None cycle=0 phase=update: RuntimeError: injected" in said
+    assert "Traceback (most recent call last)" in done.stderr  # with its traceback
+    assert said[-1] == "done: 4 calls, 1 failures, valid False"
+    result = json.loads((tmp_path / "probe.json").read_text())
+    assert {call["engine"] for call in result["calls"]} == {"eager"} and result["metadata"]["params"]["iterations"] == 1
+    # what the study raises is said, and the probe exits as it does (no result to write)
+    raised = _probe(tmp_path / "raised.json", "load")
+    assert raised.returncode == 0 and "RAISED RuntimeError: injected" in raised.stderr
+    assert not (tmp_path / "raised.json").exists()

@@ -921,6 +921,7 @@ def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_lea
     cores = environment.allowed_cores()
     forkserver.run_forked(params, "first_only")  # the server started with every core, whatever ran before
     os.sched_setaffinity(0, cores[-1:])  # a Ray task's share of the host, as sweep_ray._pin sets it
+    monkeypatch.delenv("HOME", raising=False)  # one the server started with: what the caller unset stays unset
     try:
         result = forkserver.run_forked(params, "first_only")
     finally:
@@ -930,6 +931,7 @@ def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_lea
     environ = dict(item.split("=", 1) for item in seen.read_text().split("\0") if "=" in item)
     assert environ["ROLLOUT_STUDY_CALLERS_OWN"] == "caller" and environ["TEARDOWN_CUPTI"] == "1"
     assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in environ  # the server's own, set for its imports only
+    assert "HOME" not in environ  # unset by the caller since the server started: not the server's value back
     # set by the imports (_server_imports.py): the caller's where it imported them too, else the server's
     assert "TORCHINDUCTOR_CACHE_DIR" in environ
     assert not [p for p in os.listdir(logs) if p.startswith("rollout-study-point-")]

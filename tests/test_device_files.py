@@ -69,13 +69,28 @@ def test_parts_are_cut_again_where_they_no_longer_fit_or_fewer_calls_would_carry
     assert (carry / "fake.partac").read_bytes() == b"x" * 3000  # a failed download keeps the parts there were
 
 
-def _whl_parts(tree: Path, tree_kib: int, part: int) -> subprocess.CompletedProcess:
-    """`whl_parts` in `tree`, beside a working tree of TREE_KIB and no pinned tree, with parts of PART bytes."""
+def test_a_wheel_is_fetched_where_no_parts_are_here_or_theirs_is_another_version(tmp_path):
+    fresh = _parts(tmp_path, 3000)  # a fresh checkout: nothing in .carry/
+    assert fresh.returncode != 0 and "download" in (tmp_path / "downloads").read_text()
+    (tmp_path / "downloads").unlink()
+    # parts that add up to the wheel their checksum file names, of another version: fetched, not cut again
+    wheel, carry = os.urandom(5000), tmp_path / ".carry"
+    carry.mkdir()
+    (carry / "fake.partaa").write_bytes(wheel)
+    (carry / "fake.sha256").write_text(f"{hashlib.sha256(wheel).hexdigest()}  fake_pkg-0.9-py3-none-any.whl\n")
+    older = _parts(tmp_path, 3000)
+    assert older.returncode != 0 and "download" in (tmp_path / "downloads").read_text()
+    assert [p.name for p in carry.glob("fake.part*")] == ["fake.partaa"]  # kept, as a failed fetch keeps them
+
+
+def _whl_parts(tree: Path, tree_kib: int, part: int, pinned_kib: int = 0) -> subprocess.CompletedProcess:
+    """`whl_parts` in `tree`, beside a working tree of TREE_KIB and a pinned tree of PINNED_KIB, with parts of PART
+    bytes."""
     size_kib = next(line for line in (Path(__file__).parent.parent / "tools" / "device-files.sh").read_text()
                     .splitlines() if line.startswith("size_kib()"))
     defined = functions('cut_fits', 'cut_anew', 'whl_parts', source='device-files.sh')
     script = (f"set -euo pipefail\n{size_kib}\n{defined}\n"
-              f"LIMIT_KIB=1024 tree_kib={tree_kib} pinned_kib=0 PART={part}\nwhl_parts")
+              f"LIMIT_KIB=1024 tree_kib={tree_kib} pinned_kib={pinned_kib} PART={part}\nwhl_parts")
     return subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin"})
 
@@ -89,8 +104,8 @@ def test_the_wheels_travel_in_parts_only_where_they_no_longer_fit_beside_the_tre
         (whl / name).write_bytes(data)
     carry = tmp_path / ".carry"
 
-    def made(tree_kib: int, part: int = 70_000) -> dict[str, int]:
-        done = _whl_parts(tmp_path, tree_kib, part)
+    def made(tree_kib: int, part: int = 70_000, pinned_kib: int = 0) -> dict[str, int]:
+        done = _whl_parts(tmp_path, tree_kib, part, pinned_kib)
         assert done.returncode == 0, done.stdout + done.stderr
         return {p.name: p.stat().st_mtime_ns for p in sorted(carry.glob("whl.*"))} if carry.exists() else {}
 
@@ -116,3 +131,10 @@ def test_the_wheels_travel_in_parts_only_where_they_no_longer_fit_beside_the_tre
     assert hashlib.sha256(joined).hexdigest() == (carry / "whl.sha256").read_text().split()[0]
     assert b"another version" in joined
     assert made(tree_kib=100) == {}  # room again: the parts go, so no call carries the wheels twice
+    assert "whl.sha256" in made(tree_kib=100, pinned_kib=900)  # the pinned tree travels in the wheels' call too
+    (carry / "whl.sha256").unlink()  # parts that add up to the tar, beside no checksum: cut again, with one
+    assert "whl.sha256" in made(tree_kib=100, pinned_kib=900)
+    # at the limit is over it (as device-files.sh says of a call): cut
+    whl_kib = int(subprocess.run(["du", "-ck", str(whl)], capture_output=True, text=True,
+                                 check=True).stdout.splitlines()[-1].split()[0])
+    assert made(tree_kib=100) == {} and "whl.sha256" in made(tree_kib=1024 - whl_kib)

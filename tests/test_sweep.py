@@ -998,6 +998,14 @@ SUMMARY = "=================== 2 passed, 16 warnings in 83.33s (0:01:23) =======
      " [100%]\n" + SUMMARY.replace("2 passed", "1 failed, 1 passed"), False),
     (PASSED + "tests/test_cuda.py::test_a_fork_server_child_runs_a_point_on_the_gpu ERROR [100%]\n"
      + SUMMARY.replace("2 passed", "1 error, 1 passed"), False),
+    (PASSED + "tests/test_cuda.py::test_kernel_sums_agree_with_torch FAILED [100%]\n"
+     + SUMMARY.replace("2 passed", "1 failed, 1 passed"), True),
+    # a profiler's failure whose traceback (printed as it happens) says FAILED: still the profiler's alone
+    (PASSED + "tests/test_cuda.py::test_the_profiler_records_every_kernel FAILED [100%]\n"
+     "E   RuntimeError: CUPTI FAILED to start\n" + SUMMARY.replace("2 passed", "1 failed, 1 passed"), True),
+    # the file could not be collected: no test passed, and no test's line says FAILED or ERROR
+    ("collected 0 items / 1 error\nERROR tests/test_cuda.py - ImportError: no torch\n"
+     "=================== 1 error in 0.52s ===================\n", False),
     (PASSED + "tests/test_cuda.py::test_hf_continuous Fatal Python error: Aborted\n", False),  # no summary
 ])
 def test_the_h200_scripts_gate_starts_a_sweep_only_where_the_cuda_tests_it_needs_passed(tmp_path, output, sweeps):

@@ -1,5 +1,4 @@
 """tools/probe_corner.py picks its point by parameter values, not by a substring of the slug."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -7,14 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from tool_module import load
 
 from rollout_study.params import StudyParams
 from rollout_study.sweep import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("probe_corner", ROOT / "tools" / "probe_corner.py")
-probe_corner = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe_corner)
+probe_corner = load("probe_corner")
 
 
 @pytest.fixture(scope="module")

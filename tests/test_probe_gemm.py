@@ -1,5 +1,4 @@
 """tools/probe_gemm.py's rows variant: which matrix products inductor is made to write as a reduction."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -7,8 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tool_module import load
 
 ROOT = Path(__file__).resolve().parent.parent
+probe_gemm = load("probe_gemm")
 
 # In a child: the probe replaces an entry of inductor's process-wide decomposition table.
 CHILD = """
@@ -67,11 +68,6 @@ def test_a_batch_or_prompt_out_of_range_is_refused_before_any_process(tmp_path):
         done = _probe(tmp_path, "--device", "cpu", "--model", "synthetic", "--variants", "graph", option, value)
         assert done.returncode != 0 and f"{option}: {said}, not '{value}'" in done.stderr
         assert not (tmp_path / "out.json").exists()
-
-
-spec = importlib.util.spec_from_file_location("probe_gemm", ROOT / "tools" / "probe_gemm.py")
-probe_gemm = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe_gemm)
 
 
 def _main(monkeypatch, out: Path, *args: str, failing: tuple = ()) -> tuple[int, list[dict]]:

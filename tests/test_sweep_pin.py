@@ -1,6 +1,5 @@
 """A kept sweep pinned to one commit's code (tools/sweep_pin.py) counts the points of that code, whatever the
 package is now, and the device script resumes it in that commit's tree."""
-import importlib.util
 import io
 import json
 import os
@@ -13,19 +12,13 @@ from pathlib import Path
 import pytest
 from device_tree import functions as device_functions
 from device_tree import script as device_script
+from tool_module import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PINS = sorted((ROOT / "sweeps-in-progress").glob("*.pin"))
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-keep_sweep = _load("keep_sweep")
+keep_sweep = load("keep_sweep")
 sweep_pin = sys.modules["sweep_pin"]  # the module keep_sweep imported: the one whose reading it is cached by
 
 

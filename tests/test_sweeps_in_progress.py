@@ -1,20 +1,18 @@
 """The unfinished sweeps kept in the tree resume as they are; tools/keep_sweep.py brings a pack home safely."""
-import importlib.util
 import json
 import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
+from tool_module import load
 
 from rollout_study.environment import code_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 KEPT = sorted((ROOT / "sweeps-in-progress").glob("*.tgz"))
 
-spec = importlib.util.spec_from_file_location("keep_sweep", ROOT / "tools" / "keep_sweep.py")
-keep_sweep = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(keep_sweep)
+keep_sweep = load("keep_sweep")
 
 
 @pytest.mark.parametrize("pack", KEPT, ids=[p.stem for p in KEPT])

@@ -585,7 +585,7 @@ def test_a_break_even_panel_with_one_u_everywhere_is_drawn_on_a_whole_rollout_ax
     assert axis.get_ylim()[0] < 2 < 4 < axis.get_ylim()[1]  # U=2 and U=4 off the axis's edges, not in its spines
 
 
-def _drawn(axis) -> tuple[list, list]:
+def __line(axis) -> tuple[list, list]:
     """(each line's (batch, U) pairs, NaN where it breaks; each scatter's (batch, U) pairs) of a figure panel."""
     lines = [[(float(x), float(y)) for x, y in zip(*line.get_data())] for line in axis.get_lines()]
     marks = [[tuple(map(float, xy)) for xy in c.get_offsets()] for c in axis.collections]
@@ -610,7 +610,7 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
         "pays off from 2 rollouts per update", "never: its first call and its steady state are not cheaper"]
     figure = sweep_figures.break_even_figure(points)
     (axis,) = [ax for ax in figure.axes if ax.get_title() == "graph[reuse] vs eager"]
-    lines, marks = _drawn(axis)
+    lines, marks = __line(axis)
     (line,) = lines
     assert [x for x, _ in line] == [1, 2, 4, 8] and [y for _, y in line][0::2] == [2, 2]
     assert all(np.isnan(y) for _, y in line[1::2])  # no line from batch 1 to 4 across batch 2's other verdict
@@ -700,6 +700,17 @@ def test_synthetic_models_come_before_pretrained_ones_whatever_the_sweep_lists_f
     assert [model[0] for model, _, _ in curves.by_section(usable)] == ["synthetic", "pretrained"]
 
 
+def _line(axis, label="16 new tokens") -> list:
+    (line,) = [ln for ln in axis.lines if ln.get_label() == label]
+    return [float(y) for y in line.get_ydata()]
+
+
+def _expected(rows, value, variant="graph[reuse]", tokens=16) -> list:
+    """`value` of `variant`'s rows at `tokens` new tokens, by batch: what its line should draw."""
+    mine = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
+    return [value(r) for r in mine]
+
+
 def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title_says_no_graph():
     # values chosen so that each figure's neighbours differ: ms per token from ms per step (requests 2x batch, two
     # batches a call), first call after an update from steady, peak allocated from reserved growth, slope from
@@ -710,26 +721,18 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
 
     points = [curves.Point(f"b{b}-{n}", point(b, n, timed(n), requests=2 * b)) for b in (2, 4) for n in (16, 64)]
 
-    def drawn(axis, label="16 new tokens"):
-        (line,) = [ln for ln in axis.lines if ln.get_label() == label]
-        return list(line.get_ydata())
-
-    def expected(rows, value, variant="graph[reuse]", tokens=16):
-        mine = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
-        return [value(r) for r in mine]
-
     (axis,) = [ax for ax in sweep_figures.latency_figure(points).axes if ax.get_title() == "graph[reuse]"]
     assert axis.get_ylabel().startswith("ms per generated token")
-    assert drawn(axis) == pytest.approx(expected(curves.latencies(points), lambda r: r.ms_per_token))
+    assert _line(axis) == pytest.approx(_expected(curves.latencies(points), lambda r: r.ms_per_token))
     (axis,) = [ax for ax in sweep_figures.after_update_figure(points).axes if ax.get_title() == "graph[reuse]"]
-    assert drawn(axis) == pytest.approx([130.0, 130.0])  # the first call after the update, not the steady ones
+    assert _line(axis) == pytest.approx([130.0, 130.0])  # the first call after the update, not the steady ones
     figure = sweep_figures.capture_figure(points)
     captures = curves.captures(points)
     for ylabel, value in (("peak allocated - start (MiB)", lambda r: r.peak_delta_bytes / MIB),
                           ("reserved growth (MiB)", lambda r: r.reserved_delta_bytes / MIB)):
         (axis,) = [ax for ax in figure.axes if ax.get_ylabel() == ylabel]
-        assert drawn(axis) == pytest.approx(expected(captures, value)), ylabel
-    assert expected(captures, lambda r: r.peak_delta_bytes) != expected(captures, lambda r: r.reserved_delta_bytes)
+        assert _line(axis) == pytest.approx(_expected(captures, value)), ylabel
+    assert _expected(captures, lambda r: r.peak_delta_bytes) != _expected(captures, lambda r: r.reserved_delta_bytes)
     (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
     assert [ln.get_label() for ln in axis.lines] == ["batch 2: 0.625 ms/token", "batch 4: 0.625 ms/token"]
     assert axis.get_xlabel() == "new tokens"
@@ -741,11 +744,6 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     for p in points:
         p.result.metadata["cuda_graph"] = False
     assert NO_GRAPH_NOTE in sweep_figures.speedup_figure(points).get_suptitle()
-
-
-def _line(axis, label="16 new tokens") -> list:
-    (line,) = [ln for ln in axis.lines if ln.get_label() == label]
-    return [float(y) for y in line.get_ydata()]
 
 
 def test_each_variants_panel_is_titled_with_it_and_draws_its_own_rows_in_every_figure_over_three_panels_a_row():
@@ -764,8 +762,8 @@ def test_each_variants_panel_is_titled_with_it_and_draws_its_own_rows_in_every_f
     shown = [ax for ax in latency.axes if ax.get_visible()]
     assert [ax.get_title() for ax in shown] == names and len(latency.axes) == 6
     for ax in shown:
-        mine = sorted((r for r in curves.latencies(points) if r.variant == ax.get_title()), key=lambda r: r.batch)
-        assert _line(ax) == pytest.approx([r.ms_per_token for r in mine]), ax.get_title()
+        mine = _expected(curves.latencies(points), lambda r: r.ms_per_token, ax.get_title())
+        assert _line(ax) == pytest.approx(mine), ax.get_title()
     after = sweep_figures.after_update_figure(points)
     assert [ax.get_title() for ax in after.axes if ax.get_visible()] == names  # eager's first call too
     assert [_line(ax)[0] for ax in after.axes if ax.get_visible()] == [ms[2] for ms in times.values()]

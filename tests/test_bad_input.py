@@ -29,6 +29,20 @@ def _checkpoint(folder: Path, positions: int) -> Path:
     return fake_checkpoint(folder, {"model_type": "llama", "max_position_embeddings": positions})
 
 
+def _with_word_tokenizer(folder: Path, chat_template: str | None = None) -> Path:
+    """A tokenizer of one token per word or mark (all unknown) saved into `folder`, with `chat_template` if given."""
+    from tokenizers import Tokenizer
+    from tokenizers import models as token_models
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    words = Tokenizer(token_models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    words.pre_tokenizer = Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]", chat_template=chat_template).save_pretrained(
+        folder)
+    return folder
+
+
 def test_prompt_and_new_tokens_past_a_real_models_positions_are_refused_before_it_loads(tmp_path, monkeypatch, capsys):
     checkpoint = _checkpoint(tmp_path / "ckpt", 16)
     with pytest.raises(ParameterError, match="prompt_len \\+ max_new_tokens = 40 exceeds the model's 16 positions; "
@@ -228,13 +242,7 @@ def test_address_auto_is_the_cluster_ray_would_find_and_is_refused_where_none_an
 
 def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_are_refused_before_it_loads(
         tmp_path, monkeypatch, capsys):
-    from tokenizers import Tokenizer
-    from tokenizers import models as token_models
-    from transformers import PreTrainedTokenizerFast
-
-    plain = _checkpoint(tmp_path / "plain", 64)
-    words = Tokenizer(token_models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
-    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]").save_pretrained(plain)  # no chat template
+    plain = _with_word_tokenizer(_checkpoint(tmp_path / "plain", 64))  # no chat template
     bare = _checkpoint(tmp_path / "bare", 64)  # no tokenizer at all
     monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
     runs = tmp_path / "runs"
@@ -257,17 +265,8 @@ def test_chat_prompts_from_a_checkpoint_without_a_chat_template_or_a_tokenizer_a
 
 
 def test_the_longest_chat_prompt_not_the_first_is_checked_against_prompt_len_and_the_positions(tmp_path):
-    from tokenizers import Tokenizer
-    from tokenizers import models as token_models
-    from tokenizers.pre_tokenizers import Whitespace
-    from transformers import PreTrainedTokenizerFast
-
     # one token per word or mark: the first two chat prompts are 7 and 5 tokens long
-    chatty = _checkpoint(tmp_path / "chatty", 64)
-    words = Tokenizer(token_models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
-    words.pre_tokenizer = Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]",
-                            chat_template="{{ messages[0]['content'] }}").save_pretrained(chatty)
+    chatty = _with_word_tokenizer(_checkpoint(tmp_path / "chatty", 64), "{{ messages[0]['content'] }}")
     for values, said in (({"prompt_len": 6}, "prompt_len must be >= 7 for the chat prompts"),
                          ({"max_new_tokens": 58}, "the longest chat prompt \\(7 tokens; prompt_len auto\\) \\+ "
                                                   "max_new_tokens = 65 exceeds the model's 64 positions")):

@@ -316,7 +316,6 @@ def test_a_failed_rebuild_keeps_the_notebook_its_failure_names(tmp_path, capsys,
     assert sorted(p.name for p in folder.iterdir()) == ["result.json"]  # the folder itself unchanged
 
 
-
 def test_a_cell_failure_names_the_notebook_by_its_repository_path_its_first_written_line_and_the_cell_it_ran_as():
     """A source the source notebook does not hold once (papermill's injected cell): numbered as it ran, from 1."""
     from papermill.exceptions import PapermillExecutionError

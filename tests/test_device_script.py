@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -149,6 +150,20 @@ def test_hold_counts_the_time_its_packs_take(functions, tmp_path):
     assert held.returncode == 0 and "not yet (the limit)" in held.stdout and _held(held.stdout) in (30, 31)
 
 
+def test_hold_takes_a_marker_written_as_the_step_ends(functions, tmp_path):
+    # The step logs its marker and ends between two looks (here: during a pack): logged, not "ended without"
+    sweep = "sweep-test"
+    _, out = _resumed_sweep(tmp_path, sweep)
+    pidfile = tmp_path / "work-inner-resume.pid"
+    step = (f'sleep 60 > /dev/null 2>&1 & echo $! > {pidfile}\n'
+            f'pack_sweep() {{ echo SWEEP-DONE >> {tmp_path}/sweep.log; kill $(cat {pidfile}); wait; }}')
+    try:
+        held = _bash(functions, f"{step}\nhold_for SWEEP-DONE 30 {out}", tmp_path, SWEEP=sweep)
+    finally:
+        _kill(pidfile)
+    assert held.returncode == 0 and held.stdout.strip().endswith(" s for SWEEP-DONE: logged"), held.stdout
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="zombies are told apart through /proc")
 def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
     # A parent that never waits keeps its ended child as a zombie, which still answers kill -0
@@ -284,6 +299,58 @@ def test_a_second_resume_brings_the_partial_from_the_copy_last_started_for_the_s
     brought = _in_tree(functions, "bring_partial", state, cwd=tree, SWEEP=sweep)
     assert brought.returncode == 0 and "work-inner-resume" in brought.stdout, brought.stdout + brought.stderr
     assert [p.name for p in (tree / "runs").glob(f".{sweep}.partial-*/points/*")] == ["resume.json"]
+
+
+def test_a_resume_brings_one_partial_from_a_carried_or_kept_pack_in_place_of_an_older_one(functions, tmp_path):
+    sweep, tree = "sweep-test", tmp_path / "tree"
+
+    def pack(archive: Path, *names: str) -> None:
+        with tarfile.open(archive, "w:gz") as packed:
+            for name in names:
+                (tmp_path / name / "points").mkdir(parents=True)
+                (tmp_path / name / "points" / "p.json").write_text("{}")
+                packed.add(tmp_path / name, arcname=name)
+                shutil.rmtree(tmp_path / name)
+
+    (tree / "runs" / f".{sweep}.partial-old").mkdir(parents=True)  # left by an earlier call on this machine
+    (tree / "sweeps-in-progress").mkdir()
+    pack(tree / "sweeps-in-progress" / f"{sweep}.tgz", f".{sweep}.partial-kept")
+    kept = _in_tree(functions, "bring_partial", tmp_path, cwd=tree, SWEEP=sweep)
+    assert kept.returncode == 0 and f"resuming sweeps-in-progress/{sweep}.tgz" in kept.stdout, kept.stdout
+    assert [p.name for p in (tree / "runs").iterdir()] == [f".{sweep}.partial-kept"]
+    # a carried runs/sweep-partial.tgz goes before the kept pack, and is taken in once
+    pack(tree / "runs" / "sweep-partial.tgz", f".{sweep}.partial-carried")
+    carried = _in_tree(functions, "bring_partial", tmp_path, cwd=tree, SWEEP=sweep)
+    assert carried.returncode == 0 and [p.name for p in (tree / "runs").iterdir()] == [f".{sweep}.partial-carried"]
+    pack(tree / "runs" / "sweep-partial.tgz", f".{sweep}.partial-a", f".{sweep}.partial-b")
+    two = _in_tree(functions, "bring_partial", tmp_path, cwd=tree, SWEEP=sweep)
+    assert two.returncode == 1 and f"more than one partial {sweep}" in two.stdout
+
+
+def test_background_starts_no_step_that_still_runs(tmp_path):
+    tree, state = tmp_path / "tree", tmp_path / "state"
+    tree.mkdir()
+    state.mkdir()
+    step = subprocess.Popen(["sleep", "60"])
+    try:
+        (state / "work-inner-x.pid").write_text(f"{step.pid}\n")
+        done = subprocess.run(["bash", "-c", f'{device_functions("running", "background")}\nbackground "$PWD/x.log" '
+                               "inner-x"], cwd=tree, capture_output=True, text=True, timeout=60,
+                              env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin"})
+    finally:
+        step.kill(); step.wait()
+    assert done.returncode == 1 and f"error: inner-x is still running from {state}/work-inner-x" in done.stdout
+    assert (state / "work-inner-x.pid").read_text() == f"{step.pid}\n"  # its record as it was
+
+
+def test_a_sweep_is_finished_by_its_own_folder_not_that_of_a_sweep_whose_name_starts_with_its_own(functions,
+                                                                                                tmp_path):
+    runs = tmp_path / "work-inner-sweep" / "runs"
+    (runs / "sweep-h200-1b-20261203-101010").mkdir(parents=True)
+    ended = _bash(functions, "sweep_state sweep", tmp_path, SWEEP="sweep-h200")
+    assert ended.returncode == 1 and ended.stdout.strip() == "sweep-h200: ended unfinished (the log above says why)"
+    (runs / "sweep-h200-20261203-121212").mkdir()
+    assert _bash(functions, "sweep_state sweep", tmp_path, SWEEP="sweep-h200").stdout.strip() == "sweep-h200: finished"
 
 
 def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_errors(functions, tmp_path):

@@ -387,6 +387,8 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         (device / ".carry").mkdir()
         with tarfile.open(device / ".carry" / f"tree-{commit[:12]}.tar", "w") as archive:
             archive.add(stub, arcname=".")
+        Path(f"{work}.pid").write_text("999999999\n")  # the records of an earlier step, ended
+        Path(f"{work}.sweep").write_text("sw\n")
         other = background("e" * 64)
         assert other.returncode == 1 and "holds code ffffffff, the pin says eeeeeeee" in other.stdout
         # a failed start leaves no record for `continue` to hold on

@@ -523,6 +523,56 @@ def test_an_unknown_step_is_an_error_not_a_silent_success(tmp_path):
     # and before the set-up (the wheels' install, nvidia-smi): its message, nothing else
     assert done.stdout.startswith("error: no step 'engines6' here") and done.stdout.endswith("with SMOL_RUNS now)\n")
     assert done.stderr == ""
+    # a pattern is no step's name, though it matches a label
+    pattern = _script(tmp_path, "engines.")
+    assert pattern.returncode == 2 and pattern.stdout.startswith("error: no step 'engines.' here")
+
+
+def test_a_step_that_measures_needs_the_trees_commit_and_fetch_does_not(tmp_path):
+    for commit in ("", "HEAD", "A" * 40):
+        done = _script(tmp_path, "probe-cliff", ROLLOUT_STUDY_COMMIT=commit)
+        assert done.returncode == 2 and done.stdout == (
+            "error: ROLLOUT_STUDY_COMMIT must be the 40-hex commit of this tree, computed before the call\n")
+    fetched = _script(tmp_path, "fetch", ROLLOUT_STUDY_COMMIT="")
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+
+
+def test_resume_takes_smoke_with_the_whole_sweep_only(tmp_path):
+    install_wheels(tmp_path)
+    done = _script(tmp_path, "resume", SWEEP="sweep-test-kept-nowhere", SMOKE="1")
+    assert done.returncode == 1 and "error: SMOKE=1 goes with SWEEP=sweep-h200 only" in done.stdout
+
+
+def _bin(tmp_path: Path, **commands: str) -> str:
+    """A PATH whose first folder holds each command as a shell script of that body."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name, body in commands.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
+
+
+def test_the_engines7_step_refuses_its_studies_before_it_starts_anything(tmp_path):
+    # setsid fails here: a step let through would start nothing
+    done = _script(tmp_path, "engines7", SMOL_RUNS="no-such-study", PATH=_bin(tmp_path, setsid="exit 1"))
+    assert done.returncode == 1 and "error: SMOL_RUNS names no-such-study: no params/no-such-study.yaml" in done.stdout
+    assert not (tmp_path / "work-inner-engines7").exists()
+
+
+def test_continue_fails_where_its_last_pack_fails(tmp_path):
+    sweep = "sweep-test-kept-nowhere"
+    install_wheels(tmp_path)
+    (tmp_path / "work-inner-resume" / "runs" / f".{sweep}.partial-x" / "points").mkdir(parents=True)
+    (tmp_path / "work-inner-resume.sweep").write_text(f"{sweep}\n")
+    step = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
+        done = _script(tmp_path, "continue", "0", SWEEP=sweep, PATH=_bin(tmp_path, tar="exit 2"))
+    finally:
+        step.kill(); step.wait()
+    assert done.returncode == 1 and f"{sweep}: still running" in done.stdout, done.stdout
+    assert not (tmp_path / f"{sweep}-runs.tgz").exists()
 
 
 def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_where_it_has(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from device_tree import functions as device_functions
+from device_tree import install_wheels
 from device_tree import script as device_script
 from tool_module import load
 
@@ -405,6 +406,21 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         shutil.rmtree(work, ignore_errors=True)
         pid.unlink(missing_ok=True)
         Path(f"{work}.sweep").unlink(missing_ok=True)
+
+
+def test_the_sweep_and_resume_steps_start_a_pinned_sweep_in_its_pinned_tree(tmp_path):
+    # Both hand the pin's commit to background(): without the carried tree they refuse, never run here
+    tree, sweep = tmp_path / "tree", "sweep-cpu"
+    (tree / "params").mkdir(parents=True)
+    shutil.copy(ROOT / "params" / f"{sweep}.yaml", tree / "params")
+    (tree / "rollout_study").symlink_to(ROOT / "rollout_study")  # needs_model reads the file with the package
+    (tree / "sweeps-in-progress").mkdir()
+    (tree / "sweeps-in-progress" / f"{sweep}.pin").write_text(_pin_text("c" * 40, "f" * 64))
+    install_wheels(tmp_path)
+    for args in (("sweep", "local"), ("resume",)):
+        done = device_script(tmp_path, *args, SWEEP=sweep, FRESH="1")
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert f"error: {sweep} is pinned to cccccccccccc: carry .carry/tree-cccccccccccc.tar" in done.stdout, args
 
 
 def test_the_device_script_runs_no_pinned_sweep_in_this_tree(tmp_path):

@@ -117,6 +117,21 @@ def test_a_bare_set_is_refused_before_any_work(tmp_path):
     assert "point " not in done.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("changes, said", [
+    (["--set", "batch_size=0"], "--set/--engines: batch_size must be an integer between 1 and 1024, got 0"),
+    (["--set", "heads=5"], "--set/--engines: hidden (128) must be a multiple of heads (5)"),  # across parameters
+    (["--engines", "eager,warp"], "--set/--engines: engines must be a non-empty list drawn from eager, graph"),
+])
+def test_a_change_the_study_refuses_is_said_before_any_work(tmp_path, changes, said):
+    out = tmp_path / "probe.json"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep",
+                           str(ROOT / "params" / "sweep-cpu.yaml"), "--match", "batch_size=1", *changes,
+                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "point " not in done.stderr and not out.exists()
+
+
 # The probe whole, in a child whose study fails where a GPU's error would: its update (a failure the study records)
 # or its model's load (what the study raises)
 CHILD = """

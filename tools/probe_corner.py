@@ -140,12 +140,12 @@ def main() -> None:
     slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
     try:
         changes = dict(parse_override(item) for item in args.set)
+        if args.engines:
+            changes["engines"] = args.engines.split(",")
+        if changes:  # the checks across parameters too (a model shape, a policy with its update path)
+            params = StudyParams.from_dict({**params.to_dict(), **changes}, source="--set/--engines")
     except ParameterError as err:
         sys.exit(str(err))
-    if args.engines:
-        changes["engines"] = args.engines.split(",")
-    if changes:
-        params = StudyParams.from_dict({**params.to_dict(), **changes})
     if args.unprotected:
         static_runner.own_cublas_workspace = lambda: None
     say(f"point {slug}, engines {params.engines}, changed {changes or 'nothing'}"

@@ -132,6 +132,14 @@ def test_a_change_the_study_refuses_is_said_before_any_work(tmp_path, changes, s
     assert "point " not in done.stderr and not out.exists()
 
 
+def test_a_missing_sweep_file_is_said_before_any_work(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep", "no-such.yaml",
+                           "--match", "batch_size=1"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "sweep file 'no-such.yaml' does not exist" in done.stderr
+
+
 # The probe whole, in a child whose study fails where a GPU's error would: its update (a failure the study records)
 # or its model's load (what the study raises)
 CHILD = """

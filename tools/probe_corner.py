@@ -137,7 +137,11 @@ def main() -> None:
                         "cuBLAS workspace (static_runner.own_cublas_workspace a no-op), to show the hazard")
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
-    slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
+    try:
+        points = SweepSpec.from_yaml(args.sweep).points()
+    except ParameterError as err:
+        sys.exit(str(err))
+    slug, params = pick(points, args.match)
     try:
         changes = dict(parse_override(item) for item in args.set)
         if args.engines:

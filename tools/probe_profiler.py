@@ -44,6 +44,8 @@ def queued(kind: str, device: torch.device, kernels_per_step: int) -> dict:
 
 
 def main() -> None:
+    if not torch.cuda.is_available():
+        sys.exit("probe_profiler needs a CUDA device (it probes the GPU); none is available here")
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
     device = torch.device("cuda")
     probes = tracing.measure(device)  # the replays first: no profiler session precedes them

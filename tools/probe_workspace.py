@@ -54,6 +54,10 @@ def main() -> None:
     if len(sys.argv) > 1:
         child(sys.argv[1])
         return
+    import torch
+
+    if not torch.cuda.is_available():  # each child would fail alike, three tracebacks deep
+        sys.exit("probe_workspace needs a CUDA device (it probes the GPU); none is available here")
     for mode in ("unprotected", "unprotected-junk", "protected-junk"):
         done = subprocess.run([sys.executable, __file__, mode], capture_output=True, text=True, timeout=300)
         lines = (done.stdout + done.stderr).strip().splitlines()

@@ -7,11 +7,14 @@ import os
 
 import pytest
 import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from result_fixture import make_result, make_result_dict, retime
-from rollout_study import bandwidth, floors, models, tracing
+from rollout_study import bandwidth, floors, launch, models, protocol, tracing
 from rollout_study.present import floors as present_floors
-from rollout_study.present import kernels, markdown
+from rollout_study.present import kernels, markdown, notebook
+from rollout_study.params import StudyParams
+from rollout_study.record import ResultError
 from rollout_study.result import Result
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,8 +37,6 @@ def llama_parameters(vocab, hidden, intermediate, layers, heads, kv_heads, tied)
 
 
 def tiny_llama(tied: bool, dtype=torch.float16):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     config = LlamaConfig(vocab_size=SHAPE["vocab"], hidden_size=SHAPE["hidden"],
                          intermediate_size=SHAPE["intermediate"], num_hidden_layers=SHAPE["layers"],
                          num_attention_heads=SHAPE["heads"], num_key_value_heads=SHAPE["kv_heads"],
@@ -209,9 +210,6 @@ def test_bandwidth_really_copies_on_the_host_clock():
 
 # -- where it is measured and how it reaches the result ------------------------------------------
 def test_the_profiling_process_measures_bandwidth_before_the_model_loads(monkeypatch):
-    from rollout_study import protocol
-    from rollout_study.params import StudyParams
-
     order = []
     monkeypatch.setattr(bandwidth, "measure", lambda device: order.append("bandwidth") or {"gb_per_s": 1.0})
     monkeypatch.setattr(tracing, "measure", lambda device: order.append("tracing") or [{"kind": "add"}])
@@ -231,9 +229,6 @@ def test_the_profiling_process_measures_bandwidth_before_the_model_loads(monkeyp
 
 
 def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monkeypatch):
-    from rollout_study import launch, protocol
-    from rollout_study.params import StudyParams
-
     measured = Result.from_dict(make_result_dict(cuda_graph=True))
     profiled = copy.deepcopy(measured)
     profiled.extra["bandwidth"] = {"gb_per_s": 3.0}
@@ -248,8 +243,6 @@ def test_run_study_carries_the_profiling_processs_bandwidth_into_the_result(monk
 
 # -- where the kernel time goes (present/kernels.py) ----------------------------------------------
 def test_the_kernels_with_the_most_time_per_variant_with_launches_per_step_share_and_the_rest(tmp_path):
-    from rollout_study.present import kernels, notebook
-
     data = make_result_dict(cuda_graph=True)
     data["profile"]["graph[reuse]"]["top_kernels"] = [
         {"name": "void at::native::vectorized_elementwise_kernel<4, at::native::CUFunctor_add>(int, float)",
@@ -276,8 +269,6 @@ def test_the_kernels_with_the_most_time_per_variant_with_launches_per_step_share
 
 @pytest.mark.parametrize("bad", [None, "gemv", [{"name": "gemv", "ms": 1.0}]])
 def test_top_kernels_that_are_not_a_list_of_kernels_are_refused(bad):
-    from rollout_study.record import ResultError
-
     data = make_result_dict(cuda_graph=True)
     data["profile"]["eager"]["top_kernels"] = bad
     with pytest.raises(ResultError, match="top_kernels"):
@@ -298,15 +289,11 @@ def test_top_kernels_that_are_not_a_list_of_kernels_are_refused(bad):
     ("(memset)", "(memset)"),  # a name that is all brackets has no argument list to lose
 ])
 def test_a_kernel_name_loses_its_argument_list_only(name, shown):
-    from rollout_study.present import kernels
-
     assert kernels._without_arguments(name.removeprefix("void ")) == shown
 
 
 def test_a_long_kernel_name_keeps_its_head_and_its_tail():
     """Two elementwise kernels that share a long head stay apart by their functors at the end."""
-    from rollout_study.present import kernels
-
     head = "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<" + "x" * 150
     add, mul = (kernels.short_name(head + f"<{op}>>(int, {op})") for op in ("AddFunctor", "MulFunctor"))
     assert len(add) == len(mul) == kernels.NAME_CHARS and add != mul
@@ -377,8 +364,6 @@ def test_both_times_are_per_kernel_recorded_and_a_replay_the_profiler_miscounts_
 
 
 def test_the_kernels_section_says_whether_tracing_lengthened_the_kernels_of_a_replay(tmp_path):
-    from rollout_study.present import kernels, notebook
-
     data = make_result_dict(cuda_graph=True)
     data["profile"]["graph[reuse]"]["top_kernels"] = [{"name": "add", "ms": 5.0, "count": 1000}]
     result = Result.from_dict(copy.deepcopy(data))

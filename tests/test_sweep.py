@@ -5,24 +5,34 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
+from result_fixture import make_result_dict
 from result_fixture import sweep_point as point
-from rollout_study import cli, environment, repeats, sweep
-from rollout_study.compare import compare_sweeps
+from rollout_study import cli, environment, forkserver, launch, pipeline, publish, repeats, sweep
+from rollout_study.compare import CommonPoints, compare_sweeps
+from rollout_study.environment import code_fingerprint
+from rollout_study.forkserver import _differs_from_server
+from rollout_study.launch import LaunchError
 from rollout_study.present import sweep as report
-from rollout_study.present import sweep_figures, sweep_repeats
+from rollout_study.present import index, sweep_figures, sweep_repeats
+from rollout_study.present.markdown import table
 from rollout_study.param_values import ParameterError
 from rollout_study.params import StudyParams
-from rollout_study.record import ResultError
+from rollout_study.protocol import run_in_process
+from rollout_study.record import Failure, ResultError
 from rollout_study.result import Result
 from rollout_study.stats import Samples, ratio_interval
+from rollout_study.sweep_command import keep_from
+from rollout_study.sweep_validity import failed_points
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -125,8 +135,6 @@ def test_bad_sweep_files_are_refused_before_any_work(tmp_path, capsys, text, fra
 
 
 def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(tmp_path, capsys):
-    import yaml
-
     full = yaml.safe_load((REPO / "params" / "sweep-cpu.yaml").read_text(encoding="utf-8"))
     full["sweep"]["max_new_tokens"] = [4, 6]
     (tmp_path / "full.yaml").write_text(yaml.safe_dump(full), encoding="utf-8")
@@ -199,9 +207,6 @@ def test_sweep_help_names_the_report_and_repeat_alone(capsys):
 
 
 def test_instrument_false_skips_only_the_instrumented_calls():
-    from rollout_study.params import StudyParams
-    from rollout_study.protocol import run_in_process
-
     small = {"device": "cpu", "engines": ["eager"], "requests": 1, "batch_size": 1, "prompt_len": 4,
              "max_new_tokens": 2, "iterations": 1, "profile": False}
     on, off = (run_in_process(StudyParams.from_dict({**small, "instrument": flag})) for flag in (True, False))
@@ -212,8 +217,6 @@ def test_instrument_false_skips_only_the_instrumented_calls():
 
 
 def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_package():
-    import nbformat
-
     notebook = nbformat.read(str(REPO / "notebooks" / "sweep.ipynb"), as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
@@ -226,8 +229,6 @@ def test_the_sweep_notebook_is_committed_without_outputs_and_only_calls_the_pack
 
 def _as_if_measured_here(*results: Result) -> None:
     """Fixture results marked as measured by this code on this kind of device: what a resume keeps."""
-    from rollout_study import environment
-
     for result in results:
         result.metadata.update(git=environment.git_commit(), device="cpu")
         result.metadata.setdefault("software", {}).update(
@@ -235,9 +236,6 @@ def _as_if_measured_here(*results: Result) -> None:
 
 
 def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_path, monkeypatch, capsys):
-    from rollout_study import environment
-    from rollout_study.params import StudyParams
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     slug, params = spec.points()[0]
     measured = point(1, 4, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
@@ -261,9 +259,7 @@ def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_pa
 def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):
     # "A point that runs out of memory or fails is recorded as such and the sweep goes on": such points are
     # findings of the sweep (listed first, never plotted); a sweep that never ran some points is no result.
-    import dataclasses
 
-    from rollout_study.present import index
 
     spec = dataclasses.replace(sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml")), repeat_alone=0)
     first_slug = spec.points()[0][0]
@@ -288,11 +284,9 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
         "kept from an earlier run", "invalid, kept from an earlier run"]  # kept, and still said to be invalid
     assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1
     # ...but a result that records a failure (out of memory in a phase) may pass on another try: run again
-    from rollout_study.record import Failure
 
     invalid.failures.append(Failure("graph", "reuse", 0, "steady", "OutOfMemoryError: CUDA (simulated)"))
     invalid.write(tmp_path / rerun["points"][1]["file"])
-    from rollout_study.sweep_validity import failed_points
 
     assert failed_points(tmp_path) == [spec.points()[1][0]]  # what stops the H200 run after its smoke sweep
     sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or valid)
@@ -412,7 +406,6 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
     frame = report.wall_table(json.loads((tmp_path / "sweep.json").read_text(encoding="utf-8")))
     assert list(frame["what"]) == ["sweep points, invocation 1", "sweep points, invocation 2",
                                    "sweep points, all invocations"]
-    from rollout_study.present.markdown import table
 
     cells = [row.strip("| ").split(" | ") for row in table(list(frame.columns), frame.values.tolist())[2:]]
     counts = [[row[i] for i in (2, 3, 7, 8)] for row in cells]  # GPUs, workers, points run, points kept
@@ -422,7 +415,6 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
 def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys, monkeypatch):
     # params/sweep-h200-smoke.yaml runs the long sweep's corner first: its points are the sweep's own, so
     # --keep-from copies them in (measured once), and the smoke's wall time joins the sweep's.
-    from rollout_study.sweep_command import keep_from
 
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     smoke = sweep.SweepSpec.from_dict({**spec.to_dict(), "name": "sweep-cpu-smoke", "repeat_alone": 0,
@@ -465,9 +457,7 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     sweep.run_local(spec, other, progress=False, launcher=lambda p: ran.append(p.name) or measured)
     assert len(ran) == 2
     # Through the command, as tools/h200-reports.sh runs it after a passing smoke sweep
-    import yaml
 
-    from rollout_study import launch, pipeline
 
     _as_if_measured_here(measured)  # measured by this code again
     measured.write(smoke_folder / f"points/{smoke_slug}-{sweep.point_hash(smoke_params)}.json")
@@ -516,8 +506,6 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
 
 
 def test_a_sweeps_own_invocation_that_comes_back_through_a_subset_counts_once(tmp_path):
-    from rollout_study.sweep_command import keep_from
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     subset = sweep.SweepSpec.from_dict({**spec.to_dict(), "name": "sweep-cpu-part", "repeat_alone": 0,
                                         "sweep": {"batch": [{"batch_size": 2, "requests": 2}]}})
@@ -550,7 +538,6 @@ def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cann
 def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_path, monkeypatch):
     # A native abort's tail is stack frames alone: the message that names the error comes first. Through the
     # real launcher, with the process's exit faked: its output is cut once, in the middle, and said so.
-    from rollout_study import launch
 
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     stderr = "terminate called: CUDA error: invalid argument\n" + "".join(
@@ -573,9 +560,6 @@ def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_pat
 @pytest.fixture(scope="module")
 def cpu_sweep(tmp_path_factory):
     """params/sweep-cpu.yaml (two points, one repeated alone) run in this process, then its report."""
-    from rollout_study import environment, pipeline
-    from rollout_study.protocol import run_in_process
-
     patch = pytest.MonkeyPatch()
     patch.setattr(environment, "git_commit", lambda: {"commit": "e" * 40, "dirty": False})
     folder = tmp_path_factory.mktemp("sweep-cpu")
@@ -635,8 +619,6 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
         in summary
     assert "**Host of each point" in summary and "- host: " in summary
     assert "eager generate()'s steady calls spread by" in summary  # the real points' calls give the spread
-    from rollout_study import publish
-    from rollout_study.present import index
 
     target = publish.publish(folder, tmp_path / "reports", name="sweep-cpu")
     (row,) = index.entries(tmp_path / "reports")
@@ -645,10 +627,6 @@ def test_a_cpu_sweep_runs_through_the_sweep_notebook_to_html(cpu_sweep, tmp_path
 
 
 def test_published_copies_of_raw_results_link_to_them_and_what_they_link_to_is_not_replaced(cpu_sweep, tmp_path):
-    import shutil
-
-    from rollout_study import publish
-
     folder, _ = cpu_sweep
     reports = tmp_path / "reports"
     subset = publish.publish(folder, reports, name="subset")
@@ -716,8 +694,6 @@ def test_two_sweeps_compare_by_wall_time(cpu_sweep, tmp_path, capsys):
 
 
 def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_medians(cpu_sweep, tmp_path, capsys):
-    import shutil
-
     folder, _ = cpu_sweep
     twin = tmp_path / "twin"
     shutil.copytree(folder, twin)
@@ -767,8 +743,6 @@ def test_two_sweeps_compare_the_points_both_finished_by_tokens_and_steady_median
 
 
 def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apart():
-    from rollout_study.compare import CommonPoints
-
     def shift(variant, b, a):  # B's steady samples over A's, judged by the repeats' rule
         def result(values):
             return point(1, 16, {variant: (1, 1, 1, 1)}, steady_samples={(variant, "steady"): values,
@@ -796,8 +770,6 @@ def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apar
 
 
 def test_the_code_fingerprint_moves_with_the_package_and_the_study_notebook_only(tmp_path):
-    from rollout_study.environment import code_fingerprint
-
     (tmp_path / "rollout_study" / "engines").mkdir(parents=True)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "rollout_study" / "engines" / "graph.py").write_text("A = 1\n")
@@ -822,8 +794,6 @@ def test_the_code_fingerprint_moves_with_the_package_and_the_study_notebook_only
 
 def test_the_code_fingerprint_leaves_out_what_only_presents(tmp_path):
     """A report's table may change between the sessions of a sweep; what measures may not."""
-    from rollout_study.environment import code_fingerprint
-
     for path, text in (("rollout_study/engines/graph.py", "A = 1\n"), ("rollout_study/present/tables.py", "T = 1\n"),
                        ("rollout_study/presentation.py", "P = 1\n"), ("notebooks/study.ipynb", "{}"),
                        ("notebooks/report.ipynb", "{}"), ("notebooks/sweep.ipynb", "{}"),
@@ -887,9 +857,6 @@ def test_a_two_point_cpu_sweep_through_the_fork_server_runs_each_point_in_a_fork
 
 
 def test_a_fork_server_childs_failure_comes_back_with_its_output_and_the_server_goes_on():
-    from rollout_study import forkserver
-    from rollout_study.launch import LaunchError
-
     params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 2, "requests": 1, "batch_size": 1,
                                     "iterations": 1, "cycles": 1, "control_cycles": 0, "cold_starts": 0,
                                     "profile": False, "instrument": False, "engines": ["eager"]})
@@ -901,7 +868,6 @@ def test_a_fork_server_childs_failure_comes_back_with_its_output_and_the_server_
 def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_leaves_no_log(tmp_path, monkeypatch):
     """As a new interpreter would: the caller's cores (not the server's), the caller's variables with TEARDOWN_CUPTI
     set, none of the server's own (PYTORCH_NVML_BASED_CUDA_CHECK), and its log file gone once its output is read."""
-    from rollout_study import forkserver
 
     # The study's first act is asking nvidia-smi for the clocks: what it inherits is what the point's processes do
     tools, seen = tmp_path / "bin", tmp_path / "seen"
@@ -939,8 +905,6 @@ def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_lea
 
 def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_changed_an_import_variable_stops(
         monkeypatch):
-    from rollout_study import forkserver
-    from rollout_study.launch import LaunchError
 
     params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 64, "requests": 2, "batch_size": 1,
                                     "iterations": 100, "cold_starts": 0, "profile": False, "instrument": False})
@@ -952,8 +916,6 @@ def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_change
 
 
 def test_a_variable_read_at_import_may_differ_from_the_servers_start_only_as_the_imports_set_it():
-    from rollout_study.forkserver import _differs_from_server
-
     started, now = {"OMP_NUM_THREADS": "4"}, {"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_CACHE_DIR": "/tmp/ti"}
     assert _differs_from_server({"OMP_NUM_THREADS": "4"}, started, now) == []
     assert _differs_from_server({"OMP_NUM_THREADS": "4", "TORCHINDUCTOR_CACHE_DIR": "/tmp/ti"}, started, now) == []
@@ -1017,8 +979,6 @@ def test_the_h200_scripts_gate_starts_a_sweep_only_where_the_cuda_tests_it_needs
 
 
 def test_a_resume_keeps_a_result_of_this_device_and_clean_code_and_none_whose_cold_start_failed(tmp_path, monkeypatch):
-    from result_fixture import make_result_dict
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     slug, params = spec.points()[0]
     file = f"points/{slug}-{sweep.point_hash(params)}.json"

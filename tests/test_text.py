@@ -5,12 +5,14 @@ import dataclasses
 import re
 
 import numpy as np
+import pandas as pd  # a table's blanks: a nullable integer's NA, a time column's NaT
 
-from result_fixture import make_invalid_result, make_invalid_result_dict, make_result, make_result_dict
+from result_fixture import (make_invalid_result, make_invalid_result_dict, make_result, make_result_dict, retime,
+                            with_control, with_instruments)
 from rollout_study import analysis, effects
 from rollout_study.present import text
 from rollout_study.result import Result
-from result_fixture import retime, with_control
+from rollout_study.stats import Ratio
 
 
 def test_number_formats_every_value_a_reader_sees():
@@ -19,8 +21,6 @@ def test_number_formats_every_value_a_reader_sees():
     assert text.number(0.0001) == "0.0001" and text.number(0.01) == "0.010" and text.number(0.0) == "0.000"
     assert text.number(np.int64(88224)) == "88,224" and text.number(np.float64(1.5)) == "1.500"
     assert text.number(None) == "-" and text.number(float("nan")) == "-" and text.number(True) == "yes"
-    import pandas as pd  # a table's blanks: a nullable integer's NA, a time column's NaT
-
     assert text.number(pd.NA) == "-" and text.number(pd.NaT) == "-"
     assert text.number(1225.6, 0) == "1,226" and text.number("graph[reuse]") == "graph[reuse]"
 
@@ -95,7 +95,6 @@ def test_invalid_summary_names_the_first_mismatch():
 
 
 def test_headline_and_console_show_controls_intervals_and_timing_flags():
-    from result_fixture import with_control, with_instruments
     data = with_instruments(with_control(make_result_dict()), flagged=2)
     retime(data, "eager", "steady_after_update", 80.0, cycle=1)  # a real effect: 1.6x, the control's is 1.0x
     result = Result.from_dict(data)
@@ -120,15 +119,12 @@ def test_headline_and_console_show_controls_intervals_and_timing_flags():
 
 
 def test_ratio_text_says_when_there_is_no_interval():
-    from rollout_study.stats import Ratio
     assert text.ratio(Ratio(1.0041, 1.001, 1.0086)) == "1.004x (95% 1.001..1.009x)"
     assert text.ratio(Ratio(1.5, None, None)) == "1.500x (no interval: one sample each)"
 
 
 def test_the_headline_says_when_generate_does_not_reproduce_itself():
     """Token sets of generate()'s calls, per set of weights: one each is silence; more is said, per weights."""
-    from rollout_study import analysis
-
     data = make_result_dict()
     for call in data["calls"]:
         call["tokens_sha256"] = f"{call['engine']}-{call['cycle'] if 'after' in call['phase'] else 'before'}"
@@ -150,7 +146,6 @@ def test_the_headline_says_when_generate_does_not_reproduce_itself():
 
 
 def test_the_effects_rule_follows_the_margin(monkeypatch):
-    from rollout_study import effects
     assert "differs by more than 5% either way from every control's after / before" in text.effects_rule()
     monkeypatch.setattr(effects, "STEADY_MARGIN", 0.1)
     assert "differs by more than 10% either way" in text.effects_rule()
@@ -158,9 +153,6 @@ def test_the_effects_rule_follows_the_margin(monkeypatch):
 
 
 def test_the_controls_line_counts_real_cycles_without_a_verdict():
-    import dataclasses
-    from result_fixture import with_control
-    from rollout_study import analysis, effects
     answer = analysis.headline(Result.from_dict(with_control(make_result_dict())))
     few = [dataclasses.replace(e, verdict=effects.VERDICT_FEW) if e.cycle == 1 else e for e in answer.effects]
     line = text.controls_line(dataclasses.replace(answer, effects=few))

@@ -1,10 +1,13 @@
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from rollout_study import workload
+from rollout_study import preparation, workload
 from rollout_study.param_values import ParameterError
+from rollout_study.params import StudyParams
+from rollout_study.preparation import build_workload
 from rollout_study.workload import random_workload
 
 
@@ -56,7 +59,6 @@ def test_request_ids_number_the_requests_across_batches():
 
 class _ChatTokenizer:
     """What chat_rows reads of a tokenizer: a chat template and one token per character."""
-
     def apply_chat_template(self, messages, tokenize, add_generation_prompt):
         return f"<user>{messages[0]['content']}<assistant>"
 
@@ -76,16 +78,11 @@ def test_chat_requests_cycle_through_the_prompts_and_a_prompt_len_that_just_hold
 
 def _loaded(tokenizer):
     """What build_workload reads of a loaded model: its tokenizer, vocabulary, pad id and name."""
-    from types import SimpleNamespace
-
     return SimpleNamespace(tokenizer=tokenizer, model=SimpleNamespace(config=SimpleNamespace(vocab_size=50)),
                            pad_token_id=7, info={"name": "ckpt"})
 
 
 def test_a_runs_workload_is_chat_prompts_where_its_model_has_a_tokenizer_else_seeded_random_ones():
-    from rollout_study.params import StudyParams
-    from rollout_study.preparation import build_workload
-
     params = StudyParams.from_dict({"device": "cpu", "requests": 5, "batch_size": 2, "seed": 3})  # auto, auto
     w = build_workload(params, _loaded(None))  # random, the reference's 32 long, in the model's vocabulary
     expected = random_workload(5, 2, 32, 50, 3, pad_token_id=7)
@@ -101,8 +98,6 @@ def test_a_runs_workload_is_chat_prompts_where_its_model_has_a_tokenizer_else_se
 
 
 def test_initialization_is_one_plain_forward_of_the_first_batch_timed_to_the_devices_end(monkeypatch):
-    from rollout_study import preparation
-
     w = random_workload(requests=3, batch_size=2, prompt_len=8, vocab=50, seed=0)
     seen = []
 

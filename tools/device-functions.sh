@@ -3,18 +3,22 @@
 # A finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
 STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
-  # back; RUN_NAME names the run when ARGS rename it (--name)
+  # back, a failed run's too; its status the study's. RUN_NAME names the run when ARGS rename it (--name)
   local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
   local name=${RUN_NAME:-$file}
   # `<name>-<digits>`: a bare prefix would also take reference-tiny-all-* for reference-tiny
   local before; before=$(ls -d runs/"$name"-[0-9]* 2>/dev/null)
   python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
+  local status=${PIPESTATUS[0]}  # the study's, not tail's: an invalid run or a failed point exits 1
   local folder; folder=$(ls -d runs/"$name"-[0-9]* 2>/dev/null | tail -1)
   if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
     echo "error: $name left no new run folder; nothing packed"; return 1
   fi
   mkdir -p "${PACK:-$OUT}"
-  tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")"
+  tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")" || return
+  # A failed run's folder still comes back (it says why), but the step's status is the study's
+  [ "$status" = 0 ] || echo "error: $name exited $status; its run folder is packed"
+  return "$status"
 }
 cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output into FILE
   # The first line names the commit the tests ran at (the copy's .git may be stale: ROLLOUT_STUDY_COMMIT).

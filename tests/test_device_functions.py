@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from device_tree import commands
 from device_tree import functions as device_functions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,13 +29,6 @@ def _bash(functions: str, script: str, state: Path, cwd: Path | None = None, **e
     return subprocess.run(["bash", "-c", f"{functions}\n{script}"], cwd=cwd or state, capture_output=True, text=True,
                           timeout=30, env={"STATE_DIR": str(state), "PATH": f"{state}/bin:{PYTHON}:/usr/bin:/bin",
                                            "OUT": str(state / "got"), **env})
-
-
-def _stub(state: Path, name: str, body: str) -> None:
-    """`name` on the functions' PATH: a bash script of that body."""
-    (state / "bin").mkdir(exist_ok=True)
-    (state / "bin" / name).write_text(f"#!/bin/bash\n{body}\n")
-    (state / "bin" / name).chmod(0o755)
 
 
 def _called(state: Path) -> list[str]:
@@ -56,7 +50,7 @@ def _run(functions: str, state: Path, args: str, makes: str = "", older: tuple[s
     (state / "runs").mkdir()
     for name in older:
         (state / "runs" / name).mkdir()
-    _stub(state, "python3", STUDY)
+    commands(state / "bin", python3=STUDY)
     return _bash(functions, f"run {args}", state, MAKES=makes, **env)
 
 
@@ -135,7 +129,7 @@ echo "tests/test_cuda.py::test_capture PASSED"; echo "a warning" >&2"""
 
 
 def test_cuda_tests_name_the_commit_then_run_the_cuda_marked_tests_eagerly(functions, tmp_path):
-    _stub(tmp_path, "python3", PYTEST)
+    commands(tmp_path / "bin", python3=PYTEST)
     report = tmp_path / "cuda-tests.txt"
     done = _bash(functions, f"cuda_tests {report}", tmp_path, ROLLOUT_STUDY_COMMIT="c" * 40)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
@@ -146,7 +140,7 @@ def test_cuda_tests_name_the_commit_then_run_the_cuda_marked_tests_eagerly(funct
 
 
 def test_cuda_tests_name_the_trees_head_without_rollout_study_commit(functions, tmp_path):
-    _stub(tmp_path, "python3", PYTEST)
+    commands(tmp_path / "bin", python3=PYTEST)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
     _bash(functions, f"cuda_tests {tmp_path / 'cuda-tests.txt'}", tmp_path, cwd=ROOT)
@@ -187,7 +181,7 @@ SLEEP = r"""echo "$1" >> "$STATE_DIR/slept"
 
 
 def test_wait_for_model_returns_once_the_package_is_installed(functions, tmp_path):
-    _stub(tmp_path, "sleep", SLEEP)
+    commands(tmp_path / "bin", sleep=SLEEP)
     done = _bash(functions, "wait_for_model", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     # looked every 2 s until the package's folder was there, then 10 s more for its install to end

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from device_tree import commands
 from device_tree import functions as device_functions
 from device_tree import install_wheels
 from device_tree import script as _script
@@ -358,16 +359,13 @@ def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_err
     work = tmp_path / "tmp" / "work-inner-resume" / "runs" / ".sweep-h200-1b.partial-kept" / "points"
     work.mkdir(parents=True)
     (work / "p.json").write_text("{}")
-    fake = tmp_path / "bin"
-    fake.mkdir()
     out = tmp_path / "out"
     out.mkdir()
     pack = out / "sweep-h200-1b-runs.tgz"
     for status in (1, 2):
         # tar as it is, then the status; it says where it wrote, for the pack to be made aside and renamed in
-        (fake / "tar").write_text(f"#!/bin/bash\necho \"$2\" >> {tmp_path}/written\n{shutil.which('tar')} \"$@\"; "
-                                  f"exit {status}\n")
-        (fake / "tar").chmod(0o755)
+        fake = commands(tmp_path / "bin",
+                        tar=f'echo "$2" >> {tmp_path}/written\n{shutil.which("tar")} "$@"; exit {status}')
         before = pack.read_bytes() if pack.exists() else None
         packed = _bash(functions, f"SWEEP=sweep-h200-1b\npack_sweep {out}", tmp_path / "tmp",
                        RUNS_DIR=str(tmp_path / "runs"), PATH=f"{fake}:/usr/bin:/bin")
@@ -543,14 +541,9 @@ def test_resume_takes_smoke_with_the_whole_sweep_only(tmp_path):
     assert done.returncode == 1 and "error: SMOKE=1 goes with SWEEP=sweep-h200 only" in done.stdout
 
 
-def _bin(tmp_path: Path, **commands: str) -> str:
-    """A PATH whose first folder holds each command as a shell script of that body."""
-    folder = tmp_path / "bin"
-    folder.mkdir(exist_ok=True)
-    for name, body in commands.items():
-        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
-        (folder / name).chmod(0o755)
-    return f"{folder}:{os.environ['PATH']}"
+def _bin(tmp_path: Path, **bodies: str) -> str:
+    """A PATH whose first folder holds each command as a shell script of its body."""
+    return f"{commands(tmp_path / 'bin', **bodies)}:{os.environ['PATH']}"
 
 
 @pytest.mark.skipif(any(Path(f"/tmp/{name}.sha256").exists() for name in ("whl", "smol", "ray")),
@@ -652,11 +645,8 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
 
 def test_continue_resumes_on_one_gpu_only(tmp_path):
     # resume runs the local executor: on a host of several GPUs it would measure on one and leave the rest idle
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA H200\\nGPU 1: NVIDIA H200\\n'\n")
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    gpus = _bin(tmp_path, **{"nvidia-smi": "printf 'GPU 0: NVIDIA H200\\nGPU 1: NVIDIA H200\\n'"})
     install_wheels(tmp_path)
-    done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=gpus)
     assert done.returncode == 2 and "error: 2 GPUs here: continue resumes on one (local)" in done.stdout
     assert "resuming it" not in done.stdout

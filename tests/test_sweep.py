@@ -259,8 +259,6 @@ def test_a_result_is_kept_on_resume_only_from_the_gpu_model_this_host_has(tmp_pa
 def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_not_an_unfinished_run(tmp_path):
     # "A point that runs out of memory or fails is recorded as such and the sweep goes on": such points are
     # findings of the sweep (listed first, never plotted); a sweep that never ran some points is no result.
-
-
     spec = dataclasses.replace(sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml")), repeat_alone=0)
     first_slug = spec.points()[0][0]
     valid = point(1, 16, {"eager": (1, 100.0, 1, 1), "graph[reuse]": (5, 10.0, 1, 1)})
@@ -284,10 +282,8 @@ def test_a_curve_sweep_publishes_its_failed_and_invalid_points_as_findings_but_n
         "kept from an earlier run", "invalid, kept from an earlier run"]  # kept, and still said to be invalid
     assert len(sweep.point_problems(sweep.load(tmp_path)[1])) == 1
     # ...but a result that records a failure (out of memory in a phase) may pass on another try: run again
-
     invalid.failures.append(Failure("graph", "reuse", 0, "steady", "OutOfMemoryError: CUDA (simulated)"))
     invalid.write(tmp_path / rerun["points"][1]["file"])
-
     assert failed_points(tmp_path) == [spec.points()[1][0]]  # what stops the H200 run after its smoke sweep
     sweep.run_local(spec, tmp_path, progress=False, launcher=lambda p: again.append(p) or valid)
     assert [p.name for p in again] == [spec.points()[1][1].name]
@@ -415,7 +411,6 @@ def test_a_resumed_sweep_sums_the_wall_time_of_its_invocations(tmp_path):
 def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(tmp_path, capsys, monkeypatch):
     # params/sweep-h200-smoke.yaml runs the long sweep's corner first: its points are the sweep's own, so
     # --keep-from copies them in (measured once), and the smoke's wall time joins the sweep's.
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     smoke = sweep.SweepSpec.from_dict({**spec.to_dict(), "name": "sweep-cpu-smoke", "repeat_alone": 0,
                                        "sweep": {"batch": [{"batch_size": 2, "requests": 2}]}})
@@ -457,8 +452,6 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     sweep.run_local(spec, other, progress=False, launcher=lambda p: ran.append(p.name) or measured)
     assert len(ran) == 2
     # Through the command, as tools/h200-reports.sh runs it after a passing smoke sweep
-
-
     _as_if_measured_here(measured)  # measured by this code again
     measured.write(smoke_folder / f"points/{smoke_slug}-{sweep.point_hash(smoke_params)}.json")
     file = tmp_path / "sweep-cpu.yaml"
@@ -538,7 +531,6 @@ def test_a_fresh_process_ends_once_its_result_is_out_so_a_crash_in_teardown_cann
 def test_a_failed_points_error_keeps_its_first_lines_as_well_as_its_last(tmp_path, monkeypatch):
     # A native abort's tail is stack frames alone: the message that names the error comes first. Through the
     # real launcher, with the process's exit faked: its output is cut once, in the middle, and said so.
-
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))
     stderr = "terminate called: CUDA error: invalid argument\n" + "".join(
         f"frame #{i}: <unknown function> + 0x{i:x}\n" for i in range(400))
@@ -905,7 +897,6 @@ def test_a_fork_server_child_runs_with_its_callers_cores_and_environment_and_lea
 
 def test_a_fork_server_child_past_its_time_is_killed_and_one_whose_caller_changed_an_import_variable_stops(
         monkeypatch):
-
     params = StudyParams.from_dict({"device": "cpu", "max_new_tokens": 64, "requests": 2, "batch_size": 1,
                                     "iterations": 100, "cold_starts": 0, "profile": False, "instrument": False})
     with pytest.raises(LaunchError, match=r"fork-server child timed out after 0.5 s and was killed"):  # output quoted

@@ -344,8 +344,9 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
             if kind == "move":  # copied beside it first (from /tmp, a move is a copy), then one rename
                 staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".incoming", dir=target.parent))
                 shutil.copytree(folder, staged, dirs_exist_ok=True)
-                # copytree gives it the unpacked folder's mode over mkdtemp's 0700: 0755 from the data filter (it drops
-                # a directory's packed mode); without that filter (before 3.11.4) the pack's, so set here
+                # copytree gives it the unpacked folder's mode over mkdtemp's 0700: the data filter drops a packed
+                # directory's mode, leaving mkdir's under the umask (0700 under 077); without it (before 3.11.4), the
+                # pack's. Neither need be 0755
                 os.chmod(staged, 0o755)
                 os.replace(staged, target)
             else:  # a whole new file, then one rename: the kept sweep is never half-written

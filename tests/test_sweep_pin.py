@@ -354,7 +354,7 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
     # with its package and the pinned commit named, this tree's runs/ and the published subsets KEEP_FROM names
     # (reports/NAME: the pinned tree has an older one or none); refused where the tree is missing or holds other code
     functions = device_functions("pin_field", "running", "keep_from_folders", "pinned_tree", "background")
-    device, commit, step = tmp_path / "device", "c" * 40, f"inner-pin-test-{os.getpid()}"
+    device, commit, step = tmp_path / "device", "c" * 40, "inner-pin-test"
     (device / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "sweep_pin.py", device / "tools")
     (device / "runs" / ".sw.partial-x").mkdir(parents=True)
@@ -369,14 +369,14 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
     (stub / "tools" / "h200-reports.sh").write_text(
         'echo "$1 $ROLLOUT_STUDY_COMMIT $(python3 -c "import rollout_study; print(rollout_study.__file__)") '
         '$(ls -A runs) $(ls reports/sub)" > seen.txt\nsleep 120\n')  # runs on: background() must return at once
-    work = Path(f"/tmp/work-{step}")
+    work = tmp_path / f"work-{step}"  # STATE_DIR's, not the machine's /tmp
 
     def background(pin_code: str) -> subprocess.CompletedProcess:
         (device / "sweeps-in-progress" / "sw.pin").write_text(_pin_text(commit, pin_code))
         return subprocess.run(["bash", "-c", f'{functions}\nPINNED={commit} background "$PWD/log" {step}'],
                               cwd=device, capture_output=True, text=True, timeout=30,
                               env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40,
-                                   "KEEP_FROM": "runs/.sw.partial-x reports/sub"})
+                                   "KEEP_FROM": "runs/.sw.partial-x reports/sub", "STATE_DIR": str(tmp_path)})
 
     (device / "sweeps-in-progress" / "sw.pin").write_text("commit:\t" + commit + "\ncode_sha256: short\n")
     malformed = subprocess.run(["bash", "-c", f"{functions}\npin_field commit"], cwd=device, capture_output=True,
@@ -403,9 +403,6 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         pid = Path(f"{work}.pid")
         if pid.exists():  # the step, still sleeping: its process group (setsid)
             subprocess.run(["kill", "--", f"-{pid.read_text().strip()}"], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
-        pid.unlink(missing_ok=True)
-        Path(f"{work}.sweep").unlink(missing_ok=True)
 
 
 def test_the_sweep_and_resume_steps_start_a_pinned_sweep_in_its_pinned_tree(tmp_path):

@@ -137,8 +137,8 @@ def main() -> None:
                                        source="probe")
     except ParameterError as err:
         parser.error(f"--model, --prompt, --new or --length-bucket: {err}")
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA device (it probes the GPU); none is available here")
+    if not torch.cuda.is_available():  # not a usage error: no usage
+        sys.exit("probe_batch_cliff needs a CUDA device (it probes the GPU); none is available here")
     model = models.load(params, "cuda", "float32").model
     import transformers  # here, not at the top: the arguments are checked without it (models.load imports it)
     config = model.config

@@ -99,7 +99,7 @@ def test_a_failed_run_comes_back_packed_with_the_studys_status(functions, tmp_pa
     made = "reference-tiny-20261203-101010"
     done = _run(functions, tmp_path, "reference-tiny", makes=made, EXITS="1")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1] == "error: reference-tiny exited 1; its run folder is packed"
+    assert done.stdout.splitlines()[-1] == "reference-tiny exited 1 (said above); its run folder is packed"
     assert _packed(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
 
 

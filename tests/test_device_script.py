@@ -650,3 +650,13 @@ def test_continue_resumes_on_one_gpu_only(tmp_path):
     done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=gpus)
     assert done.returncode == 2 and "error: 2 GPUs here: continue resumes on one (local)" in done.stdout
     assert "resuming it" not in done.stdout
+
+
+@pytest.mark.parametrize("exits", [0, 1])
+def test_the_reference_step_fails_with_its_study(tmp_path, exits):
+    # the study stands in: its CUDA tests pass, its run writes a folder and exits as asked (1: an invalid run)
+    study = (f'case "$*" in *pytest*) echo "1 passed";; *rollout_study*) mkdir -p runs/reference-tiny-20261207-010101;'
+             f' exit {exits};; esac')
+    done = _script(tmp_path, "reference", PATH=_bin(tmp_path, python3=study, **{"nvidia-smi": "echo H200"}))
+    assert done.returncode == exits, done.stdout + done.stderr
+    assert (tmp_path / "reference-tiny.tgz").is_file()  # a failed run's folder comes back all the same

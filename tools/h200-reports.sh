@@ -215,14 +215,17 @@ case $step in
     fi
     if needs_model "$SWEEP" || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
+      earlier=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null)  # a smoke carried in (KEEP_FROM) is not this one
       PACK="$STATE_DIR"/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
       # point measured before the change would be measured again. An invalid one (parity) does not.
       smoke=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null | tail -1)
+      grep -qxF "$smoke" <<<"$earlier" && smoke=
       # failed: no result, or a result that records a failure (out of memory in a phase); parity alone is not
       if [ -z "$smoke" ] || ! python3 -c "import sys; from rollout_study.sweep_validity import failed_points as f; \
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then
-        echo "the smoke sweep failed a point (or left no folder): no sweep; its folder is in $STATE_DIR/out"; exit 1
+        echo "the smoke sweep failed a point (or left no folder): no sweep; its pack, if any, is in $STATE_DIR/out"
+        exit 1
       fi
       # Its points are the sweep's own: measured once, its time counted in the sweep's
       export KEEP_FROM="${KEEP_FROM:+$KEEP_FROM }$smoke"

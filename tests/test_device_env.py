@@ -154,7 +154,8 @@ def test_the_carried_wheels_are_installed_from_their_tar_in_parts_where_no_whl_c
 def test_a_failed_install_leaves_no_mark_and_the_next_call_installs_again(tmp_path):
     wheels = _wheels(tmp_path / "tree" / ".whl", "gguf-0.17.1-py3-none-any.whl")
     done, installs = _source(tmp_path, "echo next", PIP_FAILS="1")
-    assert done.returncode == 0 and done.stdout == "next\n" and len(installs) == 1
+    assert done.returncode == 0 and len(installs) == 1, done.stdout + done.stderr
+    assert done.stdout == "error: the carried wheels did not install (above); the next call tries again\nnext\n"
     assert not (tmp_path / "site" / ".wheels-installed").exists()
     assert _source(tmp_path)[1][0][-1] == ".whl/" + Path(wheels[0]).name
     # a joined wheel's too: said, and the caller goes on (set -e would end every step, fetch and sweep-pack too)

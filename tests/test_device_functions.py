@@ -119,7 +119,7 @@ def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path):
 def test_run_that_left_no_new_folder_says_so_and_packs_nothing(functions, tmp_path, makes, older):
     done = _run(functions, tmp_path, "reference-tiny", makes=makes, older=older, PACK=str(tmp_path / "pack"))
     assert done.returncode == 1
-    assert done.stdout.splitlines()[-1] == "error: reference-tiny left no new run folder; nothing packed"
+    assert done.stdout.splitlines()[-1] == "error: reference-tiny left no new run folder (it exited 0); nothing packed"
     assert not (tmp_path / "pack").exists()
 
 
@@ -212,3 +212,9 @@ def test_ray_importable_says_the_import_errors_end_where_ray_does_not_import(fun
     assert tail == ['    raise ImportError(\'libray.so: cannot open shared object file\')',
                     "ImportError: libray.so: cannot open shared object file"]
     assert "Traceback" in (tmp_path / "ray-import.err").read_text()  # the state dir's, not the device's /tmp
+
+
+def test_a_study_that_crashed_before_its_folder_says_its_status(functions, tmp_path):
+    done = _run(functions, tmp_path, "reference-tiny", EXITS="3")
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == "error: reference-tiny left no new run folder (it exited 3); nothing packed"

@@ -28,7 +28,8 @@ if [ ! -f "${STATE_DIR:-/tmp}/site/.wheels-installed" ]; then
   if [ -n "$wheels" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "${STATE_DIR:-/tmp}/site" "$wheels"/*.whl \
-      && touch "${STATE_DIR:-/tmp}/site/.wheels-installed"
+      && touch "${STATE_DIR:-/tmp}/site/.wheels-installed" \
+      || echo "error: the carried wheels did not install (above); the next call tries again"
   fi
 fi
 install_joined() {  # install_joined NAME PACKAGE: NAME's wheel into /tmp/site once its parts are all there, by the

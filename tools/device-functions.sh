@@ -13,7 +13,7 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   local status=${PIPESTATUS[0]}  # the study's, not tail's: an invalid run or a failed point exits 1
   local folder; folder=$(ls -d runs/"$name"-[0-9]* 2>/dev/null | tail -1)
   if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
-    echo "error: $name left no new run folder; nothing packed"; return 1
+    echo "error: $name left no new run folder (it exited $status); nothing packed"; return 1
   fi
   mkdir -p "${PACK:-$OUT}"
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")" || return

@@ -254,7 +254,7 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
   hold)  # hold MARKER [SECONDS]: wait (default 560 s) until a background step's log has MARKER, then `fetch`
     hold_for "${2:?hold MARKER [SECONDS]}" "${3:-560}" "${pack:+$OUT}"; held=$? ;&  # then `fetch`, and its status
   fetch)
-    tail -v -n 5 "${STATE_DIR:-/tmp}"/*.log 2>/dev/null; cp "${STATE_DIR:-/tmp}"/out/* "$OUT"/ 2>/dev/null
+    tail -v -n 5 "$STATE_DIR"/*.log 2>/dev/null; cp "$STATE_DIR"/out/* "$OUT"/ 2>/dev/null
     if [ "${pack:-0}" = 1 ]; then  # continue's: the points measured so far, ended or not, and where it stands
       if running "inner-$started" && ! sweep_copy > /dev/null; then  # a sweep started afresh (FRESH=1) makes its
         # folder once the model's parts are in (and TESTS=1's tests passed): nothing to pack yet, nothing wrong

@@ -650,6 +650,8 @@ def test_continue_resumes_on_one_gpu_only(tmp_path):
     done = _script(tmp_path, "continue", "30", SWEEP="sweep-test-kept-nowhere", PATH=gpus)
     assert done.returncode == 2 and "error: 2 GPUs here: continue resumes on one (local)" in done.stdout
     assert "resuming it" not in done.stdout
+    # a one-GPU sweep of a two-GPU host (sweep-h200-pair) is started again as it was, not through Ray
+    assert "`sweep local` (one GPU) or `sweep ray` (all of them)" in done.stdout
 
 
 @pytest.mark.parametrize("exits", [0, 1])

@@ -242,7 +242,9 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     if ! started=$(sweep_step); then
       gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
       if [ "$gpus" -gt 1 ]; then  # resume runs the local executor: one GPU of several
-        echo "error: $gpus GPUs here: continue resumes on one (local); start a sweep across them with \`sweep ray\`"
+        # named again by its own step: sweep-h200-pair is the one-GPU baseline of a two-GPU host, never Ray's
+        echo "error: $gpus GPUs here: continue resumes on one (local); start $SWEEP again as it was started,"
+        echo "\`sweep local\` (one GPU) or \`sweep ray\` (all of them): either resumes it from its kept pack"
         exit 2
       fi
       echo "$SWEEP was not started on this machine: resuming it"

@@ -192,6 +192,15 @@ def test_keep_puts_a_finished_sweep_in_runs_and_leaves_its_older_partials_out(tm
         repo.keep(repo.pack(("sw", "sw-20261202-100000", 8)))
 
 
+def test_keep_of_a_sweep_finished_in_its_first_call_names_nothing_to_git_rm(tmp_path):
+    # sweep-h200-pair's few minutes end in the call after `sweep`: nothing of it was kept in the tree
+    repo = Repo(tmp_path)
+    lines = repo.keep(repo.pack(("sw", "sw-20261202-100000", 8)))
+    assert (repo.root / "runs" / "sw-20261202-100000" / "sweep.json").is_file()
+    assert "publish runs/sw-20261202-100000" in lines[0] and "report reports/sw`" in lines[0]
+    assert "git rm" not in lines[0]
+
+
 @pytest.mark.parametrize("name, folder, why", [
     ("other", ".sw.partial-abc", "which its name does not say"),
     ("sw", "sw-tiny-20261202-100000", "which its name does not say"),  # another sweep's finished folder

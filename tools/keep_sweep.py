@@ -302,11 +302,13 @@ def keep(pack: Path, root: Path = ROOT, check=problems, fingerprint: str | None 
                 writes.append(("move", finished[0], target))
                 # The device drew its report with the code it measured with (a pin's tree): the published
                 # report is drawn again by this code, which test_published_reports holds it to.
+                # what of it the tree keeps: none where it finished in the call it started in (`git rm` of a
+                # missing path fails, and removes nothing it names beside it)
+                kept = [f"{IN_PROGRESS}/{name}.{ext}" for ext in ("tgz", "pin")
+                        if (root / IN_PROGRESS / f"{name}.{ext}").exists()]
                 done.append(f"finished {target.relative_to(root)}: `python -m rollout_study publish "
-                            f"{target.relative_to(root)}`, `python -m rollout_study report reports/{name}`, "
-                            f"then `git rm {IN_PROGRESS}/{name}.tgz"
-                            + (f" {IN_PROGRESS}/{name}.pin" if (root / IN_PROGRESS / f"{name}.pin").exists() else "")
-                            + "`"
+                            f"{target.relative_to(root)}`, `python -m rollout_study report reports/{name}`"
+                            + (f", then `git rm {' '.join(kept)}`" if kept else "")
                             + (f" ({len(unfinished)} unfinished folder(s) of it in the pack left out)"
                                if unfinished else ""))
                 continue

@@ -662,3 +662,14 @@ def test_the_reference_step_fails_with_its_study(tmp_path, exits):
     done = _script(tmp_path, "reference", PATH=_bin(tmp_path, python3=study, **{"nvidia-smi": "echo H200"}))
     assert done.returncode == exits, done.stdout + done.stderr
     assert (tmp_path / "reference-tiny.tgz").is_file()  # a failed run's folder comes back all the same
+
+
+@pytest.mark.parametrize("exits", [0, 1])
+def test_a_background_steps_log_ends_with_the_steps_own_lines_and_status(tmp_path, exits):
+    # `continue` and `fetch` show a log's last lines: the sweep's, not a listing of the OUT of the call that started it
+    folder = "runs/sweep-h200-ray-smoke-20261207-010101"
+    study = f'mkdir -p {folder}; echo "sweep folder: {folder}"; exit {exits}'
+    done = _script(tmp_path, "inner-ray-smoke", PATH=_bin(tmp_path, python3=study, **{"nvidia-smi": "echo H200"}))
+    assert done.returncode == exits, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (f"sweep folder: {folder}" if exits == 0 else
+                                            "sweep-h200-ray-smoke exited 1 (said above); its run folder is packed")

@@ -268,4 +268,8 @@ bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 i
     fi
     [ "${held:-0}" = 0 ] || { ls -la "$OUT"; exit 1; } ;;
 esac
+status=$?
+# What the call brings back; not in a background step's log, whose last lines `continue` and `fetch` show (its
+# OUT is the call's that started it, long gone): there they are the step's own (`sweep folder: ...`, SWEEP-DONE)
+[[ $step == inner-* ]] && exit "$status"
 ls -la "$OUT"

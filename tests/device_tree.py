@@ -22,7 +22,8 @@ def functions(*names: str, source: str = "device-functions.sh") -> str:
     return text
 
 
-def script(tmp_path: Path, step: str, *args: str, **env: str | None) -> subprocess.CompletedProcess:
+def script(tmp_path: Path, step: str, *args: str, timeout: int = 60,
+           **env: str | None) -> subprocess.CompletedProcess:
     """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays); a
     variable given as None is left unset (STATE_DIR=None: the device's /tmp)."""
     tree = tmp_path / "tree"
@@ -32,7 +33,7 @@ def script(tmp_path: Path, step: str, *args: str, **env: str | None) -> subproce
     env = {"PATH": os.environ["PATH"], "OUT": str(tmp_path), "HOME": str(tmp_path), "STATE_DIR": str(tmp_path),
            "ROLLOUT_STUDY_COMMIT": "a" * 40, **env}
     return subprocess.run(["bash", "tools/h200-reports.sh", step, *args], cwd=tree, capture_output=True, text=True,
-                          timeout=60, env={name: value for name, value in env.items() if value is not None})
+                          timeout=timeout, env={name: value for name, value in env.items() if value is not None})
 
 
 def commands(folder: Path, **bodies: str) -> str:

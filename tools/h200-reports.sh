@@ -87,7 +87,7 @@ case $step in
       echo "error: ROLLOUT_STUDY_COMMIT must be the 40-hex commit of this tree, computed before the call"; exit 2
     fi ;;
 esac
-source tools/device-env.sh
+source tools/device-env.sh  # and STATE_DIR, the state folder every step reads (/tmp on the device)
 # LIBC_FATAL_STDERR_: glibc writes a heap-corruption abort's message to the terminal, not to stderr, so
 # without it a log keeps only "Fatal Python error: Aborted" (the CUDA tests' abort of 2026-12-02)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 TEARDOWN_CUPTI=1 LIBC_FATAL_STDERR_=1
@@ -96,7 +96,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 SWEEP=${SWEEP:-sweep-h200}
 SMOL_RUNS=${SMOL_RUNS:-pretrained-smollm2-all smollm2-buckets-compiled}  # engines7's studies after the tiny run
 source tools/device-functions.sh
-STATE_DIR=${STATE_DIR:-/tmp}  # /tmp: the machine's state between calls; another folder for the tests alone
 case $step in
   reference)
     cuda_tests "$OUT/cuda-tests.txt"; tail -15 "$OUT/cuda-tests.txt"

@@ -138,11 +138,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="the result JSON, if the process lives to write it")
     args = parser.parse_args()
     try:
-        points = SweepSpec.from_yaml(args.sweep).points()
-    except ParameterError as err:
-        sys.exit(str(err))
-    slug, params = pick(points, args.match)
-    try:
+        slug, params = pick(SweepSpec.from_yaml(args.sweep).points(), args.match)
         changes = dict(parse_override(item) for item in args.set)
         if args.engines:
             changes["engines"] = args.engines.split(",")

@@ -22,6 +22,14 @@ def functions(*names: str, source: str = "device-functions.sh") -> str:
     return text
 
 
+def in_bash(functions: str, script: str, state: Path, cwd: Path | None = None, timeout: int = 60,
+            **env: str) -> subprocess.CompletedProcess:
+    """The functions (what `functions()` read), then `script`, in bash in `cwd`, with `state` in place of the
+    device's /tmp and the system's commands alone on PATH unless `env` says otherwise."""
+    return subprocess.run(["bash", "-c", f"{functions}\n{script}"], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin", **env})
+
+
 def script(tmp_path: Path, step: str, *args: str, timeout: int = 60,
            **env: str | None) -> subprocess.CompletedProcess:
     """`bash tools/h200-reports.sh STEP ARGS` in tmp_path/tree (what a test puts there beside the tools stays); a

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from device_tree import commands
 from device_tree import functions as device_functions
+from device_tree import in_bash
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = Path(sys.executable).parent  # the real python3 (ray_importable's), behind the stubs
@@ -24,11 +25,9 @@ def functions() -> str:
 
 
 def _bash(functions: str, script: str, state: Path, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    """The functions, then `script`, in bash in `cwd` (else `state`), with `state` in place of the device's /tmp,
-    its bin/ first on PATH and its got/ as $OUT."""
-    return subprocess.run(["bash", "-c", f"{functions}\n{script}"], cwd=cwd or state, capture_output=True, text=True,
-                          timeout=30, env={"STATE_DIR": str(state), "PATH": f"{state}/bin:{PYTHON}:/usr/bin:/bin",
-                                           "OUT": str(state / "got"), **env})
+    """`in_bash` in `cwd` (else `state`), with the state folder's bin/ first on PATH and its got/ as $OUT."""
+    return in_bash(functions, script, state, cwd=cwd or state,
+                   **{"PATH": f"{state}/bin:{PYTHON}:/usr/bin:/bin", "OUT": str(state / "got"), **env})
 
 
 def _called(state: Path) -> list[str]:

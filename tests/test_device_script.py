@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from device_tree import commands
 from device_tree import functions as device_functions
+from device_tree import in_bash as _bash
 from device_tree import install_wheels
 from device_tree import script as _script
 
@@ -28,12 +29,6 @@ def functions() -> str:
     shared = subprocess.run(["grep", "^STAMP=", str(ROOT / "tools" / "device-functions.sh")], capture_output=True,
                             text=True, check=True).stdout  # what the functions share
     return shared + device_functions(*FUNCTIONS)
-
-
-def _bash(functions: str, script: str, state: Path, **env: str) -> subprocess.CompletedProcess:
-    """The script's functions, then `script`, in bash with `state` in place of the device's /tmp."""
-    return subprocess.run(["bash", "-c", f"{functions}\n{script}"], capture_output=True, text=True, timeout=60,
-                          env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin", **env})
 
 
 def _hold(functions: str, state: Path, marker: str, limit: int | str, before: str = "") -> subprocess.CompletedProcess:
@@ -335,9 +330,7 @@ def test_background_starts_no_step_that_still_runs(tmp_path):
     step = subprocess.Popen(["sleep", "60"])
     try:
         (state / "work-inner-x.pid").write_text(f"{step.pid}\n")
-        done = subprocess.run(["bash", "-c", f'{device_functions("running", "background")}\nbackground "$PWD/x.log" '
-                               "inner-x"], cwd=tree, capture_output=True, text=True, timeout=60,
-                              env={"STATE_DIR": str(state), "PATH": "/usr/bin:/bin"})
+        done = _bash(device_functions("running", "background"), 'background "$PWD/x.log" inner-x', state, cwd=tree)
     finally:
         step.kill(); step.wait()
     assert done.returncode == 1 and f"error: inner-x is still running from {state}/work-inner-x" in done.stdout

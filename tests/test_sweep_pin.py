@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from device_tree import functions as device_functions
+from device_tree import in_bash
 from device_tree import install_wheels
 from device_tree import script as device_script
 from tool_module import load
@@ -373,10 +374,9 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
 
     def background(pin_code: str) -> subprocess.CompletedProcess:
         (device / "sweeps-in-progress" / "sw.pin").write_text(_pin_text(commit, pin_code))
-        return subprocess.run(["bash", "-c", f'{functions}\nPINNED={commit} background "$PWD/log" {step}'],
-                              cwd=device, capture_output=True, text=True, timeout=30,
-                              env={"SWEEP": "sw", "PATH": os.environ["PATH"], "ROLLOUT_STUDY_COMMIT": "a" * 40,
-                                   "KEEP_FROM": "runs/.sw.partial-x reports/sub", "STATE_DIR": str(tmp_path)})
+        return in_bash(functions, f'PINNED={commit} background "$PWD/log" {step}', tmp_path, cwd=device, timeout=30,
+                       SWEEP="sw", PATH=os.environ["PATH"], ROLLOUT_STUDY_COMMIT="a" * 40,
+                       KEEP_FROM="runs/.sw.partial-x reports/sub")
 
     (device / "sweeps-in-progress" / "sw.pin").write_text("commit:\t" + commit + "\ncode_sha256: short\n")
     malformed = subprocess.run(["bash", "-c", f"{functions}\npin_field commit"], cwd=device, capture_output=True,

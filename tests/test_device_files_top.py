@@ -110,6 +110,12 @@ def _kib(*paths: Path) -> int:
     return sum(p.stat().st_blocks * 512 // KIB for p in paths)
 
 
+def _tree_kib(tree: Path, *added: str) -> int:
+    """The working tree as the script sizes it: what _tree put there, and the files a test ADDED."""
+    return _kib(*(tree / f for f in ("tools/device-files.sh", "tools/device-wheels.txt", "tools/sweep_pin.py",
+                                     ".gitignore", *added)))
+
+
 def test_the_real_list_spells_each_wheel_as_its_file_name_does():
     # The check compares each NAME==VERSION with a wheel file's first two fields, cut at its hyphens: a name with a
     # hyphen (pip takes it, the file has an underscore), extras or a marker would never match, and every run would
@@ -191,8 +197,7 @@ def test_the_parts_are_sized_beside_the_working_tree_as_git_lists_it_and_the_lar
     # (64 MiB - 20.5 MiB and the small files' few KiB - 6 MiB - 4 KiB - 1 MiB), whole: 36
     assert "parts of at most 36 MiB, beside a working tree of 20 MiB\n" in done.stdout, done.stdout
     pinned = ".carry/tree-bbbbbbbbbbbb.tar"
-    tree_kib = _kib(*(tree / f for f in ("tools/device-files.sh", "tools/device-wheels.txt", "tools/sweep_pin.py",
-                                         ".gitignore", "reports/tracked.bin", "reports/untracked.bin")))
+    tree_kib = _tree_kib(tree, "reports/tracked.bin", "reports/untracked.bin")
     wheels_kib = tree_kib + _kib(tree / pinned, tree / ".whl", *(tree / ".whl").iterdir())
     # each call the script names, with the pinned tree, and its size with the working tree's
     assert (f"the wheels' call: .whl {pinned} ({wheels_kib // KIB}.{wheels_kib % KIB * 10 // KIB} MiB with the "
@@ -212,8 +217,7 @@ def test_the_parts_are_sized_beside_the_working_tree_as_git_lists_it_and_the_lar
 def test_parts_of_under_4_mib_are_refused_and_of_4_mib_every_call_fits_with_its_mib_to_spare(tmp_path):
     tree = _tree(tmp_path)
     _blob(tree / "reports" / "big.bin", 40 * KIB)  # untracked: carried all the same
-    tree_kib = _kib(*(tree / f for f in ("tools/device-files.sh", "tools/device-wheels.txt", "tools/sweep_pin.py",
-                                         ".gitignore", "reports/big.bin")))
+    tree_kib = _tree_kib(tree, "reports/big.bin")
     pinned = tree / ".carry" / "tree-aaaaaaaaaaaa.tar"
     (tmp_path / "pins").write_text(pinned.name)
     # a model wheel of 9 MiB in one part, cut to the size found; .whl/ grown past what fits beside the tree

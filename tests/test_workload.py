@@ -59,6 +59,7 @@ def test_request_ids_number_the_requests_across_batches():
 
 class _ChatTokenizer:
     """What chat_rows reads of a tokenizer: a chat template and one token per character."""
+
     def apply_chat_template(self, messages, tokenize, add_generation_prompt):
         return f"<user>{messages[0]['content']}<assistant>"
 

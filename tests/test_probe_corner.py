@@ -107,12 +107,17 @@ def test_a_value_reads_as_the_studys_set_reads_it(rotate_points):
     assert params.lr == 1e-4 and params.engines == ["graph"] and params.max_new_tokens == 256
 
 
+def _corner(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """tools/probe_corner.py ARGS, run in `cwd`."""
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), *args], capture_output=True,
+                          text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 def test_a_bare_set_is_refused_before_any_work(tmp_path):
     out = tmp_path / "probe.json"
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep",
-                           str(ROOT / "params" / "probe-turn-rotate-run.yaml"), "--match", "turn_order=rotate",
-                           "--match", "max_new_tokens=64", "--match", "policy=both", "--set", "lr",
-                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    done = _corner(tmp_path, "--sweep", str(ROOT / "params" / "probe-turn-rotate-run.yaml"), "--match",
+                   "turn_order=rotate", "--match", "max_new_tokens=64", "--match", "policy=both", "--set", "lr",
+                   "--out", str(out))
     assert done.returncode == 1 and "--set expects key=value, got 'lr'" in done.stderr
     assert "point " not in done.stderr and not out.exists()
 
@@ -124,18 +129,14 @@ def test_a_bare_set_is_refused_before_any_work(tmp_path):
 ])
 def test_a_change_the_study_refuses_is_said_before_any_work(tmp_path, changes, said):
     out = tmp_path / "probe.json"
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep",
-                           str(ROOT / "params" / "sweep-cpu.yaml"), "--match", "batch_size=1", *changes,
-                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = _corner(tmp_path, "--sweep", str(ROOT / "params" / "sweep-cpu.yaml"), "--match", "batch_size=1", *changes,
+                   "--out", str(out))
     assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert "point " not in done.stderr and not out.exists()
 
 
 def test_a_missing_sweep_file_is_said_before_any_work(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "probe_corner.py"), "--sweep", "no-such.yaml",
-                           "--match", "batch_size=1"], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = _corner(tmp_path, "--sweep", "no-such.yaml", "--match", "batch_size=1")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "sweep file 'no-such.yaml' does not exist" in done.stderr
 

@@ -43,7 +43,8 @@
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
-#               sweep (`resume` runs it) is refused before the tests
+#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: after
+#               ENGINES7-DONE a line `failed: ...` names the failed tests or runs, and the step exits 1
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #   continue [SECONDS]  `hold` for SWEEP-DONE where this machine started $SWEEP, else (a fresh one) `resume`
@@ -165,7 +166,7 @@ case $step in
     export PACK="$STATE_DIR"/out SMOL_RUNS=none FOREGROUND=1 ;&
   inner-engines7)
     mkdir -p "$STATE_DIR"/out
-    passed=1
+    passed=1 failed=
     if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
       cuda_tests "$STATE_DIR"/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 "$STATE_DIR"/out/cuda-tests.txt
       deliver cuda-tests.txt
@@ -173,9 +174,9 @@ case $step in
       # published, so the session's minutes go to the failure instead
       if ! bash tools/sweep-gate.sh "$STATE_DIR"/out/cuda-tests.txt > /dev/null \
         || grep -qE "::[^ ]+ (FAILED|ERROR)" "$STATE_DIR"/out/cuda-tests.txt; then
-        passed=0; echo "CUDA tests failed: no study runs"
+        passed=0 failed="the CUDA tests"; echo "CUDA tests failed: no study runs"
       else
-        run reference-tiny-all; echo TINY-DONE; deliver reference-tiny-all.tgz
+        run reference-tiny-all || failed="$failed reference-tiny-all"; echo TINY-DONE; deliver reference-tiny-all.tgz
       fi
     fi
     if [ "$SMOL_RUNS" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls
@@ -185,10 +186,17 @@ case $step in
         if needs_model "$study"; then wait_for_model; break; fi
       done
       for study in $SMOL_RUNS; do
-        run "$study" "$(is_sweep "$study" && echo sweep || echo run)"; echo "${study^^}-DONE"
+        run "$study" "$(is_sweep "$study" && echo sweep || echo run)" || failed="$failed $study"
+        echo "${study^^}-DONE"
       done
     fi
-    echo ENGINES7-DONE ;;
+    # The markers say "ended" (`hold` waits on them), each run its own verdict above; what failed, last, where the
+    # log's tail (`fetch`, `hold`) shows it, and the step's status: a failed run is no result to publish
+    echo ENGINES7-DONE
+    if [ -n "$failed" ]; then
+      echo "failed: ${failed# } (a run's folder, where it made one, is packed)"
+      [[ $step == inner-* ]] || ls -la "$OUT"; exit 1
+    fi ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     wheels_installed || exit 3

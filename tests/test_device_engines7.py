@@ -1,0 +1,99 @@
+"""tools/h200-reports.sh's engines7 runs (inner-engines7, the background half of `engines7`, and
+engines7-foreground) run whole in a tree of their own (STATE_DIR in place of the device's /tmp) with stand-ins on
+PATH: a python3 whose `-m pytest` prints a given CUDA-test log and whose `-m rollout_study` notes its arguments and
+leaves a run folder, exiting with the status a test gives that study; the rest the real interpreter. Each run's
+marker says it ended; what failed is said last, and the step's status is a failure's."""
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from device_tree import commands, script
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON3 = """case "$1 $2" in
+  "-m rollout_study")
+    echo "$*" >> {tmp}/events
+    name=$(basename "$4" .yaml)
+    mkdir -p "runs/$name-20261207-000000" && echo "$name" > "runs/$name-20261207-000000/study.txt"
+    exit "$(cat {tmp}/status-$name 2>/dev/null || echo 0)" ;;
+  "-m pytest")
+    echo "$*" >> {tmp}/events; cat {tmp}/tests.log; exit 0 ;;
+esac
+exec {python} "$@"
+"""
+PASSED = "tests/test_cuda.py::test_graph_capture PASSED\n==== 6 passed in 12.30s ====\n"
+FAILED = "tests/test_cuda.py::test_graph_capture FAILED\n==== 1 failed, 5 passed in 12.30s ====\n"
+TESTS = "-m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider"
+TINY = "-m rollout_study run params/reference-tiny-all.yaml --quiet"
+STUDY = "-m rollout_study run params/reference-tiny.yaml --quiet"
+SWEEP = "-m rollout_study sweep params/sweep-cpu.yaml --quiet"
+
+
+def _engines7(tmp_path: Path, step: str = "inner-engines7", tests: str = PASSED,
+              **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """STEP in tmp_path/tree, whose code and parameter files are this checkout's, packing into STATE_DIR's out/ as
+    `engines7` has its background step do: what it said, and what it ran (the stand-ins' calls, in order)."""
+    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
+    if not bin_dir.exists():
+        (tree / "tools").mkdir(parents=True)
+        (tree / "tools" / "sweep-gate.sh").write_bytes((ROOT / "tools" / "sweep-gate.sh").read_bytes())
+        for name in ("rollout_study", "params"):
+            (tree / name).symlink_to(ROOT / name)
+        commands(bin_dir, python3=PYTHON3.format(tmp=tmp_path, python=sys.executable))
+    (tmp_path / "tests.log").write_text(tests)
+    (tmp_path / "events").unlink(missing_ok=True)
+    done = script(tmp_path, step, PATH=f"{bin_dir}:{os.environ['PATH']}", PACK=str(tmp_path / "out"), **env)
+    events = tmp_path / "events"
+    return done, events.read_text().splitlines() if events.exists() else []
+
+
+def _packed(tmp_path: Path, name: str) -> list[str]:
+    with tarfile.open(tmp_path / "out" / f"{name}.tgz") as pack:
+        return pack.getnames()
+
+
+def test_every_run_ends_with_its_marker_and_the_step_passes_where_none_failed(tmp_path):
+    done, ran = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ran == [TESTS, TINY, STUDY, SWEEP]
+    assert done.stdout.endswith("REFERENCE-TINY-DONE\nSWEEP-CPU-DONE\nENGINES7-DONE\n"), done.stdout
+    assert "TINY-DONE" in done.stdout and "failed" not in done.stdout
+    assert _packed(tmp_path, "sweep-cpu")[0] == "sweep-cpu-20261207-000000"
+
+
+def test_a_failed_run_is_said_last_and_fails_the_step_after_the_runs_that_follow_it(tmp_path):
+    (tmp_path / "status-reference-tiny-all").write_text("1")
+    (tmp_path / "status-sweep-cpu").write_text("1")  # a failed point
+    done, ran = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ran == [TESTS, TINY, STUDY, SWEEP]  # the runs after a failed one still run
+    assert done.stdout.endswith(
+        "SWEEP-CPU-DONE\nENGINES7-DONE\n"
+        "failed: reference-tiny-all sweep-cpu (a run's folder, where it made one, is packed)\n"), done.stdout
+    assert "reference-tiny-all exited 1 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
+    assert _packed(tmp_path, "reference-tiny-all")  # its folder comes back, it says why it failed
+    assert _packed(tmp_path, "reference-tiny")
+
+
+def test_failed_cuda_tests_run_no_study_and_fail_the_step(tmp_path):
+    done, ran = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="reference-tiny")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ran == [TESTS]
+    assert done.stdout.endswith("CUDA tests failed: no study runs\nENGINES7-DONE\nfailed: the CUDA tests "
+                                "(a run's folder, where it made one, is packed)\n"), done.stdout
+    # SMOL_ONLY=1: no tests, the studies alone
+    done, ran = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="reference-tiny", SMOL_ONLY="1")
+    assert done.returncode == 0 and ran == [STUDY], done.stdout + done.stderr
+
+
+def test_the_foreground_step_fails_with_its_tiny_run_after_listing_what_it_brings_back(tmp_path):
+    done, ran = _engines7(tmp_path, "engines7-foreground")
+    assert done.returncode == 0 and ran == [TESTS, TINY], done.stdout + done.stderr
+    assert (tmp_path / "reference-tiny-all.tgz").is_file()  # delivered into OUT as it was made
+    (tmp_path / "status-reference-tiny-all").write_text("2")
+    done, ran = _engines7(tmp_path, "engines7-foreground")
+    assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
+    said = done.stdout.split("ENGINES7-DONE\nfailed: reference-tiny-all ", 1)
+    assert len(said) == 2 and "reference-tiny-all.tgz" in said[1] and "cuda-tests.txt" in said[1], done.stdout

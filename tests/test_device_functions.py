@@ -114,7 +114,9 @@ def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path):
     ("", ("reference-tiny-20261201-090909",)),  # an earlier call's folder is not this run's
     ("reference-tiny-all-20261203-101010", ()),  # another study's, whose name starts with this one's
     ("reference-tiny-all-20261203-101010", ("reference-tiny-20261201-090909",)),
-], ids=["none", "older", "other-study", "other-study-and-older"])
+    ("", (".reference-tiny.partial-k3j2x1",)),  # an earlier crash's unfinished folder is not this run's
+    (".reference-tiny-all.partial-k3j2x1", ()),  # nor another study's
+], ids=["none", "older", "other-study", "other-study-and-older", "older-partial", "other-partial"])
 def test_run_that_left_no_new_folder_says_so_and_packs_nothing(functions, tmp_path, makes, older):
     done = _run(functions, tmp_path, "reference-tiny", makes=makes, older=older, PACK=str(tmp_path / "pack"))
     assert done.returncode == 1
@@ -211,6 +213,18 @@ def test_ray_importable_says_the_import_errors_end_where_ray_does_not_import(fun
     assert tail == ['    raise ImportError(\'libray.so: cannot open shared object file\')',
                     "ImportError: libray.so: cannot open shared object file"]
     assert "Traceback" in (tmp_path / "ray-import.err").read_text()  # the state dir's, not the device's /tmp
+
+
+def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_under_its_own_name(functions, tmp_path):
+    partial = ".reference-tiny.partial-q8w7e6"
+    done = _run(functions, tmp_path, "reference-tiny", makes=partial, older=(".reference-tiny.partial-k3j2x1",),
+                EXITS="134", PACK=str(tmp_path / "pack"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == (f"error: reference-tiny left only its unfinished runs/{partial} "
+                                            "(it exited 134); packed as reference-tiny.partial.tgz")
+    # not reference-tiny.tgz: `fetch` would bring it back where a finished run's pack goes
+    assert sorted(path.name for path in (tmp_path / "pack").iterdir()) == ["reference-tiny.partial.tgz"]
+    assert _packed(tmp_path / "pack" / "reference-tiny.partial.tgz") == [partial, f"{partial}/result.json"]
 
 
 def test_a_study_that_crashed_before_its_folder_says_its_status(functions, tmp_path):

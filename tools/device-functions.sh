@@ -8,11 +8,20 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
   local name=${RUN_NAME:-$file}
   # `<name>-<digits>`: a bare prefix would also take reference-tiny-all-* for reference-tiny
-  local before; before=$(ls -d runs/"$name"-[0-9]* 2>/dev/null)
+  local before; before=$(ls -d runs/"$name"-[0-9]* runs/."$name".partial-* 2>/dev/null)
   python3 -m rollout_study "$command" "params/$file.yaml" --quiet "$@" 2>&1 | tail -30
   local status=${PIPESTATUS[0]}  # the study's, not tail's: an invalid run or a failed point exits 1
   local folder; folder=$(ls -d runs/"$name"-[0-9]* 2>/dev/null | tail -1)
   if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
+    # A crash (an abort, a kill, a sweep's own process lost) leaves the hidden folder it ran in: what it wrote
+    # before is what says where it stopped, so it comes back too, under a name no finished run's pack takes
+    local partial; partial=$(ls -d runs/."$name".partial-* 2>/dev/null | grep -vxF -- "$before" | tail -1)
+    if [ -n "$partial" ]; then
+      mkdir -p "${PACK:-$OUT}"
+      tar czf "${PACK:-$OUT}/$name.partial.tgz" -C runs "$(basename "$partial")" || return 1
+      echo "error: $name left only its unfinished $partial (it exited $status); packed as $name.partial.tgz"
+      return 1
+    fi
     echo "error: $name left no new run folder (it exited $status); nothing packed"; return 1
   fi
   mkdir -p "${PACK:-$OUT}"

@@ -666,3 +666,16 @@ def test_a_background_steps_log_ends_with_the_steps_own_lines_and_status(tmp_pat
     assert done.returncode == exits, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == (f"sweep folder: {folder}" if exits == 0 else
                                             "sweep-h200-ray-smoke exited 1 (said above); its run folder is packed")
+
+
+def test_the_ray_smoke_step_brings_back_a_crashed_sweeps_unfinished_folder_once(tmp_path):
+    # Ray imports; the sweep crashes after its first point, in the hidden folder it runs in
+    partial = "runs/.sweep-h200-ray-smoke.partial-a1b2c3"
+    study = f'case "$*" in -c*) exit 0;; *rollout_study*) mkdir -p {partial}/points; exit 134;; esac'
+    done = _script(tmp_path, "ray-smoke", PATH=_bin(tmp_path, python3=study, **{"nvidia-smi": "echo H200"}))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "RAY-SMOKE (exit 1)" in done.stdout
+    # `run` packed it as the crash's, the step (for a timeout's) under the same name: one archive, not two
+    assert sorted(path.name for path in tmp_path.glob("*.tgz")) == ["sweep-h200-ray-smoke.partial.tgz"]
+    with tarfile.open(tmp_path / "sweep-h200-ray-smoke.partial.tgz") as pack:
+        assert sorted(pack.getnames()) == [Path(partial).name, f"{Path(partial).name}/points"]

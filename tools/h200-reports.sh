@@ -109,9 +109,9 @@ case $step in
     # into a log in $OUT, not a pipe: a timeout kills a pipe's `tail` too, and a hang is what the log must show
     timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke" > "$OUT/ray-smoke.log" 2>&1; rc=$?
     tail -30 "$OUT/ray-smoke.log"; echo "RAY-SMOKE (exit $rc)"
-    if [ $rc -ne 0 ]; then  # an unfinished folder comes back too
+    if [ $rc -ne 0 ]; then  # an unfinished folder comes back too: `run` packs a crash's, not one the timeout cut
       partial=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null | tail -1)
-      [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke-partial.tgz" -C runs "$(basename "$partial")"
+      [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke.partial.tgz" -C runs "$(basename "$partial")"
       ls -la "$OUT"; exit $rc
     fi ;;
   inner-ray-smoke)  # its exit status is the step's (the script's last `ls` would otherwise make it 0)

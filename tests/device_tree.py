@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,3 +60,9 @@ def install_wheels(state: Path) -> None:
     STATE_DIR `state`: a machine that got its .whl call."""
     (state / "site").mkdir(exist_ok=True)
     (state / "site" / ".wheels-installed").touch()
+
+
+def archive_paths(archive: Path) -> list[str]:
+    """What an archive the device script packed holds: its paths, sorted, a folder's without its trailing slash."""
+    with tarfile.open(archive) as tar:
+        return sorted(tar.getnames())

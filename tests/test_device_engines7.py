@@ -6,10 +6,9 @@ marker says it ended; what failed is said last, and the step's status is a failu
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
-from device_tree import commands, script
+from device_tree import archive_paths, commands, script
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON3 = """case "$1 $2" in
@@ -49,18 +48,13 @@ def _engines7(tmp_path: Path, step: str = "inner-engines7", tests: str = PASSED,
     return done, events.read_text().splitlines() if events.exists() else []
 
 
-def _packed(tmp_path: Path, name: str) -> list[str]:
-    with tarfile.open(tmp_path / "out" / f"{name}.tgz") as pack:
-        return pack.getnames()
-
-
 def test_every_run_ends_with_its_marker_and_the_step_passes_where_none_failed(tmp_path):
     done, ran = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
     assert done.returncode == 0, done.stdout + done.stderr
     assert ran == [TESTS, TINY, STUDY, SWEEP]
     assert done.stdout.endswith("REFERENCE-TINY-DONE\nSWEEP-CPU-DONE\nENGINES7-DONE\n"), done.stdout
     assert "TINY-DONE" in done.stdout and "failed" not in done.stdout
-    assert _packed(tmp_path, "sweep-cpu")[0] == "sweep-cpu-20261207-000000"
+    assert archive_paths(tmp_path / "out" / "sweep-cpu.tgz")[0] == "sweep-cpu-20261207-000000"
 
 
 def test_a_failed_run_is_said_last_and_fails_the_step_after_the_runs_that_follow_it(tmp_path):
@@ -73,8 +67,8 @@ def test_a_failed_run_is_said_last_and_fails_the_step_after_the_runs_that_follow
         "SWEEP-CPU-DONE\nENGINES7-DONE\n"
         "failed: reference-tiny-all sweep-cpu (a run's folder, where it made one, is packed)\n"), done.stdout
     assert "reference-tiny-all exited 1 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
-    assert _packed(tmp_path, "reference-tiny-all")  # its folder comes back, it says why it failed
-    assert _packed(tmp_path, "reference-tiny")
+    assert archive_paths(tmp_path / "out" / "reference-tiny-all.tgz")  # its folder comes back, it says why it failed
+    assert archive_paths(tmp_path / "out" / "reference-tiny.tgz")
 
 
 def test_failed_cuda_tests_run_no_study_and_fail_the_step(tmp_path):

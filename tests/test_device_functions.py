@@ -7,11 +7,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
-from device_tree import commands
+from device_tree import archive_paths, commands
 from device_tree import functions as device_functions
 from device_tree import in_bash
 
@@ -53,11 +52,6 @@ def _run(functions: str, state: Path, args: str, makes: str = "", older: tuple[s
     return _bash(functions, f"run {args}", state, MAKES=makes, **env)
 
 
-def _packed(archive: Path) -> list[str]:
-    with tarfile.open(archive) as tar:
-        return sorted(tar.getnames())
-
-
 def test_run_packs_the_run_folder_the_study_made_under_its_name(functions, tmp_path):
     made = "reference-tiny-20261203-101010"
     done = _run(functions, tmp_path, "reference-tiny", makes=made, PACK=str(tmp_path / "pack"))
@@ -65,7 +59,7 @@ def test_run_packs_the_run_folder_the_study_made_under_its_name(functions, tmp_p
     assert _called(tmp_path) == ["-m rollout_study run params/reference-tiny.yaml --quiet"]
     # the study's last 30 lines, its errors among them (a background step's log keeps no more)
     assert done.stdout.splitlines() == [*map(str, range(12, 41)), "a warning"] and done.stderr == ""
-    assert _packed(tmp_path / "pack" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
+    assert archive_paths(tmp_path / "pack" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
     assert not (tmp_path / "got").exists()  # PACK, where it is set; $OUT otherwise
 
 
@@ -75,7 +69,7 @@ def test_run_takes_the_command_and_its_arguments_and_packs_into_out_without_pack
     done = _run(functions, tmp_path, f"sweep-test sweep{args}", makes=made)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _called(tmp_path) == [f"-m rollout_study sweep params/sweep-test.yaml --quiet{args}"]
-    assert _packed(tmp_path / "got" / "sweep-test.tgz") == [made, f"{made}/result.json"]
+    assert archive_paths(tmp_path / "got" / "sweep-test.tgz") == [made, f"{made}/result.json"]
 
 
 def test_run_name_names_a_run_its_arguments_renamed(functions, tmp_path):
@@ -83,14 +77,14 @@ def test_run_name_names_a_run_its_arguments_renamed(functions, tmp_path):
     done = _run(functions, tmp_path, "reference-tiny run --name tiny-renamed", makes=made, RUN_NAME="tiny-renamed")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _called(tmp_path) == ["-m rollout_study run params/reference-tiny.yaml --quiet --name tiny-renamed"]
-    assert _packed(tmp_path / "got" / "tiny-renamed.tgz") == [made, f"{made}/result.json"]
+    assert archive_paths(tmp_path / "got" / "tiny-renamed.tgz") == [made, f"{made}/result.json"]
 
 
 def test_run_packs_the_new_folder_not_an_older_one_beside_it(functions, tmp_path):
     made = "reference-tiny-20261203-101010"
     done = _run(functions, tmp_path, "reference-tiny", makes=made, older=("reference-tiny-20261201-090909",))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _packed(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
+    assert archive_paths(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
 
 
 def test_a_failed_run_comes_back_packed_with_the_studys_status(functions, tmp_path):
@@ -99,7 +93,7 @@ def test_a_failed_run_comes_back_packed_with_the_studys_status(functions, tmp_pa
     done = _run(functions, tmp_path, "reference-tiny", makes=made, EXITS="1")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "reference-tiny exited 1 (said above); its run folder is packed"
-    assert _packed(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
+    assert archive_paths(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
 
 
 def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path):
@@ -224,7 +218,7 @@ def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_und
                                             "(it exited 134); packed as reference-tiny.partial.tgz")
     # not reference-tiny.tgz: `fetch` would bring it back where a finished run's pack goes
     assert sorted(path.name for path in (tmp_path / "pack").iterdir()) == ["reference-tiny.partial.tgz"]
-    assert _packed(tmp_path / "pack" / "reference-tiny.partial.tgz") == [partial, f"{partial}/result.json"]
+    assert archive_paths(tmp_path / "pack" / "reference-tiny.partial.tgz") == [partial, f"{partial}/result.json"]
 
 
 def test_a_study_that_crashed_before_its_folder_says_its_status(functions, tmp_path):

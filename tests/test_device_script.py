@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from device_tree import commands
+from device_tree import archive_paths, commands
 from device_tree import functions as device_functions
 from device_tree import in_bash as _bash
 from device_tree import install_wheels
@@ -119,7 +119,7 @@ def test_hold_with_a_folder_packs_the_sweep_into_it_as_each_point_is_measured(fu
         _kill(tmp_path / "work-inner-resume.pid")
     assert held.returncode == 0 and held.stdout.strip().endswith(" s for SWEEP-DONE: not yet (the limit)")
     assert _held(held.stdout) in (7, 8)
-    listed = _listed(out / f"{sweep}-runs.tgz")
+    listed = archive_paths(out / f"{sweep}-runs.tgz")
     assert f".{sweep}.partial-x/points/a.json" in listed and f".{sweep}.partial-x/points/b.json" in listed
     # a repeat alone is a result too (sweep-h200 repeats three points after the rest)
     (points.parent / "repeats").mkdir()
@@ -188,10 +188,6 @@ def _pack(functions: str, tmp_path: Path, sweep: str) -> subprocess.CompletedPro
     return _bash(functions, f"SWEEP={sweep}\npack_sweep {out}", tmp_path / "tmp", RUNS_DIR=str(tmp_path / "runs"))
 
 
-def _listed(archive: Path) -> list[str]:
-    return subprocess.run(["tar", "tzf", str(archive)], capture_output=True, text=True, check=True).stdout.split()
-
-
 def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_others_where_it_has_none(
         functions, tmp_path):
     # A pinned sweep runs in its own work copy; the tree's runs/ holds only what was carried in
@@ -212,7 +208,7 @@ def test_sweep_pack_packs_the_named_sweep_from_its_work_copy_and_names_the_other
 
     named = _pack(functions, tmp_path, "sweep-h200-1b")
     assert named.returncode == 0, named.stdout + named.stderr
-    listed = _listed(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
+    listed = archive_paths(tmp_path / "out" / "sweep-h200-1b-runs.tgz")
     assert ".sweep-h200-1b.partial-kept/points/p.json" in listed  # the work copy's points, not the carried folder's
 
 
@@ -225,7 +221,7 @@ def test_sweep_pack_takes_no_folder_of_a_sweep_whose_name_starts_with_its_own(fu
         (work / name / "sweep.json").write_text("{}")
     packed = _pack(functions, tmp_path, "sweep-h200")
     assert packed.returncode == 0, packed.stdout + packed.stderr
-    listed = _listed(tmp_path / "out" / "sweep-h200-runs.tgz")
+    listed = archive_paths(tmp_path / "out" / "sweep-h200-runs.tgz")
     assert {entry.split("/")[0] for entry in listed} == {".sweep-h200.partial-x", "sweep-h200-20261203-121212"}
 
 
@@ -255,12 +251,12 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     _record(state, "resume", sweep, age=10)
     packed = _pack(functions, tmp_path, sweep)
     assert packed.returncode == 0, packed.stdout + packed.stderr
-    assert f".{sweep}.partial-kept/points/resume.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-kept/points/resume.json" in archive_paths(tmp_path / "out" / f"{sweep}-runs.tgz")
     # the other order (a resume ended, then a sweep started): the sweep's copy, though resume is asked first
     _record(state, "sweep", sweep, age=1)
     assert _bash(functions, f"SWEEP={sweep}\nsweep_step", state).stdout.strip() == "sweep"
     assert _pack(functions, tmp_path, sweep).returncode == 0
-    assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-kept/points/sweep.json" in archive_paths(tmp_path / "out" / f"{sweep}-runs.tgz")
     # the step last started for it holds no folder of it yet (it has just started): not the other copy's, nor the
     # tree's runs/ (what was carried in), stale
     (tmp_path / "runs" / f".{sweep}.partial-carried" / "points").mkdir(parents=True)
@@ -277,12 +273,12 @@ def test_sweep_pack_takes_the_copy_of_the_step_last_started_for_the_sweep_not_th
     _record(state, "sweep", "sweep-h200-smollm2", age=1)
     _record(state, "resume", "sweep-h200-smollm2", age=1)
     assert _pack(functions, tmp_path, sweep).returncode == 0
-    assert f".{sweep}.partial-kept/points/sweep.json" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-kept/points/sweep.json" in archive_paths(tmp_path / "out" / f"{sweep}-runs.tgz")
     # and where no copy holds one, the tree's runs/ (carried in)
     for step in ("sweep", "resume"):
         shutil.rmtree(state / f"work-inner-{step}" / "runs")
     assert _pack(functions, tmp_path, sweep).returncode == 0
-    assert f".{sweep}.partial-carried/points/" in _listed(tmp_path / "out" / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-carried/points" in archive_paths(tmp_path / "out" / f"{sweep}-runs.tgz")
 
 
 def test_a_second_resume_brings_the_partial_from_the_copy_last_started_for_the_sweep(functions, tmp_path):
@@ -367,7 +363,7 @@ def test_sweep_pack_keeps_a_pack_read_while_the_sweep_wrote_and_fails_on_tar_err
         assert (tmp_path / "written").read_text().splitlines()[-1] == f"{out}/.sweep-h200-1b-runs.tgz.tmp"
         assert [p.name for p in out.iterdir()] == [pack.name]  # nothing left aside
         if status == 1:
-            assert ".sweep-h200-1b.partial-kept/points/p.json" in _listed(pack)
+            assert ".sweep-h200-1b.partial-kept/points/p.json" in archive_paths(pack)
         else:  # no broken pack comes back: the last whole one stays as it was
             assert pack.read_bytes() == before
 
@@ -620,7 +616,7 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         assert warm.returncode == 0, warm.stdout + warm.stderr
         assert re.search(r"held [01] s for SWEEP-DONE: logged", warm.stdout) and "resuming it" not in warm.stdout
         assert f"{sweep}: still running" in warm.stdout
-        assert f".{sweep}.partial-x/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
+        assert f".{sweep}.partial-x/points" in archive_paths(tmp_path / f"{sweep}-runs.tgz")
         # another sweep's record is not this one's: resumed
         other = _script(tmp_path, "continue", "30", SWEEP="sweep-test-other")
         assert "sweep-test-other was not started on this machine: resuming it" in other.stdout
@@ -629,11 +625,11 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
     # Ended: a pinned tree's older script logs SWEEP-DONE after a crash too, so its folder decides
     crashed = _script(tmp_path, "continue", "30", SWEEP=sweep)
     assert crashed.returncode == 1 and f"{sweep}: ended unfinished" in crashed.stdout
-    assert f".{sweep}.partial-x/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
+    assert f".{sweep}.partial-x/points" in archive_paths(tmp_path / f"{sweep}-runs.tgz")
     (runs / f".{sweep}.partial-x").rename(runs / f"{sweep}-20261203-153202")
     finished = _script(tmp_path, "continue", "090", SWEEP=sweep)  # ninety, not octal
     assert finished.returncode == 0 and f"{sweep}: finished" in finished.stdout, finished.stdout + finished.stderr
-    assert f"{sweep}-20261203-153202/points/" in _listed(tmp_path / f"{sweep}-runs.tgz")
+    assert f"{sweep}-20261203-153202/points" in archive_paths(tmp_path / f"{sweep}-runs.tgz")
 
 
 def test_continue_resumes_on_one_gpu_only(tmp_path):
@@ -677,5 +673,5 @@ def test_the_ray_smoke_step_brings_back_a_crashed_sweeps_unfinished_folder_once(
     assert "RAY-SMOKE (exit 1)" in done.stdout
     # `run` packed it as the crash's, the step (for a timeout's) under the same name: one archive, not two
     assert sorted(path.name for path in tmp_path.glob("*.tgz")) == ["sweep-h200-ray-smoke.partial.tgz"]
-    with tarfile.open(tmp_path / "sweep-h200-ray-smoke.partial.tgz") as pack:
-        assert sorted(pack.getnames()) == [Path(partial).name, f"{Path(partial).name}/points"]
+    assert archive_paths(tmp_path / "sweep-h200-ray-smoke.partial.tgz") == [Path(partial).name,
+                                                                          f"{Path(partial).name}/points"]

@@ -3,12 +3,11 @@ engines7-foreground) run whole in a tree of their own (STATE_DIR in place of the
 PATH: a python3 whose `-m pytest` prints a given CUDA-test log and whose `-m rollout_study` notes its arguments and
 leaves a run folder, exiting with the status a test gives that study; the rest the real interpreter. Each run's
 marker says it ended; what failed is said last, and the step's status is a failure's."""
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from device_tree import archive_paths, commands, script
+from device_tree import archive_paths, with_stand_ins
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON3 = """case "$1 $2" in
@@ -34,18 +33,9 @@ def _engines7(tmp_path: Path, step: str = "inner-engines7", tests: str = PASSED,
               **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """STEP in tmp_path/tree, whose code and parameter files are this checkout's, packing into STATE_DIR's out/ as
     `engines7` has its background step do: what it said, and what it ran (the stand-ins' calls, in order)."""
-    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
-    if not bin_dir.exists():
-        (tree / "tools").mkdir(parents=True)
-        (tree / "tools" / "sweep-gate.sh").write_bytes((ROOT / "tools" / "sweep-gate.sh").read_bytes())
-        for name in ("rollout_study", "params"):
-            (tree / name).symlink_to(ROOT / name)
-        commands(bin_dir, python3=PYTHON3.format(tmp=tmp_path, python=sys.executable))
     (tmp_path / "tests.log").write_text(tests)
-    (tmp_path / "events").unlink(missing_ok=True)
-    done = script(tmp_path, step, PATH=f"{bin_dir}:{os.environ['PATH']}", PACK=str(tmp_path / "out"), **env)
-    events = tmp_path / "events"
-    return done, events.read_text().splitlines() if events.exists() else []
+    return with_stand_ins(tmp_path, step, {"python3": PYTHON3.format(tmp=tmp_path, python=sys.executable)},
+                          PACK=str(tmp_path / "out"), **env)
 
 
 def test_every_run_ends_with_its_marker_and_the_step_passes_where_none_failed(tmp_path):

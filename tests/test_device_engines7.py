@@ -1,8 +1,9 @@
 """tools/h200-reports.sh's engines7 runs (inner-engines7, the background half of `engines7`, and
 engines7-foreground) run whole in a tree of their own (STATE_DIR in place of the device's /tmp) with stand-ins on
 PATH: a python3 whose `-m pytest` prints a given CUDA-test log and whose `-m rollout_study` notes its arguments and
-leaves a run folder, exiting with the status a test gives that study; the rest the real interpreter. Each run's
-marker says it ended; what failed is said last, and the step's status is a failure's."""
+leaves a new run folder, exiting with the status a test gives that study (or, where a test says so, crashes in an
+unfinished one); the rest the real interpreter. Each run's marker says it ended; what failed is said last, and the
+step's status is a failure's."""
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ PYTHON3 = """case "$1 $2" in
   "-m rollout_study")
     echo "$*" >> {tmp}/events
     name=$(basename "$4" .yaml) n=$(ls -d runs/"$name"-2* 2>/dev/null | wc -l)  # a new folder each call
+    if [ -e {tmp}/crash-$name ]; then mkdir -p "runs/.$name.partial-x$n"; exit 134; fi  # in its unfinished one
     mkdir -p "runs/$name-20261207-00000$n" && echo "$name" > "runs/$name-20261207-00000$n/study.txt"
     exit "$(cat {tmp}/status-$name 2>/dev/null || echo 0)" ;;
   "-m pytest")
@@ -83,3 +85,12 @@ def test_the_foreground_step_fails_with_its_tiny_run_after_listing_what_it_bring
     assert archive_paths(tmp_path / "reference-tiny-all.tgz")[0] == "reference-tiny-all-20261207-000001"
     said = done.stdout.split("ENGINES7-DONE\nfailed: reference-tiny-all ", 1)
     assert len(said) == 2 and "reference-tiny-all.tgz" in said[1] and "cuda-tests.txt" in said[1], done.stdout
+
+
+def test_the_foreground_step_brings_back_the_unfinished_folder_of_a_tiny_run_that_crashed(tmp_path):
+    (tmp_path / "crash-reference-tiny-all").touch()
+    done, ran = _engines7(tmp_path, "engines7-foreground")
+    assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
+    assert "packed as reference-tiny-all.partial.tgz\nTINY-DONE\n" in done.stdout, done.stdout
+    # delivered into OUT as it was made, as the finished run's pack would be
+    assert archive_paths(tmp_path / "reference-tiny-all.partial.tgz") == [".reference-tiny-all.partial-x0"]

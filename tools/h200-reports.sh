@@ -176,7 +176,8 @@ case $step in
         || grep -qE "::[^ ]+ (FAILED|ERROR)" "$STATE_DIR"/out/cuda-tests.txt; then
         passed=0 failed="the CUDA tests"; echo "CUDA tests failed: no study runs"
       else
-        run reference-tiny-all || failed="$failed reference-tiny-all"; echo TINY-DONE; deliver reference-tiny-all.tgz
+        run reference-tiny-all || failed="$failed reference-tiny-all"; echo TINY-DONE
+        deliver reference-tiny-all.tgz reference-tiny-all.partial.tgz  # a crash's unfinished folder (run) too
       fi
     fi
     if [ "$SMOL_RUNS" != none ] && [ $passed = 1 ]; then  # none: the tests and the tiny run alone, no `part` calls

@@ -675,3 +675,23 @@ def test_the_ray_smoke_step_brings_back_a_crashed_sweeps_unfinished_folder_once(
     assert sorted(path.name for path in tmp_path.glob("*.tgz")) == ["sweep-h200-ray-smoke.partial.tgz"]
     folder = Path(partial).name
     assert archive_paths(tmp_path / "sweep-h200-ray-smoke.partial.tgz") == [folder, f"{folder}/points"]
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_the_ray_smoke_step_brings_back_the_folder_the_timeout_cut_not_an_earlier_calls(tmp_path, cut):
+    # an earlier call's unfinished folder, still in runs/ on a warm machine, sorts after this call's
+    earlier = tmp_path / "tree" / "runs" / ".sweep-h200-ray-smoke.partial-zz9"
+    (earlier / "points").mkdir(parents=True)
+    partial = "runs/.sweep-h200-ray-smoke.partial-a1b2c3"
+    # the timeout ends the sweep in its unfinished folder (cut), or Ray fails before it makes one
+    timeout = f"mkdir -p {partial}/points; exit 124" if cut else "exit 1"
+    done = _script(tmp_path, "ray-smoke", PATH=_bin(tmp_path, python3='case "$*" in -c*) exit 0;; esac; exit 9',
+                                                    timeout=timeout, **{"nvidia-smi": "echo H200"}))
+    assert done.returncode == (124 if cut else 1), done.stdout + done.stderr
+    packs = sorted(path.name for path in tmp_path.glob("*.tgz"))
+    if cut:
+        folder = Path(partial).name
+        assert packs == ["sweep-h200-ray-smoke.partial.tgz"]
+        assert archive_paths(tmp_path / "sweep-h200-ray-smoke.partial.tgz") == [folder, f"{folder}/points"]
+    else:
+        assert packs == []

@@ -6,7 +6,8 @@
 #               installs it
 #   ray-smoke   params/sweep-h200-ray-smoke.yaml through the Ray executor, in the foreground (after `part` per Ray
 #               part): two tiny points as Ray tasks and their repeats -> $OUT/sweep-h200-ray-smoke.tgz, its log
-#               $OUT/ray-smoke.log (an unfinished folder too, packed, where it failed or ran out of time)
+#               $OUT/ray-smoke.log (the unfinished folder this call left too, where it failed or ran out of time:
+#               sweep-h200-ray-smoke.partial.tgz)
 #   sweep EXECUTOR  params/sweep-h200.yaml (issue 12) in the background, EXECUTOR local (one GPU) or ray
 #               (every GPU of the host, then the repeats alone); resumes the unfinished sweep bring_partial
 #               (device-functions.sh) finds (as `resume` below says; a partial folder carried in as it is, not
@@ -106,11 +107,12 @@ case $step in
   ray-smoke)
     ray_importable || exit 3
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; ray-smoke not started"; exit 1; fi
+    before=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null)  # an earlier call's (a warm machine's)
     # into a log in $OUT, not a pipe: a timeout kills a pipe's `tail` too, and a hang is what the log must show
     timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke" > "$OUT/ray-smoke.log" 2>&1; rc=$?
     tail -30 "$OUT/ray-smoke.log"; echo "RAY-SMOKE (exit $rc)"
     if [ $rc -ne 0 ]; then  # an unfinished folder comes back too: `run` packs a crash's, not one the timeout cut
-      partial=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null | tail -1)
+      partial=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null | grep -vxF -- "$before" | tail -1)
       [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke.partial.tgz" -C runs "$(basename "$partial")"
       ls -la "$OUT"; exit $rc
     fi ;;

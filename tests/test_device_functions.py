@@ -96,10 +96,10 @@ def test_a_failed_run_comes_back_packed_with_the_studys_status(functions, tmp_pa
     assert archive_paths(tmp_path / "got" / "reference-tiny.tgz") == [made, f"{made}/result.json"]
 
 
-def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path):
-    (tmp_path / "pack").write_text("")  # PACK a file: no archive goes in it
-    done = _run(functions, tmp_path, "reference-tiny", makes="reference-tiny-20261203-101010",
-                PACK=str(tmp_path / "pack"))
+@pytest.mark.parametrize("makes", ["reference-tiny-20261203-101010", ".reference-tiny.partial-q8w7e6"])
+def test_a_pack_that_cannot_be_written_fails_the_run(functions, tmp_path, makes):
+    (tmp_path / "pack").write_text("")  # PACK a file: no archive goes in it, a finished run's nor a crashed one's
+    done = _run(functions, tmp_path, "reference-tiny", makes=makes, PACK=str(tmp_path / "pack"))
     assert done.returncode != 0 and "packed" not in done.stdout
 
 
@@ -209,10 +209,12 @@ def test_ray_importable_says_the_import_errors_end_where_ray_does_not_import(fun
     assert "Traceback" in (tmp_path / "ray-import.err").read_text()  # the state dir's, not the device's /tmp
 
 
-def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_under_its_own_name(functions, tmp_path):
-    partial = ".reference-tiny.partial-q8w7e6"
-    done = _run(functions, tmp_path, "reference-tiny", makes=partial, older=(".reference-tiny.partial-k3j2x1",),
-                EXITS="134", PACK=str(tmp_path / "pack"))
+@pytest.mark.parametrize("older", [(), (".reference-tiny.partial-q8w7e",)], ids=["alone", "beside-an-earlier"])
+def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_under_its_own_name(functions, tmp_path,
+                                                                                                 older):
+    partial = ".reference-tiny.partial-q8w7e6"  # an earlier crash's name, a prefix of it, is not it
+    done = _run(functions, tmp_path, "reference-tiny", makes=partial, older=older, EXITS="134",
+                PACK=str(tmp_path / "pack"))
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == (f"error: reference-tiny left only its unfinished runs/{partial} "
                                             "(it exited 134); packed as reference-tiny.partial.tgz")

@@ -45,9 +45,11 @@
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
 #               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: after
-#               ENGINES7-DONE a line `failed: ...` names the failed tests or runs, and the step exits 1
+#               ENGINES7-DONE a line `failed: ...` names the failed tests or runs (the log's last; `hold` exits 0 on
+#               the marker all the same, and the background step's own exit 1 reaches no call)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
-#               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
+#               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made;
+#               exit 1 after the `failed: ...` line
 #   continue [SECONDS]  `hold` for SWEEP-DONE where this machine started $SWEEP, else (a fresh one) `resume`
 #               first, until SECONDS (560, wall time) from the call's start (packing into $OUT as each point ends), then
 #               `fetch`, `sweep-pack` and whether the sweep still runs, finished or ended unfinished (exit 1): the

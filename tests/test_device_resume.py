@@ -13,7 +13,6 @@ import pytest
 from device_tree import archive_paths, install_wheels, with_stand_ins
 from result_fixture import make_invalid_result_dict, write_sweep_folder
 
-ROOT = Path(__file__).resolve().parents[1]
 SMOKE = "sweep-h200-smoke-20261205-101010"
 PYTHON3 = """case "$1 $2" in
   "-m rollout_study")

@@ -20,7 +20,8 @@ PYTHON = Path(sys.executable).parent  # the real python3 (ray_importable's), beh
 
 @pytest.fixture(scope="module")
 def functions() -> str:
-    return device_functions("run", "cuda_tests", "deliver", "sweep_tests_passed", "wait_for_model", "ray_importable")
+    return device_functions("run", "new_partial", "cuda_tests", "deliver", "sweep_tests_passed", "wait_for_model",
+                            "ray_importable")
 
 
 def _bash(functions: str, script: str, state: Path, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   if [ -z "$folder" ] || grep -qxF "$folder" <<<"$before"; then
     # A crash (an abort, a kill, a sweep's own process lost) leaves the hidden folder it ran in: what it wrote
     # before is what says where it stopped, so it comes back too, under a name no finished run's pack takes
-    local partial; partial=$(ls -d runs/."$name".partial-* 2>/dev/null | grep -vxF -- "$before" | tail -1)
+    local partial; partial=$(new_partial "$name" "$before")
     if [ -n "$partial" ]; then
       mkdir -p "${PACK:-$OUT}"
       tar czf "${PACK:-$OUT}/$name.partial.tgz" -C runs "$(basename "$partial")" || return 1
@@ -30,6 +30,10 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
   # sweep whose points all lost parity exits 1 too, and the smoke sweep's gate lets parity through
   [ "$status" = 0 ] || echo "$name exited $status (said above); its run folder is packed"
   return "$status"
+}
+new_partial() {  # new_partial NAME BEFORE: the hidden runs/.NAME.partial-* a crashed or cut run of NAME left, the
+  # last by name, not one BEFORE lists (what `ls -d` said before the run: an earlier call's, whole names)
+  ls -d runs/."$1".partial-* 2>/dev/null | grep -vxF -- "$2" | tail -1
 }
 cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output into FILE
   # The first line names the commit the tests ran at (the copy's .git may be stale: ROLLOUT_STUDY_COMMIT).

@@ -114,7 +114,7 @@ case $step in
     timeout 540 bash -c "source tools/h200-reports.sh inner-ray-smoke" > "$OUT/ray-smoke.log" 2>&1; rc=$?
     tail -30 "$OUT/ray-smoke.log"; echo "RAY-SMOKE (exit $rc)"
     if [ $rc -ne 0 ]; then  # an unfinished folder comes back too: `run` packs a crash's, not one the timeout cut
-      partial=$(ls -d runs/.sweep-h200-ray-smoke.partial-* 2>/dev/null | grep -vxF -- "$before" | tail -1)
+      partial=$(new_partial sweep-h200-ray-smoke "$before")
       [ -n "$partial" ] && tar czf "$OUT/sweep-h200-ray-smoke.partial.tgz" -C runs "$(basename "$partial")"
       ls -la "$OUT"; exit $rc
     fi ;;

@@ -58,15 +58,15 @@ def commands(folder: Path, **bodies: str) -> str:
 def with_stand_ins(tmp_path: Path, step: str, stand_ins: dict[str, str],
                    **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`script` STEP in tmp_path/tree, whose code, parameter files and sweep gate are this checkout's, with the
-    `stand_ins` (command: body, made once a test) first on PATH: what it said, and the lines the stand-ins wrote to
-    tmp_path/events as it ran (their calls, in order)."""
+    `stand_ins` (command: body, written again each call) first on PATH: what it said, and the lines the stand-ins
+    wrote to tmp_path/events as it ran (their calls, in order)."""
     tree, bin_dir = tmp_path / "tree", tmp_path / "bin"
-    if not bin_dir.exists():
+    if not (tree / "params").exists():
         (tree / "tools").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "tools" / "sweep-gate.sh", tree / "tools")
         for name in ("rollout_study", "params"):
             (tree / name).symlink_to(ROOT / name)
-        commands(bin_dir, **stand_ins)
+    commands(bin_dir, **stand_ins)
     events = tmp_path / "events"
     events.unlink(missing_ok=True)
     done = script(tmp_path, step, PATH=f"{bin_dir}:{os.environ['PATH']}", **env)

@@ -48,15 +48,15 @@ def test_every_run_ends_with_its_marker_and_the_step_passes_where_none_failed(tm
     assert archive_paths(tmp_path / "out" / "sweep-cpu.tgz")[0] == "sweep-cpu-20261207-000000"
 
 
-def test_a_failed_run_is_said_last_and_fails_the_step_after_the_runs_that_follow_it(tmp_path):
+def test_a_failed_run_is_said_before_the_last_marker_and_fails_the_step_after_the_runs_that_follow_it(tmp_path):
     (tmp_path / "status-reference-tiny-all").write_text("1")
     (tmp_path / "status-sweep-cpu").write_text("1")  # a failed point
     done, ran = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
     assert done.returncode == 1, done.stdout + done.stderr
     assert ran == [TESTS, TINY, STUDY, SWEEP]  # the runs after a failed one still run
     assert done.stdout.endswith(
-        "SWEEP-CPU-DONE\nENGINES7-DONE\n"
-        "failed: reference-tiny-all sweep-cpu (a run's folder, where it made one, is packed)\n"), done.stdout
+        "SWEEP-CPU-DONE\nfailed: reference-tiny-all sweep-cpu (a run's folder, where it made one, is packed)\n"
+        "ENGINES7-DONE\n"), done.stdout
     assert "reference-tiny-all exited 1 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
     assert archive_paths(tmp_path / "out" / "reference-tiny-all.tgz")  # its folder comes back, it says why it failed
     assert archive_paths(tmp_path / "out" / "reference-tiny.tgz")
@@ -66,8 +66,8 @@ def test_failed_cuda_tests_run_no_study_and_fail_the_step(tmp_path):
     done, ran = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="reference-tiny")
     assert done.returncode == 1, done.stdout + done.stderr
     assert ran == [TESTS]
-    assert done.stdout.endswith("CUDA tests failed: no study runs\nENGINES7-DONE\nfailed: the CUDA tests "
-                                "(a run's folder, where it made one, is packed)\n"), done.stdout
+    assert done.stdout.endswith("CUDA tests failed: no study runs\nfailed: the CUDA tests "
+                                "(a run's folder, where it made one, is packed)\nENGINES7-DONE\n"), done.stdout
     # SMOL_ONLY=1: no tests, the studies alone
     done, ran = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="reference-tiny", SMOL_ONLY="1")
     assert done.returncode == 0 and ran == [STUDY], done.stdout + done.stderr
@@ -83,7 +83,8 @@ def test_the_foreground_step_fails_with_its_tiny_run_after_listing_what_it_bring
     assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
     assert "reference-tiny-all exited 2 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
     assert archive_paths(tmp_path / "reference-tiny-all.tgz")[0] == "reference-tiny-all-20261207-000001"
-    said = done.stdout.split("ENGINES7-DONE\nfailed: reference-tiny-all ", 1)
+    said = done.stdout.split("failed: reference-tiny-all (a run's folder, where it made one, is packed)\n"
+                             "ENGINES7-DONE\n", 1)
     assert len(said) == 2 and "reference-tiny-all.tgz" in said[1] and "cuda-tests.txt" in said[1], done.stdout
 
 

@@ -44,9 +44,9 @@
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
-#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: after
-#               ENGINES7-DONE a line `failed: ...` names the failed tests or runs (the log's last; `hold` exits 0 on
-#               the marker all the same, and the background step's own exit 1 reaches no call)
+#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: just
+#               before ENGINES7-DONE a line `failed: ...` names the failed tests or runs (`hold` exits 0 on the
+#               marker all the same, and the background step's own exit 1 reaches no call)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made;
 #               exit 1 after the `failed: ...` line
@@ -195,13 +195,12 @@ case $step in
         echo "${study^^}-DONE"
       done
     fi
-    # The markers say "ended" (`hold` waits on them), each run its own verdict above; what failed, last, where the
-    # log's tail (`fetch`, `hold`) shows it, and the step's status: a failed run is no result to publish
+    # The markers say "ended" (`hold` waits on them), each run its own verdict above; what failed, just before the
+    # last marker (a `hold` that sees the marker fetches at once, and the log's tail it shows then has both), and
+    # the step's status: a failed run is no result to publish
+    [ -z "$failed" ] || echo "failed: ${failed# } (a run's folder, where it made one, is packed)"
     echo ENGINES7-DONE
-    if [ -n "$failed" ]; then
-      echo "failed: ${failed# } (a run's folder, where it made one, is packed)"
-      [[ $step == inner-* ]] || ls -la "$OUT"; exit 1
-    fi ;;
+    if [ -n "$failed" ]; then [[ $step == inner-* ]] || ls -la "$OUT"; exit 1; fi ;;
   resume)
     if busy=$(sweep_running); then echo "error: $busy is running a sweep on this GPU; not started twice"; exit 1; fi
     wheels_installed || exit 3

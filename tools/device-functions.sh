@@ -4,8 +4,10 @@
 # A finished run's (publish.finish_run): not sweep-h200-1b-* for sweep-h200
 STAMP='[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]-[0-9]*'
 run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebooks, its folder packed for the trip
-  # back, a failed run's too; its status the study's. RUN_NAME names the run when ARGS rename it (--name)
+  # back, a failed run's too, and named in RUN_FOLDER (empty where it made none); its status the study's.
+  # RUN_NAME names the run when ARGS rename it (--name)
   local file=$1 command=${2:-run}; shift; [ $# -gt 0 ] && shift
+  RUN_FOLDER=
   local name=${RUN_NAME:-$file}
   # `<name>-<digits>`: a bare prefix would also take reference-tiny-all-* for reference-tiny
   local before; before=$(ls -d runs/"$name"-[0-9]* runs/."$name".partial-* 2>/dev/null)
@@ -24,6 +26,7 @@ run() {  # run FILE [COMMAND [ARGS...]]: one study (or sweep) through the notebo
     fi
     echo "error: $name left no new run folder (it exited $status); nothing packed"; return 1
   fi
+  RUN_FOLDER=$folder
   mkdir -p "${PACK:-$OUT}"
   tar czf "${PACK:-$OUT}/$name.tgz" -C runs "$(basename "$folder")" || return
   # A failed run's folder still comes back (it says why), but the step's status is the study's. Not "error:": a

@@ -226,12 +226,10 @@ case $step in
     fi
     if needs_model "$SWEEP" || [ "${SMOKE:-0}" = 1 ]; then wait_for_model; fi
     if [ "${SMOKE:-0}" = 1 ]; then
-      earlier=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null)  # a smoke carried in (KEEP_FROM) is not this one
       PACK="$STATE_DIR"/out run sweep-h200-smoke sweep; echo "SMOKE-DONE"
       # A failed corner point (out of memory, a crash) stops here: the code may have to change, and every
       # point measured before the change would be measured again. An invalid one (parity) does not.
-      smoke=$(ls -d runs/sweep-h200-smoke-[0-9]* 2>/dev/null | tail -1)
-      grep -qxF "$smoke" <<<"$earlier" && smoke=
+      smoke=$RUN_FOLDER  # the folder this run made, not a smoke carried in (KEEP_FROM)
       # failed: no result, or a result that records a failure (out of memory in a phase); parity alone is not
       if [ -z "$smoke" ] || ! python3 -c "import sys; from rollout_study.sweep_validity import failed_points as f; \
 bad = f(sys.argv[1]); print('smoke points failed:', bad or 'none'); sys.exit(1 if bad else 0)" "$smoke"; then

@@ -3,12 +3,13 @@ engines7-foreground) run whole in a tree of their own (STATE_DIR in place of the
 PATH: a python3 whose `-m pytest` prints a given CUDA-test log and whose `-m rollout_study` notes its arguments and
 leaves a new run folder, exiting with the status a test gives that study (or, where a test says so, crashes in an
 unfinished one); the rest the real interpreter. Each run's marker says it ended; what failed is said last, and the
-step's status is a failure's."""
+step's status is a failure's, as is that of a `hold` on the last marker (the background step's status reaches no
+call)."""
 import subprocess
 import sys
 from pathlib import Path
 
-from device_tree import archive_paths, with_stand_ins
+from device_tree import archive_paths, script, with_stand_ins
 
 PYTHON3 = """case "$1 $2" in
   "-m rollout_study")
@@ -95,3 +96,28 @@ def test_the_foreground_step_brings_back_the_unfinished_folder_of_a_tiny_run_tha
     assert "packed as reference-tiny-all.partial.tgz\nTINY-DONE\n" in done.stdout, done.stdout
     # delivered into OUT as it was made, as the finished run's pack would be
     assert archive_paths(tmp_path / "reference-tiny-all.partial.tgz") == [".reference-tiny-all.partial-x0"]
+
+
+def test_a_hold_for_the_last_marker_fails_after_its_fetch_where_the_step_said_a_run_failed(tmp_path):
+    # The background step's own exit 1 reaches no call: `hold` reads its verdict, the line before the marker
+    out = tmp_path / "call"
+    out.mkdir()
+    for status, verdict in (("0", 0), ("1", 1)):
+        (tmp_path / "status-reference-tiny-all").write_text(status)
+        done, _ = _engines7(tmp_path, SMOL_RUNS="none")
+        (tmp_path / "i11g.log").write_text(done.stdout)  # as `background` logs it
+        held = script(tmp_path, "hold", "ENGINES7-DONE", "5", OUT=str(out))
+        assert held.returncode == verdict, held.stdout + held.stderr
+        said = ("error: the step that logged ENGINES7-DONE says failed: reference-tiny-all (a run's folder, "
+                "where it made one, is packed)\n")
+        assert (said in held.stdout) == bool(verdict), held.stdout
+        assert (out / "reference-tiny-all.tgz").is_file()  # fetched, failed or not
+        (out / "reference-tiny-all.tgz").unlink()
+    # the tiny run's marker: what failed is said after it, for the step as a whole
+    held = script(tmp_path, "hold", "TINY-DONE", "5", OUT=str(out))
+    assert held.returncode == 0 and "held 0 s for TINY-DONE: logged" in held.stdout, held.stdout
+    # failed CUDA tests: no run, and the verdict names them
+    done, _ = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="none")
+    (tmp_path / "i11g.log").write_text(done.stdout)
+    held = script(tmp_path, "hold", "ENGINES7-DONE", "5", OUT=str(out))
+    assert held.returncode == 1 and "says failed: the CUDA tests (a run's" in held.stdout, held.stdout

@@ -159,7 +159,8 @@ sweep_running() {  # prints the first background step that runs (or will run) on
 hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0), or SECONDS passed; 1 where nothing
   # runs. A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
-  # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed).
+  # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed); 1 too where
+  # the log says `failed: ...` before the marker (engines7's verdict), after the wait.
   # With DIR ($OUT, continue's), $SWEEP is packed into it as each result is written: a call cut at its limit brings
   # back what is under $OUT, and the last call's limit is the session's device time left after the machine's
   # start and the transfers, not the timeout asked for (2026-12-04: 336 s left, a limit of 275 s, a `continue
@@ -194,6 +195,13 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
   local how="not yet (the limit)"; logged && how=logged
   echo "held ${waited} s for $marker: $how"
+  # engines7 writes its last marker whether its runs passed or not, its verdict the `failed: ...` line just before;
+  # its own exit status, a background step's, reaches no call: a failure logged before the marker is this hold's
+  local log said logs; mapfile -t logs < <(grep -lF -- "$marker" "$state"/*.log 2>/dev/null)
+  for log in "${logs[@]}"; do
+    said=$(awk -v m="$marker" 'index($0, m) {exit} /^failed: / {print; exit}' "$log")
+    [ -z "$said" ] || { echo "error: the step that logged $marker says $said"; return 1; }
+  done
 }
 points_measured() {  # prints how many results (points, repeats alone) $SWEEP's work copy holds, finished or
   # partial; 1 where none

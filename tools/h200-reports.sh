@@ -45,8 +45,8 @@
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
 #               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: just
-#               before ENGINES7-DONE a line `failed: ...` names the failed tests or runs (`hold` exits 0 on the
-#               marker all the same, and the background step's own exit 1 reaches no call)
+#               before ENGINES7-DONE a line `failed: ...` names the failed tests or runs (the background step's
+#               own exit 1 reaches no call: `hold ENGINES7-DONE` reads that line, and exits 1 after its fetch)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made;
 #               exit 1 after the `failed: ...` line
@@ -67,8 +67,8 @@
 #   fetch       copy whatever /tmp/out holds into $OUT
 #   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
-#               (exits 1, after the fetch, at once where no background step runs, a machine taken back, or where it
-#               ended without MARKER)
+#               (exits 1, after the fetch: at once where no background step runs, a machine taken back, or where it
+#               ended without MARKER; where the log says `failed: ...` before MARKER, engines7's verdict)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 # Steps that are gone (pretrained, updates, smol-hazards: engines7 with SMOL_RUNS runs their files now; issue 11's
 # engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they

@@ -5,8 +5,10 @@ leaves a new run folder, exiting with the status a test gives that study (or, wh
 unfinished one); the rest the real interpreter. Each run's marker says it ended; what failed is said last, and the
 step's status is a failure's, as is that of a `hold` on the last marker (the background step's status reaches no
 call)."""
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from device_tree import archive_paths, script, with_stand_ins
@@ -16,6 +18,7 @@ PYTHON3 = """case "$1 $2" in
     echo "$*" >> {tmp}/events
     name=$(basename "$4" .yaml) n=$(ls -d runs/"$name"-2* 2>/dev/null | wc -l)  # a new folder each call
     if [ -e {tmp}/crash-$name ]; then mkdir -p "runs/.$name.partial-x$n"; exit 134; fi  # in its unfinished one
+    [ -e {tmp}/lost-$name ] && exit 137  # killed before its folder was made
     mkdir -p "runs/$name-20261207-00000$n" && echo "$name" > "runs/$name-20261207-00000$n/study.txt"
     exit "$(cat {tmp}/status-$name 2>/dev/null || echo 0)" ;;
   "-m pytest")
@@ -96,6 +99,25 @@ def test_the_foreground_step_brings_back_the_unfinished_folder_of_a_tiny_run_tha
     assert "packed as reference-tiny-all.partial.tgz\nTINY-DONE\n" in done.stdout, done.stdout
     # delivered into OUT as it was made, as the finished run's pack would be
     assert archive_paths(tmp_path / "reference-tiny-all.partial.tgz") == [".reference-tiny-all.partial-x0"]
+
+
+def test_the_foreground_step_brings_back_no_earlier_calls_pack_where_its_run_made_none(tmp_path):
+    # A warm machine: an earlier call's packs of the tiny run, its finished folder's and a crash's, are in /tmp/out
+    (tmp_path / "out").mkdir()
+    for name in ("reference-tiny-all.tgz", "reference-tiny-all.partial.tgz"):
+        (tmp_path / "out" / name).write_text("an earlier call's")
+        os.utime(tmp_path / "out" / name, (time.time() - 600,) * 2)
+    (tmp_path / "lost-reference-tiny-all").touch()
+    done, ran = _engines7(tmp_path, "engines7-foreground")
+    assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
+    assert "reference-tiny-all left no new run folder (it exited 137); nothing packed" in done.stdout
+    assert (tmp_path / "cuda-tests.txt").is_file()  # this call's
+    assert not list(tmp_path.glob("reference-tiny-all*.tgz")), done.stdout
+    # where it finishes, its own pack comes back, and not the earlier crash's
+    (tmp_path / "lost-reference-tiny-all").unlink()
+    done, ran = _engines7(tmp_path, "engines7-foreground")
+    assert done.returncode == 0 and archive_paths(tmp_path / "reference-tiny-all.tgz"), done.stdout + done.stderr
+    assert not (tmp_path / "reference-tiny-all.partial.tgz").exists()
 
 
 def test_a_hold_for_the_last_marker_fails_after_its_fetch_where_the_step_said_a_run_failed(tmp_path):

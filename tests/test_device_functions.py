@@ -4,9 +4,11 @@ folder packed for the trip back), `cuda_tests`, `deliver`, `sweep_tests_passed`,
 PATH where the real command would run a study, the CUDA tests or a wait."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,16 +145,20 @@ def test_cuda_tests_name_the_trees_head_without_rollout_study_commit(functions, 
     assert (tmp_path / "cuda-tests.txt").read_text().startswith(f"commit: {head} (")
 
 
-def test_deliver_copies_from_the_state_dirs_out_only_in_the_foreground(functions, tmp_path):
+def test_deliver_copies_from_the_state_dirs_out_in_the_foreground_only_what_the_step_made(functions, tmp_path):
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "cuda-tests.txt").write_text("tests\n")
-    (tmp_path / "out" / "reference-tiny-all.tgz").write_text("pack\n")
+    began = tmp_path / ".foreground-began"
+    for name, age in (("earlier.tgz", 600), (began.name, 60), ("cuda-tests.txt", 0), ("reference-tiny-all.tgz", 0)):
+        made = began if name == began.name else tmp_path / "out" / name
+        made.write_text(name)
+        os.utime(made, (time.time() - age,) * 2)
     (tmp_path / "got").mkdir()
-    files = "cuda-tests.txt not-made.txt reference-tiny-all.tgz not-made-either.tgz"  # a missing one last
+    # a missing one last; an earlier call's pack (a warm machine's) is not this step's
+    files = "cuda-tests.txt not-made.txt earlier.tgz reference-tiny-all.tgz not-made-either.tgz"
     for foreground in ({}, {"FOREGROUND": "0"}):  # a background step's files come back with `fetch`
         done = _bash(functions, f"deliver {files}", tmp_path, **foreground)
         assert done.returncode == 0 and not list((tmp_path / "got").iterdir()), foreground
-    done = _bash(functions, f"deliver {files}", tmp_path, FOREGROUND="1")
+    done = _bash(functions, f"deliver {files}", tmp_path, FOREGROUND="1", DELIVER_SINCE=str(began))
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""  # a file not made fails nothing
     assert sorted(p.name for p in (tmp_path / "got").iterdir()) == ["cuda-tests.txt", "reference-tiny-all.tgz"]
 
@@ -211,8 +217,8 @@ def test_ray_importable_says_the_import_errors_end_where_ray_does_not_import(fun
 
 
 @pytest.mark.parametrize("older", [(), (".reference-tiny.partial-q8w7e",)], ids=["alone", "beside-an-earlier"])
-def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_under_its_own_name(functions, tmp_path,
-                                                                                                 older):
+def test_a_run_that_crashed_in_its_unfinished_folder_brings_that_folder_back_under_its_own_name(
+        functions, tmp_path, older):
     partial = ".reference-tiny.partial-q8w7e6"  # an earlier crash's name, a prefix of it, is not it
     done = _run(functions, tmp_path, "reference-tiny", makes=partial, older=older, EXITS="134",
                 PACK=str(tmp_path / "pack"))

@@ -45,9 +45,12 @@ cuda_tests() {  # cuda_tests FILE: the CUDA-marked tests, their verbose output i
   ROLLOUT_STUDY_EAGER_FAILURES=1 python3 -m pytest -m cuda -v tests/test_cuda.py -p no:cacheprovider >> "$1" 2>&1
 }
 deliver() {  # deliver FILE...: with FOREGROUND=1, these files of /tmp/out into $OUT as each is made (a call cut at
-  # its limit still brings back what was done)
+  # its limit still brings back what was done); only those made since DELIVER_SINCE (a file touched as the step
+  # began): on a warm machine an earlier call's pack of that name, where this run made none, would pass for its own
   if [ "${FOREGROUND:-0}" = 1 ]; then
-    local f; for f in "$@"; do cp "${STATE_DIR:-/tmp}/out/$f" "$OUT"/ 2>/dev/null; done
+    local f; for f in "$@"; do
+      f=${STATE_DIR:-/tmp}/out/$f; [ "$f" -nt "${DELIVER_SINCE:?}" ] && cp "$f" "$OUT"/
+    done
   fi
   return 0
 }

@@ -61,7 +61,9 @@ def test_a_failed_run_is_said_before_the_last_marker_and_fails_the_step_after_th
     assert done.stdout.endswith(
         "SWEEP-CPU-DONE\nfailed: reference-tiny-all sweep-cpu (a run's folder, where it made one, is packed)\n"
         "ENGINES7-DONE\n"), done.stdout
-    assert "reference-tiny-all exited 1 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
+    assert ("reference-tiny-all exited 1 (said above); its run folder is packed\nfailed: reference-tiny-all\n"
+            "TINY-DONE\n") in done.stdout
+    assert "failed: sweep-cpu\nSWEEP-CPU-DONE\n" in done.stdout and "\nREFERENCE-TINY-DONE\n" in done.stdout
     assert archive_paths(tmp_path / "out" / "reference-tiny-all.tgz")  # its folder comes back, it says why it failed
     assert archive_paths(tmp_path / "out" / "reference-tiny.tgz")
 
@@ -85,7 +87,8 @@ def test_the_foreground_step_fails_with_its_tiny_run_after_listing_what_it_bring
     (tmp_path / "reference-tiny-all.tgz").unlink()  # this call's, not the last one's, is listed
     done, ran = _engines7(tmp_path, "engines7-foreground")
     assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
-    assert "reference-tiny-all exited 2 (said above); its run folder is packed\nTINY-DONE\n" in done.stdout
+    assert ("reference-tiny-all exited 2 (said above); its run folder is packed\nfailed: reference-tiny-all\n"
+            "TINY-DONE\n") in done.stdout
     assert archive_paths(tmp_path / "reference-tiny-all.tgz")[0] == "reference-tiny-all-20261207-000001"
     said = done.stdout.split("failed: reference-tiny-all (a run's folder, where it made one, is packed)\n"
                              "ENGINES7-DONE\n", 1)
@@ -96,7 +99,7 @@ def test_the_foreground_step_brings_back_the_unfinished_folder_of_a_tiny_run_tha
     (tmp_path / "crash-reference-tiny-all").touch()
     done, ran = _engines7(tmp_path, "engines7-foreground")
     assert done.returncode == 1 and ran == [TESTS, TINY], done.stdout + done.stderr
-    assert "packed as reference-tiny-all.partial.tgz\nTINY-DONE\n" in done.stdout, done.stdout
+    assert "packed as reference-tiny-all.partial.tgz\nfailed: reference-tiny-all\nTINY-DONE\n" in done.stdout
     # delivered into OUT as it was made, as the finished run's pack would be
     assert archive_paths(tmp_path / "reference-tiny-all.partial.tgz") == [".reference-tiny-all.partial-x0"]
 
@@ -120,7 +123,7 @@ def test_the_foreground_step_brings_back_no_earlier_calls_pack_where_its_run_mad
     assert not (tmp_path / "reference-tiny-all.partial.tgz").exists()
 
 
-def test_a_hold_for_the_last_marker_fails_after_its_fetch_where_the_step_said_a_run_failed(tmp_path):
+def test_a_hold_fails_after_its_fetch_where_the_step_said_its_markers_run_failed(tmp_path):
     # The background step's own exit 1 reaches no call: `hold` reads its verdict, the line before the marker
     out = tmp_path / "call"
     out.mkdir()
@@ -135,9 +138,24 @@ def test_a_hold_for_the_last_marker_fails_after_its_fetch_where_the_step_said_a_
         assert (said in held.stdout) == bool(verdict), held.stdout
         assert (out / "reference-tiny-all.tgz").is_file()  # fetched, failed or not
         (out / "reference-tiny-all.tgz").unlink()
-    # the tiny run's marker: what failed is said after it, for the step as a whole
+    # the tiny run's own marker, its failure just before
     held = script(tmp_path, "hold", "TINY-DONE", "5", OUT=str(out))
-    assert held.returncode == 0 and "held 0 s for TINY-DONE: logged" in held.stdout, held.stdout
+    assert held.returncode == 1 and "held 0 s for TINY-DONE: logged" in held.stdout, held.stdout
+    assert "error: the step that logged TINY-DONE says failed: reference-tiny-all\n" in held.stdout, held.stdout
+    # a later run that passed: the tiny run's failure is not its marker's, nor is REFERENCE-TINY-DONE TINY-DONE's
+    (tmp_path / "status-reference-tiny-all").write_text("0")
+    (tmp_path / "status-reference-tiny").write_text("1")
+    done, _ = _engines7(tmp_path, SMOL_RUNS="sweep-cpu reference-tiny")
+    (tmp_path / "i11g.log").write_text(done.stdout)
+    for marker, verdict in (("TINY-DONE", 0), ("SWEEP-CPU-DONE", 0), ("REFERENCE-TINY-DONE", 1)):
+        held = script(tmp_path, "hold", marker, "5", OUT=str(out))
+        assert held.returncode == verdict and f"held 0 s for {marker}: logged" in held.stdout, held.stdout
+    assert "says failed: reference-tiny\n" in held.stdout, held.stdout
+    # SMOL_ONLY=1 logs no TINY-DONE: REFERENCE-TINY-DONE is not it (no step runs here, so said at once)
+    done, _ = _engines7(tmp_path, SMOL_RUNS="reference-tiny", SMOL_ONLY="1")
+    (tmp_path / "i11g.log").write_text(done.stdout)
+    held = script(tmp_path, "hold", "TINY-DONE", "5", OUT=str(out))
+    assert held.returncode == 1 and "no log has TINY-DONE" in held.stdout, held.stdout
     # failed CUDA tests: no run, and the verdict names them
     done, _ = _engines7(tmp_path, tests=FAILED, SMOL_RUNS="none")
     (tmp_path / "i11g.log").write_text(done.stdout)

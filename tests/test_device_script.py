@@ -55,6 +55,16 @@ def test_hold_returns_where_a_log_has_the_marker(functions, tmp_path):
     assert _held(done.stdout) in (0, 1)  # wall seconds, whole: a second may turn over as it reads the log
 
 
+def test_hold_reads_a_marker_and_its_verdict_as_whole_lines(functions, tmp_path):
+    # A line that holds the marker inside it is another run's (REFERENCE-TINY-DONE), and so is its verdict
+    (tmp_path / "i11g.log").write_text("failed: reference-tiny\nREFERENCE-TINY-DONE\nTINY-DONE\n")
+    done = _hold(functions, tmp_path, "TINY-DONE", 300)
+    assert done.returncode == 0 and done.stdout.strip().endswith(" s for TINY-DONE: logged"), done.stdout
+    (tmp_path / "i11g.log").write_text("failed: reference-tiny\nREFERENCE-TINY-DONE\n")  # and no step runs
+    done = _hold(functions, tmp_path, "TINY-DONE", 300)
+    assert done.returncode == 1 and "no log has TINY-DONE" in done.stdout and "held" not in done.stdout
+
+
 def _kill(pidfile: Path) -> None:
     subprocess.run(["bash", "-c", f"kill $(cat {pidfile}) 2>/dev/null"], check=False)
 

@@ -163,7 +163,8 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # runs. A machine taken back mid-session comes back bare: nothing runs and no log has the marker, so waiting would
   # spend the whole limit of device time for nothing (2026-12-03: 300 s). Said at once instead, and likewise
   # where the step ended without the marker (engines7 writes no TINY-DONE where a CUDA test failed); 1 too where
-  # the log says `failed: ...` before the marker (engines7's verdict), after the wait.
+  # the line just before the marker says `failed: ...` (engines7's verdict on that run, or on them all), after the
+  # wait.
   # With DIR ($OUT, continue's), $SWEEP is packed into it as each result is written: a call cut at its limit brings
   # back what is under $OUT, and the last call's limit is the session's device time left after the machine's
   # start and the transfers, not the timeout asked for (2026-12-04: 336 s left, a limit of 275 s, a `continue
@@ -174,7 +175,8 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   [[ $limit =~ ^[0-9]+$ ]] \
     || { echo "error: hold MARKER [SECONDS]: SECONDS is a whole number, not '$limit'"; return 2; }
   limit=$((10#$limit))  # 090 is ninety, not an octal error in the sleep's arithmetic
-  logged() { cat "$state"/*.log 2>/dev/null | grep -qF -- "$marker"; }
+  # a whole line: TINY-DONE is not REFERENCE-TINY-DONE, nor SMOKE-DONE SWEEP-H200-SMOKE-DONE
+  logged() { cat "$state"/*.log 2>/dev/null | grep -qxF -- "$marker"; }
   until logged; do
     if [ -n "$into" ] && now=$(points_measured) && [ "$now" != "$packed" ]; then
       pack_sweep "$into" > /dev/null 2>&1 && packed=$now  # a failed pack (a folder renamed as it ends) is retried
@@ -198,11 +200,12 @@ hold_for() {  # hold_for MARKER SECONDS [DIR]: until a log in /tmp has MARKER (0
   # said apart: a sweep's last call reads here whether its step finished or only the call's time ran out
   local how="not yet (the limit)"; logged && how=logged
   echo "held ${waited} s for $marker: $how"
-  # engines7 writes its last marker whether its runs passed or not, its verdict the `failed: ...` line just before;
-  # its own exit status, a background step's, reaches no call: a failure logged before the marker is this hold's
-  local log said logs; mapfile -t logs < <(grep -lF -- "$marker" "$state"/*.log 2>/dev/null)
+  # engines7 writes each marker whether its run passed or not, its verdict the `failed: ...` line just before
+  # (the last marker's for all its runs); its own exit status, a background step's, reaches no call: a failure
+  # logged just before the marker is this hold's. Only that line: an earlier run's failure is not this marker's
+  local log said logs; mapfile -t logs < <(grep -lxF -- "$marker" "$state"/*.log 2>/dev/null)
   for log in "${logs[@]}"; do
-    said=$(awk -v m="$marker" 'index($0, m) {exit} /^failed: / {print; exit}' "$log")
+    said=$(awk -v m="$marker" '$0 == m {if (last ~ /^failed: /) print last; exit} {last = $0}' "$log")
     [ -z "$said" ] || { echo "error: the step that logged $marker says $said"; return 1; }
   done
 }

@@ -44,9 +44,10 @@
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
-#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not: just
-#               before ENGINES7-DONE a line `failed: ...` names the failed tests or runs (the background step's
-#               own exit 1 reaches no call: `hold ENGINES7-DONE` reads that line, and exits 1 after its fetch)
+#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not, a
+#               failed run's with `failed: NAME` just before; just before ENGINES7-DONE a line `failed: ...` names
+#               the failed tests or runs (the background step's own exit 1 reaches no call: `hold` reads the line
+#               before its marker, and exits 1 after its fetch)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #               (this call's alone: not a pack an earlier call left in /tmp/out); exit 1 after the `failed: ...` line
@@ -65,10 +66,11 @@
 #               first, or this one), refused while a background step runs on the GPU, so before `continue` on a
 #               fresh machine
 #   fetch       copy whatever /tmp/out holds into $OUT
-#   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say), then `fetch`:
+#   hold MARKER [SECONDS]  wait (default 560 s) until a log in /tmp has MARKER (ENGINES7-DONE, say; a whole
+#               line), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
 #               (exits 1, after the fetch: at once where no background step runs, a machine taken back, or where it
-#               ended without MARKER; where the log says `failed: ...` before MARKER, engines7's verdict)
+#               ended without MARKER; where the line before MARKER says `failed: ...`, engines7's verdict)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 # Steps that are gone (pretrained, updates, smol-hazards: engines7 with SMOL_RUNS runs their files now; issue 11's
 # engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they
@@ -182,7 +184,8 @@ case $step in
         || grep -qE "::[^ ]+ (FAILED|ERROR)" "$STATE_DIR"/out/cuda-tests.txt; then
         passed=0 failed="the CUDA tests"; echo "CUDA tests failed: no study runs"
       else
-        run reference-tiny-all || failed="$failed reference-tiny-all"; echo TINY-DONE
+        if ! run reference-tiny-all; then failed="$failed reference-tiny-all"; echo "failed: reference-tiny-all"; fi
+        echo TINY-DONE
         deliver reference-tiny-all.tgz reference-tiny-all.partial.tgz  # a crash's unfinished folder (run) too
       fi
     fi
@@ -193,13 +196,15 @@ case $step in
         if needs_model "$study"; then wait_for_model; break; fi
       done
       for study in $SMOL_RUNS; do
-        run "$study" "$(is_sweep "$study" && echo sweep || echo run)" || failed="$failed $study"
+        if ! run "$study" "$(is_sweep "$study" && echo sweep || echo run)"; then
+          failed="$failed $study"; echo "failed: $study"
+        fi
         echo "${study^^}-DONE"
       done
     fi
-    # The markers say "ended" (`hold` waits on them), each run its own verdict above; what failed, just before the
-    # last marker (a `hold` that sees the marker fetches at once, and the log's tail it shows then has both), and
-    # the step's status: a failed run is no result to publish
+    # The markers say "ended" (`hold` waits on them), each run's failure the line just before its marker (`hold`
+    # reads it there); what failed, just before the last marker (a `hold` that sees the marker fetches at once, and
+    # the log's tail it shows then has both), and the step's status: a failed run is no result to publish
     [ -z "$failed" ] || echo "failed: ${failed# } (a run's folder, where it made one, is packed)"
     echo ENGINES7-DONE
     if [ -n "$failed" ]; then [[ $step == inner-* ]] || ls -la "$OUT"; exit 1; fi ;;

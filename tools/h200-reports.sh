@@ -36,18 +36,19 @@
 #               `(cd runs && tar czf sweep-partial.tgz .$SWEEP.partial-*)`), sweeps-in-progress/$SWEEP.tgz (where
 #               tools/keep_sweep.py put the last pack); it starts once `part` per part has brought the model, where
 #               it needs one; log /tmp/sweep.log. TESTS=1: the CUDA-marked tests first (no sweep unless those it
-#               needs passed); SMOKE=1: params/sweep-h200-smoke.yaml next (the heaviest points alone, into /tmp/out
-#               for `fetch`; the sweep keeps their results)
+#               needs passed; CUDA-TESTS-DONE); SMOKE=1: params/sweep-h200-smoke.yaml next (the heaviest points
+#               alone, into /tmp/out for `fetch`; SMOKE-DONE; the sweep keeps their results)
 #   engines7    the CUDA-marked tests (into /tmp/out/cuda-tests.txt), reference-tiny-all, then the studies SMOL_RUNS
 #               names (default pretrained-smollm2-all smollm2-buckets-compiled; any parameter files, studies or
 #               sweeps, SmolLM2's or not; each logs NAME-DONE, upper case, as it ends; the model's parts are waited
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
 #               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
-#               sweep (`resume` runs it) is refused before the tests. NAME-DONE means ended, failed or not, a
-#               failed run's with `failed: NAME` just before; just before ENGINES7-DONE a line `failed: ...` names
-#               the failed tests or runs (the background step's own exit 1 reaches no call: `hold` reads the line
-#               before its marker, and exits 1 after its fetch)
+#               sweep (`resume` runs it) is refused before the tests. CUDA-TESTS-DONE as the tests end; NAME-DONE
+#               means ended, failed or not, a failed run's with `failed: NAME` just before; just before
+#               ENGINES7-DONE a line `failed: ...` names the failed runs, or says `the CUDA tests` (then no run's
+#               marker comes) (the background step's own exit 1 reaches no call: `hold` reads the line before its
+#               marker, and exits 1 after its fetch)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #               (this call's alone: not a pack an earlier call left in /tmp/out); exit 1 after the `failed: ...` line
@@ -70,7 +71,8 @@
 #               line), then `fetch`:
 #               one call after another, each within 30 s of the last (an idle machine goes back after 30 s)
 #               (exits 1, after the fetch: at once where no background step runs, a machine taken back, or where it
-#               ended without MARKER; where the line before MARKER says `failed: ...`, engines7's verdict)
+#               ended without MARKER; where the line before MARKER says `failed: ...`, engines7's verdict); exit 0
+#               where SECONDS ran out first (`not yet (the limit)`: the step still runs)
 # Each run goes to runs/<name>-<time>/ there; `python -m rollout_study publish` publishes it here.
 # Steps that are gone (pretrained, updates, smol-hazards: engines7 with SMOL_RUNS runs their files now; issue 11's
 # engines to engines6, the diagnostics corner and probes) are in this script at the commit of the report they

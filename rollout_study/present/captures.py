@@ -25,7 +25,7 @@ NOTE = ("One row per CUDA graph a call captured (first calls, and first calls af
         "keys: cache positions the graph attends over (with length buckets, its bucket's end); steps: decode steps "
         "one replay runs; capture ms: host time of the capture, synchronized; pool MiB: reserved memory the "
         "capture added (graphs of one engine share one pool, so a later graph often adds nothing); allocated MiB: "
-        "memory still allocated after it.")
+        "allocated memory the capture added, still allocated after it.")
 COLUMNS = ["variant", "cycle", "phase", "call", "batch", "graph", "keys", "steps", "capture ms", "pool MiB",
            "allocated MiB"]
 

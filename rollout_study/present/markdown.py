@@ -179,8 +179,9 @@ def _untimed_line(untimed: dict | None) -> list[str]:
         return []
     return ["- host time around the measured calls (ms): " + ", ".join(f"{part} {number(ms)}" for part, ms in
                                                                      untimed.items())
-            + " (collect: garbage collection before each call; parity: outputs to the host and compared; reference: "
-              "generate() with logits per weight version; update: training step, sync and engines told)"]
+            + " (collect: garbage collection before each call and around each phase; parity: outputs to the host and "
+              "compared; reference: generate() with logits per weight version; update: training step, sync and "
+              "engines told)"]
 
 
 def summary(result: Result) -> str:

@@ -31,11 +31,11 @@ from .text import MIB, NO_GRAPH_NOTE
 
 SCALE_CAPTION = ("The models side by side (by parameter count): steady speed-up over eager generate() and ms per "
                  "token at each variant, batch, request count and new-token count two or more models share")
-SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one colour per batch, "
-                        "a line only between neighbouring models of one label (synthetic or pretrained; none where the "
-                        "labels alternate): steady speed-up over "
-                        "eager generate(), capture ms and memory kept after the first call (below zero: see "
-                        "Definitions, capture)")
+SCALE_FIGURE_CAPTION = ("The models side by side (by parameter count) at one new-token count, one colour per batch "
+                        "(and request count, where it differs), a line only between neighbouring models of one label "
+                        "(synthetic or pretrained; none where the labels alternate): steady speed-up over eager "
+                        "generate(), capture ms and memory kept after the first call (below zero: see Definitions, "
+                        "capture)")
 
 
 def at_first_settings(models: dict) -> tuple[dict, str]:

@@ -355,7 +355,7 @@ FIGURES = (
                 "bootstrap interval (dashed: the crossover threshold)", speedup_figure),
     ("latency", "Per-token latency vs batch", latency_figure),
     ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
-    ("after-update", "First call after a real update vs batch, per policy", after_update_figure),
+    ("after-update", "First call after a real update vs batch, per variant", after_update_figure),
     ("break-even", "Break-even: rollouts per update U from which each variant pays off (dots), or up to which "
                    "only (open triangles), vs batch", break_even_figure),
     ("growth", "Steady time vs new tokens with the fitted line a + b n, per batch", growth_figure),

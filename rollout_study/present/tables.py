@@ -100,7 +100,7 @@ MEMORY_COLUMNS = {"allocated": "allocated MiB", "reserved": "reserved MiB", "pea
 
 
 def memory_rows(result: Result) -> list[dict]:
-    """Allocator statistics per phase in MiB (largest over its calls; peak reset per phase) and captures."""
+    """Allocator statistics per phase in MiB (largest over its calls; peak reset before each call) and captures."""
     rows = []
     for variant, cycle, phase, calls in _phase_calls(result):
         sizes = {column: analysis.largest_memory(calls, kind) for kind, column in MEMORY_COLUMNS.items()}
@@ -214,8 +214,9 @@ GENERATE_COLUMN = "generate() after / before"  # the same cycle's: the host's dr
 
 
 def effects_table(results: list[Result]) -> pd.DataFrame:
-    """Per variant and cycle: steady after the update over the cycle-0 steady state, its 95% bootstrap
-    interval, generate()'s in the same cycle, and whether a real update's effect clears the control cycles' drift."""
+    """Per variant and cycle: steady after the update over the steady state before it (cycle 0's, or with
+    interleaved controls the phase just before the update), its 95% bootstrap interval, generate()'s in the same
+    cycle, and whether a real update's effect clears the control cycles' drift."""
     def rows_of(result):
         for e in analysis.effects(result):
             yield {"variant": e.variant, "cycle": e.cycle, "control": e.control, "before ms": e.before.median,

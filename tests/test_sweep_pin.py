@@ -35,7 +35,8 @@ def _pin_text(commit: str, code: str) -> str:
 
 @pytest.mark.parametrize("pin", PINS, ids=[p.stem for p in PINS])
 def test_the_device_script_reads_each_pin_as_the_tools_do(pin):
-    # h200-reports.sh reads the pin with sed: the commit whose tree it runs in and the fingerprint it checks
+    # h200-reports.sh reads the pin through `sweep_pin.py field`: the commit whose tree it runs in and the
+    # fingerprint it checks
     functions = device_functions("pin_field")
     assert functions.startswith("pin_field()")
     read = {}

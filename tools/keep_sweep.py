@@ -3,15 +3,16 @@
 Usage, from the repository root: python3 tools/keep_sweep.py PACK.tgz   (PACK: what `h200-reports.sh sweep-pack`
 wrote, `$SWEEP-runs.tgz`)
 
-A long sweep spans sessions, and only what is committed outlives one: runs/ is git-ignored, and a new session
-starts from a fresh checkout. So the unfinished folder (sweep.json and points/, the raw results) is kept packed,
-as sweeps-in-progress/<sweep>.tgz (packed: the tracked tree counts towards the device's carry limit, and the
-points' JSON packs about 8x), and `h200-reports.sh resume` resumes it from there. Those points are not results
-until the sweep finishes and is published: the finished folder goes to runs/ for `python -m rollout_study
-publish`, after which sweeps-in-progress/<sweep>.tgz is removed.
+A long sweep spans sessions, and only what is committed outlives one: runs/ is git-ignored, and a new session starts
+from a fresh checkout. So the unfinished folder (sweep.json, points/ and repeats/, the raw results) is kept packed,
+as sweeps-in-progress/<sweep>.tgz (packed: the tracked tree counts towards the device's carry limit, and the points'
+JSON packs about 8x), and `h200-reports.sh resume` resumes it from there. Those points are not results until the
+sweep finishes and is published: the finished folder goes to runs/ for `python -m rollout_study publish`, after
+which sweeps-in-progress/<sweep>.tgz (and its .pin) is removed with the `git rm` this prints.
 
 Nothing is written unless the whole pack can be taken:
-- a kept sweep is never replaced by one with fewer points measured by the code as it is now (an older pack,
+- a kept sweep is never replaced by one with fewer results (points and repeats) measured by the code it is held to
+  (its pin's, else the code as it is now; an older pack,
   from an earlier call of the same session, say, would throw measured points away);
 - a pack's unfinished sweep must pass `problems` (what tests/test_sweeps_in_progress.py holds every kept sweep
   to), so what is kept does not turn CI red;

@@ -12,9 +12,9 @@ and 16 (2026-12-04, 64 new tokens: 7.3 and 7.9 ms per decode step against 4.0 at
 kernel's choice depends on the shapes and the dtype, not on the weights, so random weights of SmolLM2's shape
 (`synthetic-smollm2-135m`, with `--prompt 41`, the chat prompts' padded length there from batch 8 on) stand in
 for the pretrained model without its parts.
-`--new` and `--batches` take another length and fewer batches: the 1B shape's graph step at batch 64 doubles from
-64 to 512 new tokens (11.3 to 22.7 ms), and the static cache's attention runs over every position each step, so
-`sdpa_us` (the cache's whole length) is timed beside `sdpa_half_us` (half the new tokens: the mean length a
+`--new` and `--batches` take another length and other batch sizes (1 to 64): the 1B shape's graph step at batch 64
+doubles from 64 to 512 new tokens (11.3 to 22.7 ms), and the static cache's attention runs over every position each
+step, so `sdpa_us` (the cache's whole length) is timed beside `sdpa_half_us` (half the new tokens: the mean length a
 growing cache attends over); `--length-bucket` gives the runner the study's length buckets (each decode graph
 attends only up to its bucket).
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_batch_cliff.py OUT.json [--model NAME --prompt N]

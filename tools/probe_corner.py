@@ -13,8 +13,8 @@ The first failure names the step; CUDA errors are sticky, so what follows it is 
 Each --match is KEY=VALUE, the value read as the study's --set reads it (a number as papermill's -p does: lr=1e-4
 is 0.0001; else YAML) and compared with the point's parameter (a substring of the slug had picked turn_order
 rotate-run beside rotate, and refused); prompt_len=auto (or an integer lr) as a parameter file writes it; a policy
-by the policies it names, in order (policy=both is [recapture, reuse]). A key given twice, or a value its parameter
-cannot take, is refused with the values it can. --set reads as the study's --set.
+by the policies it names, in order (policy=both is [recapture, reuse]). A key given twice is refused; a value its
+parameter cannot take is refused with its check's allowed values (exit 1 either way). --set reads as the study's --set.
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ a matrix-vector product more than a GEMM. `compiled-rows-mm` has inductor write 
 (use_rows_mm), as it does for one row with coordinate-descent tuning (`compiled-cdt`), the way gpt-fast
 reaches the bandwidth floor at batch 1; `compiled-rows-mm-cdt` tunes those reductions too.
 Since commit 7326f56 graph-compiled writes those products as reductions itself (row_reductions), so `compiled`
-there is what `compiled-rows-mm` was here, and the rows-mm variants decompose what is left.
+there is what `compiled-rows-mm` was here; the rows-mm variants, whose limits are the engine's, find nothing more to
+decompose on CUDA (`rows_mm_traced` counts what they did), only on a CPU host, where the engine leaves products alone.
 `--batches` runs each variant at each batch size (each its own process): the sweep's graph engines dip at batch 8
 and 16 on SmolLM2's shape, where cuBLAS's FP32 kernel for k_proj and v_proj is ten times slower (probe-cliff), and
 those products are reductions in `compiled` now; `--prompt 41` is SmolLM2's chat prompts' padded length there.

@@ -23,6 +23,7 @@ and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
+--variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA: it would be recorded failed, and the probe exit 1)
 """
 from __future__ import annotations
 

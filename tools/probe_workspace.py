@@ -8,7 +8,7 @@ once freed and released (empty_cache: continuous batching's reset calls it), a r
 the workspace writes to unmapped memory. Each mode runs in a child process (an illegal access poisons
 the CUDA context for good) and prints whether the replay after the clear gave the same output.
 
-    python tools/probe_workspace.py       # unprotected, then protected
+    python tools/probe_workspace.py       # unprotected, unprotected-junk, then protected-junk
 """
 from __future__ import annotations
 

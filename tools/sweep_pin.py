@@ -9,12 +9,12 @@ holds the sweep at one commit instead:
     code_sha256: <that commit's code fingerprint, 64 hex digits>
 
 Its points count when that fingerprint measured them (tools/keep_sweep.py, tests/test_sweeps_in_progress.py), and
-the device resumes it in that commit's tree, not the working tree's (`tools/h200-reports.sh resume` and `sweep`
-with a pinned $SWEEP). `python3 tools/sweep_pin.py carry` (tools/device-files.sh runs it) writes each pinned
-commit's tree, as `git archive` gives it, to .carry/tree-<its first 12 digits>.tar, for that call to carry, and
-removes the trees there no pin names (a finished sweep's). The
-points name the commit they ran at, and `publish` checks each against that commit's fingerprint, as it checks
-any result; the published sweep names its code as every report does.
+the device resumes it in that commit's tree, not the working tree's (`tools/h200-reports.sh resume` and `sweep` with
+a pinned $SWEEP). `python3 tools/sweep_pin.py carry` (tools/device-files.sh runs it) writes each pinned commit's
+TREE (its rollout_study/, notebooks/, params/, tools/, tests/ and pyproject.toml, through `git archive`) to
+.carry/tree-<its first 12 digits>.tar, for that call to carry, and removes the trees there no pin names (a finished
+sweep's). The points name the commit they ran at, and `publish` checks each against that commit's fingerprint, as it
+checks any result; the published sweep names its code as every report does.
 
 Usage, from the repository root: python3 tools/sweep_pin.py carry | field NAME commit|code_sha256
 """

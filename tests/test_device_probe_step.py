@@ -69,7 +69,10 @@ def test_the_probe_refuses_a_batch_or_length_out_of_range_before_the_gpu(tmp_pat
                        (["--batches", "8,x"], "argument --batches: comma-separated whole numbers from 1 to 64"),
                        (["--new", "0"], "--length-bucket: probe: max_new_tokens must be an integer between 1 and"),
                        (["--model", "synthetic-smollm2-135m", "--new", "9000"], "exceeds the model's"),
-                       (["--length-bucket", "-1"], "--length-bucket: probe: length_bucket must be an integer")):
+                       (["--length-bucket", "-1"], "--length-bucket: probe: length_bucket must be an integer"),
+                       (["--prompt", "0"], "--prompt, --new or --length-bucket: probe: prompt_len must be an integer "
+                                           "between 1 and"),
+                       (["--model", "synthetic-gpt"], "argument --model: invalid choice: 'synthetic-gpt'")):
         # no device visible: on a GPU host too, a probe that reached CUDA before its checks would fail otherwise
         done = subprocess.run([sys.executable, str(probe), str(tmp_path / "out.json"), *args], capture_output=True,
                               text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})

@@ -23,7 +23,7 @@ and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
---variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA: it would be recorded failed, and the probe exit 1)
+--variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA, and is refused without it)
 """
 from __future__ import annotations
 
@@ -116,6 +116,11 @@ def main() -> int:
     unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
+    import torch
+
+    if "pinned" in args.variants.split(",") and not (args.device.startswith("cuda") and torch.cuda.is_available()):
+        raise SystemExit(f"--variants: pinned needs CUDA (page-locked memory), not --device {args.device} here; "
+                         f"allowed without it: {', '.join(v for v in VARIANTS if v != 'pinned')}")
     results = []
     for variant in args.variants.split(","):
         done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--device", args.device],

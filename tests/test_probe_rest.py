@@ -1,0 +1,36 @@
+"""tools/probe_rest.py refuses variants it cannot run, naming --variants and what it takes, before any child
+starts, and writes nothing."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+PROBE = Path(__file__).resolve().parents[1] / "tools" / "probe_rest.py"
+
+
+def _probe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(PROBE), str(tmp_path / "out.json"), *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(PROBE.parents[1])})
+
+
+def test_an_unknown_variant_is_refused_with_those_it_takes(tmp_path):
+    done = _probe(tmp_path, "--variants", "as-is,pinned-twice", "--device", "cpu")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == ("--variants: unknown ['pinned-twice']; allowed: as-is, unchecked, "
+                                            "pinned, on-device, one-batch")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_pinned_without_cuda_is_refused_before_any_variant_runs(tmp_path, device):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("CUDA is here: pinned runs")
+    done = _probe(tmp_path, "--variants", "as-is,pinned", "--device", device)
+    assert done.returncode == 1 and "as-is:" not in done.stdout, done.stdout + done.stderr  # no variant ran
+    said = ("--variants: pinned needs CUDA (page-locked memory), not --device "
+            f"{device} here; allowed without it: as-is, unchecked, on-device, one-batch")
+    assert done.stderr.splitlines()[-1] == said
+    assert list(tmp_path.iterdir()) == []

@@ -142,15 +142,20 @@ def test_a_hold_fails_after_its_fetch_where_the_step_said_its_markers_run_failed
     held = script(tmp_path, "hold", "TINY-DONE", "5", OUT=str(out))
     assert held.returncode == 1 and "held 0 s for TINY-DONE: logged" in held.stdout, held.stdout
     assert "error: the step that logged TINY-DONE says failed: reference-tiny-all\n" in held.stdout, held.stdout
-    # a later run that passed: the tiny run's failure is not its marker's, nor is REFERENCE-TINY-DONE TINY-DONE's
-    (tmp_path / "status-reference-tiny-all").write_text("0")
-    (tmp_path / "status-reference-tiny").write_text("1")
-    done, _ = _engines7(tmp_path, SMOL_RUNS="sweep-cpu reference-tiny")
-    (tmp_path / "i11g.log").write_text(done.stdout)
-    for marker, verdict in (("TINY-DONE", 0), ("SWEEP-CPU-DONE", 0), ("REFERENCE-TINY-DONE", 1)):
-        held = script(tmp_path, "hold", marker, "5", OUT=str(out))
-        assert held.returncode == verdict and f"held 0 s for {marker}: logged" in held.stdout, held.stdout
-    assert "says failed: reference-tiny\n" in held.stdout, held.stdout
+    # each marker its own run's verdict: an earlier run's failure is not a later marker's (REFERENCE-TINY-DONE
+    # passes after the tiny run failed), nor is REFERENCE-TINY-DONE's TINY-DONE's (and the other way round)
+    for tiny, reference in (("1", "0"), ("0", "1")):
+        (tmp_path / "status-reference-tiny-all").write_text(tiny)
+        (tmp_path / "status-reference-tiny").write_text(reference)
+        (tmp_path / "status-sweep-cpu").write_text("1")
+        done, _ = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
+        (tmp_path / "i11g.log").write_text(done.stdout)
+        for marker, verdict in (("TINY-DONE", int(tiny)), ("REFERENCE-TINY-DONE", int(reference)),
+                                ("SWEEP-CPU-DONE", 1)):
+            held = script(tmp_path, "hold", marker, "5", OUT=str(out))
+            assert held.returncode == verdict and f"held 0 s for {marker}: logged" in held.stdout, held.stdout
+            name = {"TINY-DONE": "reference-tiny-all", "REFERENCE-TINY-DONE": "reference-tiny"}.get(marker, "sweep-cpu")
+            assert (f"says failed: {name}\n" in held.stdout) == bool(verdict), held.stdout
     # SMOL_ONLY=1 logs no TINY-DONE: REFERENCE-TINY-DONE is not it (no step runs here, so said at once)
     done, _ = _engines7(tmp_path, SMOL_RUNS="reference-tiny", SMOL_ONLY="1")
     (tmp_path / "i11g.log").write_text(done.stdout)

@@ -177,6 +177,8 @@ case $step in
   inner-engines7)
     mkdir -p "$STATE_DIR"/out
     passed=1 failed=
+    # a failed run: among the step's failures, and said on the line just before its marker (`hold` reads it there)
+    failed_run() { failed="$failed $1"; echo "failed: $1"; }
     if [ "${SMOL_ONLY:-0}" != 1 ]; then  # SMOL_ONLY=1: the CUDA tests and the tiny run are published for this code
       cuda_tests "$STATE_DIR"/out/cuda-tests.txt; echo CUDA-TESTS-DONE; tail -3 "$STATE_DIR"/out/cuda-tests.txt
       deliver cuda-tests.txt
@@ -186,8 +188,7 @@ case $step in
         || grep -qE "::[^ ]+ (FAILED|ERROR)" "$STATE_DIR"/out/cuda-tests.txt; then
         passed=0 failed="the CUDA tests"; echo "CUDA tests failed: no study runs"
       else
-        if ! run reference-tiny-all; then failed="$failed reference-tiny-all"; echo "failed: reference-tiny-all"; fi
-        echo TINY-DONE
+        run reference-tiny-all || failed_run reference-tiny-all; echo TINY-DONE
         deliver reference-tiny-all.tgz reference-tiny-all.partial.tgz  # a crash's unfinished folder (run) too
       fi
     fi
@@ -198,14 +199,12 @@ case $step in
         if needs_model "$study"; then wait_for_model; break; fi
       done
       for study in $SMOL_RUNS; do
-        if ! run "$study" "$(is_sweep "$study" && echo sweep || echo run)"; then
-          failed="$failed $study"; echo "failed: $study"
-        fi
+        run "$study" "$(is_sweep "$study" && echo sweep || echo run)" || failed_run "$study"
         echo "${study^^}-DONE"
       done
     fi
-    # The markers say "ended" (`hold` waits on them), each run's failure the line just before its marker (`hold`
-    # reads it there); what failed, just before the last marker (a `hold` that sees the marker fetches at once, and
+    # The markers say "ended" (`hold` waits on them), each run's failure the line just before its marker
+    # (failed_run); what failed, just before the last marker (a `hold` that sees the marker fetches at once, and
     # the log's tail it shows then has both), and the step's status: a failed run is no result to publish
     [ -z "$failed" ] || echo "failed: ${failed# } (a run's folder, where it made one, is packed)"
     echo ENGINES7-DONE

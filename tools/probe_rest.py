@@ -113,16 +113,17 @@ def main() -> int:
     if args.one:
         print(json.dumps(one(args.one, args.device)))
         return 0
-    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
     import torch
 
-    if "pinned" in args.variants.split(",") and not (args.device.startswith("cuda") and torch.cuda.is_available()):
+    if "pinned" in variants and not (args.device.startswith("cuda") and torch.cuda.is_available()):
         raise SystemExit(f"--variants: pinned needs CUDA (page-locked memory), not --device {args.device} here; "
                          f"allowed without it: {', '.join(v for v in VARIANTS if v != 'pinned')}")
     results = []
-    for variant in args.variants.split(","):
+    for variant in variants:
         done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--device", args.device],
                               capture_output=True, text=True, env={**os.environ, "TEARDOWN_CUPTI": "1"})
         if done.returncode == 0:

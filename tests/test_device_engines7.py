@@ -150,11 +150,11 @@ def test_a_hold_fails_after_its_fetch_where_the_step_said_its_markers_run_failed
         (tmp_path / "status-sweep-cpu").write_text("1")
         done, _ = _engines7(tmp_path, SMOL_RUNS="reference-tiny sweep-cpu")
         (tmp_path / "i11g.log").write_text(done.stdout)
-        for marker, verdict in (("TINY-DONE", int(tiny)), ("REFERENCE-TINY-DONE", int(reference)),
-                                ("SWEEP-CPU-DONE", 1)):
+        for marker, name, verdict in (("TINY-DONE", "reference-tiny-all", int(tiny)),
+                                      ("REFERENCE-TINY-DONE", "reference-tiny", int(reference)),
+                                      ("SWEEP-CPU-DONE", "sweep-cpu", 1)):
             held = script(tmp_path, "hold", marker, "5", OUT=str(out))
             assert held.returncode == verdict and f"held 0 s for {marker}: logged" in held.stdout, held.stdout
-            name = {"TINY-DONE": "reference-tiny-all", "REFERENCE-TINY-DONE": "reference-tiny"}.get(marker, "sweep-cpu")
             assert (f"says failed: {name}\n" in held.stdout) == bool(verdict), held.stdout
     # SMOL_ONLY=1 logs no TINY-DONE: REFERENCE-TINY-DONE is not it (no step runs here, so said at once)
     done, _ = _engines7(tmp_path, SMOL_RUNS="reference-tiny", SMOL_ONLY="1")

@@ -485,7 +485,7 @@ def test_needs_model_stops_the_step_on_a_file_it_cannot_read(functions, tmp_path
     assert "cannot read params/no-such-file.yaml" in answer.stdout and "does not exist" in answer.stdout
 
 
-def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studies(functions, tmp_path):
+def test_engines7_refuses_a_kept_sweep_a_file_it_cannot_read_or_a_name_twice_among_its_studies(functions, tmp_path):
     # `run` would measure a pinned or kept sweep afresh at this tree's code: `resume` runs it (in its pinned tree).
     # A tree of its own: the real pins go once their sweeps are published.
     tree = tmp_path / "tree"
@@ -509,6 +509,10 @@ def test_engines7_refuses_a_kept_sweep_or_a_file_it_cannot_read_among_its_studie
     assert missing.returncode == 1 and "no params/no-such-study.yaml" in missing.stdout
     broken = startable("smollm2-buckets broken")
     assert broken.returncode == 1 and "cannot read params/broken.yaml" in broken.stdout and "requests" in broken.stdout
+    twice = startable("hazards-hf-compile smollm2-buckets hazards-hf-compile")  # one marker for two runs
+    assert twice.returncode == 1 and twice.stdout == (
+        "error: SMOL_RUNS names hazards-hf-compile twice"
+        " (its marker HAZARDS-HF-COMPILE-DONE would stand for both runs)\n")
     fine = startable("hazards-hf-compile smollm2-buckets")
     assert fine.returncode == 0, fine.stdout + fine.stderr
 

@@ -112,11 +112,15 @@ PY
   local rc=$?; [ $rc -le 1 ] && return $rc
   echo "error: cannot read params/$1.yaml:"; tail -3 "${STATE_DIR:-/tmp}"/needs-model.err; exit 2
 }
-studies_startable() {  # whether every file in SMOL_RUNS reads as parameters and none is a kept sweep: `run` would
-  # measure a pinned or kept sweep afresh, at this tree's code, and leave its partial folder where `resume` and
-  # `sweep-pack` look. Said before the tests and the tiny run, not after them.
-  local study pinned
+studies_startable() {  # whether every file in SMOL_RUNS reads as parameters, none is named twice and none is a kept
+  # sweep: `run` would measure a pinned or kept sweep afresh, at this tree's code, and leave its partial folder where
+  # `resume` and `sweep-pack` look. Said before the tests and the tiny run, not after them.
+  local study pinned seen=" "
   for study in $SMOL_RUNS; do
+    case $seen in *" ${study^^} "*)  # `hold` would read only the first run's verdict at their shared marker
+      echo "error: SMOL_RUNS names $study twice (its marker ${study^^}-DONE would stand for both runs)"; return 1 ;;
+    esac
+    seen="$seen${study^^} "
     [ -f "params/$study.yaml" ] || { echo "error: SMOL_RUNS names $study: no params/$study.yaml"; return 1; }
     (needs_model "$study"); [ $? -le 1 ] || return 1  # a subshell: its exit 2 (and its message) on a bad file
     is_sweep "$study" || continue

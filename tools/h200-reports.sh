@@ -43,12 +43,12 @@
 #               sweeps, SmolLM2's or not; each logs NAME-DONE, upper case, as it ends; the model's parts are waited
 #               for once, before the first, where one needs them), each packed into /tmp/out for `fetch`; in the
 #               background, log /tmp/i11g.log. SMOL_ONLY=1: those studies alone; SMOL_RUNS=none: the tests and the
-#               tiny run alone. No study runs where a CUDA test failed; a file that does not read or a kept
-#               sweep (`resume` runs it) is refused before the tests. CUDA-TESTS-DONE as the tests end; NAME-DONE
-#               means ended, failed or not, a failed run's with `failed: NAME` just before; just before
-#               ENGINES7-DONE a line `failed: ...` names the failed runs, or says `the CUDA tests` (then no run's
-#               marker comes) (the background step's own exit 1 reaches no call: `hold` reads the line before its
-#               marker, and exits 1 after its fetch)
+#               tiny run alone. No study runs where a CUDA test failed; a file that does not read, a name given
+#               twice or a kept sweep (`resume` runs it) is refused before the tests. CUDA-TESTS-DONE as the tests
+#               end; NAME-DONE means ended, failed or not, a failed run's with `failed: NAME` just before; just
+#               before ENGINES7-DONE a line `failed: ...` names the failed runs, or says `the CUDA tests` (then no
+#               run's marker comes) (the background step's own exit 1 reaches no call: `hold` reads the line before
+#               its marker, and exits 1 after its fetch)
 #   engines7-foreground  engines7 with SMOL_RUNS=none in this call, not in the background: the CUDA tests and
 #               reference-tiny-all (about 7 minutes, inside one call's 10), each file into $OUT as it is made
 #               (this call's alone: not a pack an earlier call left in /tmp/out); exit 1 after the `failed: ...` line

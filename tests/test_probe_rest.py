@@ -24,13 +24,25 @@ def test_an_unknown_variant_is_refused_with_those_it_takes(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])
-def test_pinned_without_cuda_is_refused_before_any_variant_runs(tmp_path, device):
-    if device == "cuda" and torch.cuda.is_available():
-        pytest.skip("CUDA is here: pinned runs")
-    done = _probe(tmp_path, "--variants", "as-is,pinned", "--device", device)
+def test_pinned_without_cuda_is_refused_before_any_variant_runs(tmp_path):
+    done = _probe(tmp_path, "--variants", "as-is,pinned", "--device", "cpu")
     assert done.returncode == 1 and "as-is:" not in done.stdout, done.stdout + done.stderr  # no variant ran
-    said = ("--variants: pinned needs CUDA (page-locked memory), not --device "
-            f"{device} here; allowed without it: as-is, unchecked, on-device, one-batch")
+    said = ("--variants: pinned needs CUDA (page-locked memory), not --device cpu; "
+            "allowed without it: as-is, unchecked, on-device, one-batch")
     assert done.stderr.splitlines()[-1] == said
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_device_the_study_cannot_take_is_refused_before_any_variant_runs(tmp_path):
+    # an index would pass a prefix check and fail in every child, which StudyParams refuses
+    indexed = _probe(tmp_path, "--variants", "as-is", "--device", "cuda:7")
+    assert indexed.returncode == 2 and "as-is:" not in indexed.stdout
+    said = indexed.stderr.splitlines()[-1]  # argparse quotes the choices or not, by Python version
+    assert "argument --device: invalid choice: 'cuda:7' (choose from " in said and "cpu" in said
+    assert list(tmp_path.iterdir()) == []
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: --device cuda runs")
+    absent = _probe(tmp_path, "--variants", "as-is")  # the default, cuda
+    assert absent.returncode == 1 and "as-is:" not in absent.stdout, absent.stdout + absent.stderr
+    assert absent.stderr.splitlines()[-1] == "--device: cuda, but no CUDA device is here; allowed here: cpu"
     assert list(tmp_path.iterdir()) == []

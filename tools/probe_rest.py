@@ -23,7 +23,8 @@ and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
---variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA, and is refused without it)
+--variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA, and is refused without it); --device cuda (the
+default) or cpu, with no index, as the study's own `device` takes
 """
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def main() -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))  # a child's study takes no index
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--one", help=argparse.SUPPRESS)  # a child: this variant only, JSON on stdout's last line
     args = ap.parse_args()
@@ -119,8 +120,10 @@ def main() -> int:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
     import torch
 
-    if "pinned" in variants and not (args.device.startswith("cuda") and torch.cuda.is_available()):
-        raise SystemExit(f"--variants: pinned needs CUDA (page-locked memory), not --device {args.device} here; "
+    if args.device == "cuda" and not torch.cuda.is_available():  # every child would fail the same way
+        raise SystemExit("--device: cuda, but no CUDA device is here; allowed here: cpu")
+    if "pinned" in variants and args.device != "cuda":
+        raise SystemExit(f"--variants: pinned needs CUDA (page-locked memory), not --device {args.device}; "
                          f"allowed without it: {', '.join(v for v in VARIANTS if v != 'pinned')}")
     results = []
     for variant in variants:

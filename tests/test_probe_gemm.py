@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from tool_module import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,3 +145,20 @@ def test_a_process_measures_its_batch_and_prompt_and_hands_a_variants_options_to
     with pytest.raises(Built):
         probe_gemm.one("compiled-rows-mm-cdt", "synthetic", "cpu", batch=3, prompt=8)
     assert asked[2:] == [(3, 3, 8), 16, 8] and options == {**engines_own, "coordinate_descent_tuning": True}
+
+
+def test_a_model_or_device_the_study_cannot_take_is_refused_before_any_process(tmp_path):
+    # each would fail in every child, after its model load (a compile variant's, after minutes)
+    model = _probe(tmp_path, "--device", "cpu", "--model", "no-such-model", "--variants", "graph")
+    assert model.returncode == 1 and "graph batch" not in model.stdout, model.stdout + model.stderr
+    assert model.stderr.splitlines()[-1].startswith("--model: parameters: model must be 'synthetic', one of ")
+    indexed = _probe(tmp_path, "--device", "cuda:7", "--model", "synthetic", "--variants", "graph")
+    said = indexed.stderr.splitlines()[-1]  # argparse quotes the choices or not, by Python version
+    assert indexed.returncode == 2 and "argument --device: invalid choice: 'cuda:7' (choose from " in said
+    assert not (tmp_path / "out.json").exists()
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: --device cuda runs")
+    absent = _probe(tmp_path, "--model", "synthetic", "--variants", "graph")  # the default device, cuda
+    assert absent.returncode == 1 and "graph batch" not in absent.stdout, absent.stdout + absent.stderr
+    assert absent.stderr.splitlines()[-1] == "--device: cuda, but no CUDA device is here; allowed here: cpu"
+    assert not (tmp_path / "out.json").exists()

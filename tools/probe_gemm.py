@@ -28,6 +28,7 @@ Nothing here is part of the study's measuring code: the sweep's points keep thei
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_gemm.py OUT.json [--model NAME] [--variants a,b]
 [--batches 4,8] [--prompt N]
 On a CPU host (plumbing only, no graphs): python3 tools/probe_gemm.py OUT.json --device cpu --model synthetic
+(--device: cuda, the default, or cpu, with no index; --model: a name the study's `model` takes)
 """
 from __future__ import annotations
 
@@ -170,7 +171,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--model", default="synthetic-smollm2-135m")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))  # a child's study takes no index
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--batches", default=str(BATCH), help=f"comma-separated batch sizes, 1 to {MAX_BATCH}")
     ap.add_argument("--prompt", default=str(PROMPT), help=f"padded prompt length, 1 to {MAX_PROMPT}")
@@ -185,6 +186,17 @@ def main() -> int:
     unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
+    import torch
+
+    from rollout_study.param_values import ParameterError
+    from rollout_study.params import StudyParams
+
+    if args.device == "cuda" and not torch.cuda.is_available():  # every child would fail the same way
+        raise SystemExit("--device: cuda, but no CUDA device is here; allowed here: cpu")
+    try:  # the model each child's study is given
+        StudyParams.from_dict({"device": args.device, "model": args.model, "dtype": "float32"})
+    except ParameterError as err:
+        raise SystemExit(f"--model: {err}") from None
     results = []
     for batch in batches:
         for variant in args.variants.split(","):

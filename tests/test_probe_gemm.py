@@ -88,7 +88,8 @@ def _main(monkeypatch, out: Path, *args: str, failing: tuple = ()) -> tuple[int,
         return subprocess.CompletedProcess(command, 0, "a word first\n" + json.dumps(row) + "\n", "")
 
     monkeypatch.setattr(probe_gemm.subprocess, "run", child)
-    monkeypatch.setattr(sys, "argv", ["probe_gemm.py", str(out), *args])
+    # on the CPU: the parent refuses cuda where CUDA is not, before any child
+    monkeypatch.setattr(sys, "argv", ["probe_gemm.py", str(out), "--device", "cpu", *args])
     return probe_gemm.main(), children
 
 

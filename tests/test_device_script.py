@@ -513,7 +513,7 @@ def test_engines7_refuses_a_kept_sweep_a_file_it_cannot_read_or_a_name_twice_amo
     assert twice.returncode == 1 and twice.stdout == (
         "error: SMOL_RUNS names hazards-hf-compile twice"
         " (its marker HAZARDS-HF-COMPILE-DONE would stand for both runs)\n")
-    fine = startable("hazards-hf-compile smollm2-buckets")
+    fine = startable("hazards-hf-compile smollm2-buckets-compiled smollm2-buckets")  # a name within another's
     assert fine.returncode == 0, fine.stdout + fine.stderr
 
 

@@ -28,7 +28,7 @@ Nothing here is part of the study's measuring code: the sweep's points keep thei
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_gemm.py OUT.json [--model NAME] [--variants a,b]
 [--batches 4,8] [--prompt N]
 On a CPU host (plumbing only, no graphs): python3 tools/probe_gemm.py OUT.json --device cpu --model synthetic
-(--device: cuda, the default, or cpu, with no index; --model: a name the study's `model` takes)
+(--device: cuda, the default, or cpu: no index, no auto; --model: a name the study's `model` takes)
 """
 from __future__ import annotations
 

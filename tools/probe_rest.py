@@ -23,8 +23,8 @@ and on-device variants would not.
 Nothing here is part of the study's measuring code.
 On the device: TEARDOWN_CUPTI=1 python3 tools/probe_rest.py OUT.json
 On a CPU host (plumbing only: no events, no graphs): python3 tools/probe_rest.py OUT.json --device cpu
---variants as-is,unchecked,on-device,one-batch (`pinned` needs CUDA, and is refused without it); --device cuda (the
-default) or cpu, with no index, as the study's own `device` takes
+--variants as-is,unchecked,on-device,one-batch (`pinned` needs --device cuda, and is refused with cpu); --device cuda
+(the default) or cpu: no index, no auto
 """
 from __future__ import annotations
 

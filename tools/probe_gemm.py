@@ -96,6 +96,13 @@ def use_rows_mm(rows: int) -> None:
     decomposition.fast_random_decomps.cache_clear()  # the table inductor reads is built once, from this one
 
 
+def study_params(model_name: str, device: str):
+    """The parameters each child's study is given: the parent checks them with this before any child starts."""
+    from rollout_study.params import StudyParams
+
+    return StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32"})
+
+
 def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: int = PROMPT) -> dict:
     import torch
     import transformers
@@ -103,12 +110,11 @@ def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: 
     from rollout_study import models, parity
     from rollout_study.engines import graph_compiled
     from rollout_study.engines.graph import GraphEngine
-    from rollout_study.params import StudyParams
     from rollout_study.reference import reference
     from rollout_study.timing import CallClock, profile_call
     from rollout_study.workload import random_workload
 
-    params = StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32"})
+    params = study_params(model_name, device)
     loaded = models.load(params, device, "float32")
     model = loaded.model
     workload = random_workload(batch, batch, prompt, model.config.vocab_size, seed=0, pad_token_id=loaded.pad_token_id)
@@ -183,23 +189,23 @@ def main() -> int:
     if args.one:
         print(json.dumps(one(args.one, args.model, args.device, batches[0], prompt)))
         return 0
-    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"--variants: unknown {unknown}; allowed: {', '.join(VARIANTS)}")
     import torch
 
     from rollout_study.param_values import ParameterError
-    from rollout_study.params import StudyParams
 
     if args.device == "cuda" and not torch.cuda.is_available():  # every child would fail the same way
         raise SystemExit("--device: cuda, but no CUDA device is here; allowed here: cpu")
-    try:  # the model each child's study is given
-        StudyParams.from_dict({"device": args.device, "model": args.model, "dtype": "float32"})
+    try:
+        study_params(args.model, args.device)
     except ParameterError as err:
         raise SystemExit(f"--model: {err}") from None
     results = []
     for batch in batches:
-        for variant in args.variants.split(","):
+        for variant in variants:
             begin = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix=f"probe-gemm-{variant}-") as cache:
                 done = subprocess.run([sys.executable, __file__, args.out, "--one", variant, "--model", args.model,

@@ -35,7 +35,7 @@ def make_call(variant: str, cycle: int, phase: str, index: int, total_ms: float,
     policy = policy.rstrip("]") or None
     first = phase.startswith("first")
     captures = 2 if graph_capture and policy is not None and (phase == "first" or
-                                                               (policy == "recapture" and first)) else 0
+                                                              (policy == "recapture" and first)) else 0
     memory = ({"allocated": 100 * 2 ** 20, "reserved": 128 * 2 ** 20, "peak_allocated": 110 * 2 ** 20}
               if graph_capture else {"allocated": None, "reserved": None, "peak_allocated": None})
     return {"engine": engine, "policy": policy, "cycle": cycle, "phase": phase, "index": index, "total_ms": total_ms,

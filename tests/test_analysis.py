@@ -36,8 +36,8 @@ def by_pair(result: Result) -> dict:
     (100.0, 10.0, 90.0, 20.0, BreakEven(1, 2)),
     (100.0, 10.0, 100.0, 10.5, BreakEven(1, 1)),       # tie at U=1, slower afterwards
     (26.5, 14.1, 14.0, 14.15, BreakEven(1, 251)),      # 12.5 head start / 0.05 per rollout = 250 more
-    (100.0, 10.0, 150.0, 10.0, BreakEven(None, None)), # same steady state, dearer first call: never
-    (100.0, 10.0, 150.0, 12.0, BreakEven(None, None)), # dearer at both: never
+    (100.0, 10.0, 150.0, 10.0, BreakEven(None, None)),  # same steady state, dearer first call: never
+    (100.0, 10.0, 150.0, 12.0, BreakEven(None, None)),  # dearer at both: never
 ])
 def test_break_even_hand_computed(base_first, base_steady, first, steady, expected):
     assert analysis.break_even_rollouts(base_first, base_steady, first, steady) == expected
@@ -177,7 +177,7 @@ def test_break_even_rows_from_fixture():
     # The same steady samples (10 ms each): within their interval, so the cheaper first call alone decides; that
     # interval (1 to 1) is also the samples' whole range, and the verdict says so.
     assert rows[("graph[reuse]", "graph[recapture]")].break_even == BreakEven(1, None, steady_differs=False,
-                                                                            steady_within=WITHIN_RANGE)
+                                                                              steady_within=WITHIN_RANGE)
     assert rows[("graph[recapture]", "eager")].candidate_first_ms == 130.0
 
 
@@ -380,7 +380,7 @@ def test_the_headlines_update_times_are_the_real_updates_only():
     # the control update (15 ms, cycle 0) comes first in the run; the first real update is the fixture's 40 ms
     answer = analysis.headline(Result.from_dict(with_control(make_result_dict())))
     assert (answer.first_update_ms, answer.later_updates_ms) == (UPDATE_MS[0], analysis.Span(UPDATE_MS[1],
-                                                                                              UPDATE_MS[1]))
+                                                                                             UPDATE_MS[1]))
 
 
 def test_an_interval_hull_needs_an_interval_from_every_ratio():

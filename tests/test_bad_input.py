@@ -214,7 +214,7 @@ def test_address_auto_is_the_cluster_ray_would_find_and_is_refused_where_none_an
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     for value, said in ((f"127.0.0.1:{port}", f"--address 'auto' (Ray finds '127.0.0.1:{port}' here): nothing "
-                                               "answers there"),
+                         "answers there"),
                         ("http://127.0.0.1:8265", "--address 'auto' (Ray finds 'http://127.0.0.1:8265' here): "
                                                   "allowed: HOST:PORT")):  # the address `ray job submit` reads
         monkeypatch.setenv("RAY_ADDRESS", value)

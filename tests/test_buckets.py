@@ -66,7 +66,7 @@ def test_each_step_reads_its_buckets_slices(tiny, steps_per_graph):
     assert [n["keys"] for n in notes[1:]] == sorted(n["keys"] for n in notes[1:]) and notes[-1]["keys"] == PROMPT + NEW
     limits = decode_limits(PROMPT, NEW, 8)
     assert {(n["keys"], n["steps"]) for n in notes[1:]} == {(limits[b], count) for b, count in
-                                                             replay_plan(PROMPT, NEW, 8, steps_per_graph)}
+                                                            replay_plan(PROMPT, NEW, 8, steps_per_graph)}
     keys, masks = [], []
     update = runner.cache.update
 

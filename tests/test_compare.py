@@ -106,7 +106,6 @@ def test_points_run_with_other_thread_settings_are_flagged(tmp_path):
     assert "thread settings" not in compare(Result.from_dict(older), Result.from_dict(_threads(1, "1"))).text()
 
 
-
 def test_the_first_difference_named_is_the_first_in_run_order_where_several_differ():
     a = _with_hashes(make_result_dict())
     b = copy.deepcopy(a)

@@ -344,7 +344,7 @@ def test_several_steps_per_graph_capture_fewer_graphs_and_match_generate(setup, 
     first, _ = _call(engine, workload)
     captured = engine.call_notes()["captures"]
     assert [(n["graph"], n["steps"]) for n in captured] == [("prefill", 1), (f"decode[0:{limits[0]}]x8", 8),
-                                                          (f"decode[0:{limits[1]}]x7", 7)]
+                                                            (f"decode[0:{limits[1]}]x7", 7)]
     assert first.captures == 3 and engine.runners[(4, torch.float16, engine.device)].step_graphs == [1, 2]
     result = _matches(model, engine, workload)
     assert result["ok"], result["mismatch"]

@@ -57,7 +57,8 @@ def test_probe_cliff_is_refused_while_a_background_step_runs_on_the_gpu(tmp_path
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
         busy = script(tmp_path, "probe-cliff", "synthetic-smollm2-135m", "41")
     finally:
-        step.kill(); step.wait()
+        step.kill()
+        step.wait()
     assert busy.returncode == 1 and "error: resume is running on this GPU; probe-cliff not started" in busy.stdout
     assert not (tmp_path / "probe-cliff-synthetic-smollm2-135m.json").exists()
 

@@ -189,7 +189,8 @@ def test_a_finished_step_left_unreaped_is_not_running(functions, tmp_path):
         assert state.stdout.strip() == "ended"
         os.kill(int(child), 0)  # what running() used to trust: no error for a zombie
     finally:
-        parent.kill(); parent.wait()
+        parent.kill()
+        parent.wait()
 
 
 def _pack(functions: str, tmp_path: Path, sweep: str) -> subprocess.CompletedProcess:
@@ -338,13 +339,14 @@ def test_background_starts_no_step_that_still_runs(tmp_path):
         (state / "work-inner-x.pid").write_text(f"{step.pid}\n")
         done = _bash(device_functions("running", "background"), 'background "$PWD/x.log" inner-x', state, cwd=tree)
     finally:
-        step.kill(); step.wait()
+        step.kill()
+        step.wait()
     assert done.returncode == 1 and f"error: inner-x is still running from {state}/work-inner-x" in done.stdout
     assert (state / "work-inner-x.pid").read_text() == f"{step.pid}\n"  # its record as it was
 
 
-def test_a_sweep_is_finished_by_its_own_folder_not_that_of_a_sweep_whose_name_starts_with_its_own(functions,
-                                                                                                tmp_path):
+def test_a_sweep_is_finished_by_its_own_folder_not_that_of_a_sweep_whose_name_starts_with_its_own(
+        functions, tmp_path):
     runs = tmp_path / "work-inner-sweep" / "runs"
     (runs / "sweep-h200-1b-20261203-101010").mkdir(parents=True)
     ended = _bash(functions, "sweep_state sweep", tmp_path, SWEEP="sweep-h200")
@@ -397,7 +399,8 @@ def test_sweep_running_names_whichever_background_step_is_alive(functions, tmp_p
         busy = _bash(functions, "sweep_running", tmp_path)
         assert busy.returncode == 0 and busy.stdout.strip() == "some-new-step"
     finally:
-        step.kill(); step.wait()
+        step.kill()
+        step.wait()
     assert _bash(functions, "sweep_running", tmp_path).returncode == 1
 
 
@@ -582,7 +585,8 @@ def test_continue_fails_where_its_last_pack_fails(tmp_path):
         (tmp_path / "work-inner-resume.pid").write_text(f"{step.pid}\n")
         done = _script(tmp_path, "continue", "0", SWEEP=sweep, PATH=_bin(tmp_path, tar="exit 2"))
     finally:
-        step.kill(); step.wait()
+        step.kill()
+        step.wait()
     assert done.returncode == 1 and f"{sweep}: still running" in done.stdout, done.stdout
     assert not (tmp_path / f"{sweep}-runs.tgz").exists()
 
@@ -635,7 +639,8 @@ def test_continue_resumes_where_this_machine_has_not_run_the_sweep_and_holds_whe
         other = _script(tmp_path, "continue", "30", SWEEP="sweep-test-other")
         assert "sweep-test-other was not started on this machine: resuming it" in other.stdout
     finally:
-        step.kill(); step.wait()
+        step.kill()
+        step.wait()
     # Ended: a pinned tree's older script logs SWEEP-DONE after a crash too, so its folder decides
     crashed = _script(tmp_path, "continue", "30", SWEEP=sweep)
     assert crashed.returncode == 1 and f"{sweep}: ended unfinished" in crashed.stdout

@@ -9,7 +9,6 @@ from rollout_study.timing import CallClock
 from rollout_study.workload import random_workload
 
 
-
 def test_measured_calls_are_untouched_and_instrumented_ones_split_prefill_from_decode(tiny, call_parts):
     params, loaded = tiny()
     w = random_workload(4, 4, 16, params.vocab, seed=0)

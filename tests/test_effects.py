@@ -192,7 +192,7 @@ def test_a_run_with_interleaved_controls_records_and_reads_them_where_they_ran()
                                     "control_placement": "interleaved", "profile": False, "instrument": False})
     result = run_in_process(params)
     assert result.is_valid and [(u.cycle, u.extra["control"]) for u in result.updates] == [(0, False), (1, False),
-                                                                                            (2, True)]
+                                                                                           (2, True)]
     assert result.metadata["training"]["control_placement"] == "interleaved"
     assert effects.control_cycles(result) == {2} and effects.real_cycles(result) == [0, 1]
     rows = {(e.variant, e.cycle): e for e in effects.effects(result)}

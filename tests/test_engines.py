@@ -28,10 +28,10 @@ def echo_registered(monkeypatch):
 def test_parameters_expand_in_registry_order():
     params = StudyParams.from_dict({"engines": ["graph", "eager"], "policy": "both"})
     assert engines.variants(params.engines, params.policies) == [("eager", None), ("graph", "recapture"),
-                                                                  ("graph", "reuse")]
+                                                                 ("graph", "reuse")]
     # an engine's policies in the order `policy` lists them: that order builds them and gives them their turns
     assert engines.variants(["eager", "graph"], ("reuse", "recapture")) == [("eager", None), ("graph", "reuse"),
-                                                                             ("graph", "recapture")]
+                                                                            ("graph", "recapture")]
     assert sorted(["graph[reuse]", "zzz", "eager", "graph[recapture]"], key=engines.variant_rank) == [
         "eager", "graph[recapture]", "graph[reuse]", "zzz"]
     assert engines.variant_color("graph[reuse]") != engines.variant_color("graph[recapture]")
@@ -149,8 +149,8 @@ def test_host_speed_is_microseconds_per_operation_and_its_method_counts_what_was
     assert len(set(timed)) == 1 and measured["method"].startswith(f"median of {len(timed)} loops of {timed[0]} ")
 
 
-def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows_a_young_one(echo_registered,
-                                                                                           monkeypatch):
+def test_each_phase_starts_and_ends_with_a_full_collection_and_each_call_follows_a_young_one(
+        echo_registered, monkeypatch):
     import gc
 
     from rollout_study import protocol

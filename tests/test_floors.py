@@ -440,6 +440,7 @@ def test_every_unprofiled_replay_comes_before_any_profiler_session_and_a_failure
         assert len(record["recorded_us_per_kernel_samples"]) == tracing.PROFILED and record["names"] == ["k"]
         assert record["alone_us_per_kernel"] == 1.0  # launched alone: 2 ms recorded over 2,000 kernels
     # launching alone fails for one kind: its replays' record stays, the comparison says why it is missing
+
     def failing(step, device):
         if step == "gemv":
             raise RuntimeError("launch failed")

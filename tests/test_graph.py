@@ -189,7 +189,6 @@ def test_reuse_drops_when_a_layout_changes_at_the_same_address(tiny, change):
     assert engine.check_parameters() == "dropped"
 
 
-
 def test_prefill_and_decode_are_charged_to_their_own_parts(tiny, call_parts):
     """With one new token there is no decode step; with many, decode outweighs prefill."""
     params, loaded = tiny()

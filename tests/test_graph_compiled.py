@@ -36,7 +36,7 @@ def test_in_a_study_compile_is_its_own_part_and_parity_holds(backend, policy, pa
     # compile is dynamo's own compile intervals (as hf-compile's); running the compiled steps is warmup
     assert first.breakdown_ms["compile"] > 0 and first.breakdown_ms["warmup"] > 0
     assert first.extra["engine_notes"]["compile"]["compiled"] == ["prefill (batch 2)",
-                                                                 f"decode[0:{PROMPT + NEW}] (batch 2)"]
+                                                                  f"decode[0:{PROMPT + NEW}] (batch 2)"]
     for call in result.calls:
         notes = call.extra["engine_notes"]["compile"]
         assert notes["compiles_in_rollout"] == 0

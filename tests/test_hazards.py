@@ -168,7 +168,7 @@ def test_sweep_files_are_validated_point_by_point_before_anything_runs(tmp_path)
     with pytest.raises(ParameterError, match="'name' cannot be swept"):
         sweep.SweepSpec.from_dict({"sweep": {"name": ["a", "b"]}})
     spec = sweep.SweepSpec.from_dict({"name": "s", "sweep": {"update": [{"update_path": "in-place", "lr": 0.5},
-                                                                       {"update_path": "copy"}]}, "device": "cpu"})
+                                                                        {"update_path": "copy"}]}, "device": "cpu"})
     (slug, first), (_, second) = spec.points()
     assert slug == "update_path=in-place-lr=0.5" and first.lr == 0.5 and second.lr == 0.01
     assert sweep.point_hash(first) != sweep.point_hash(second)
@@ -350,8 +350,8 @@ def test_the_readme_hazard_tables_are_the_committed_sweeps():
 
 @pytest.mark.parametrize("launcher, command", [("fresh", "fresh process (rollout_study.launch)"),
                                                ("fork-server", "fresh process (fork server)")])
-def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(tmp_path, launcher, command,
-                                                                                     monkeypatch):
+def test_a_sweep_through_ray_on_the_cpu_runs_points_side_by_side_in_fresh_processes(
+        tmp_path, launcher, command, monkeypatch):
     ray = pytest.importorskip("ray")
     monkeypatch.setenv("ROLLOUT_STUDY_SLOTS", str(tmp_path / "slots"))  # runs beside this one hold no slot here
     repeat = 1 if launcher == "fork-server" else 0  # one case pays for the repeats

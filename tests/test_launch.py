@@ -32,8 +32,8 @@ def test_a_study_request_runs_the_whole_study_and_any_other_mode_the_protocol_al
     assert launch.run_request({"params": PARAMS, "mode": "first_only"}, "cmd") == "result of run_in_process"
     assert launch.run_request({"params": PARAMS}, "cmd") == "result of run_in_process"
     assert [(c[0], c[2], c[3], c[4]) for c in calls] == [("run_study", False, "cmd", None),
-                                                        ("run_in_process", False, "cmd", "first_only"),
-                                                        ("run_in_process", False, "cmd", "measure")]
+                                                         ("run_in_process", False, "cmd", "first_only"),
+                                                         ("run_in_process", False, "cmd", "measure")]
     assert all(c[1] == StudyParams.from_dict(PARAMS) for c in calls)
 
 

@@ -56,6 +56,7 @@ def test_the_dequantized_copy_holds_the_gguf_weights_and_tokenizer_bit_for_bit(s
     assert all(torch.equal(copied[k], original[k]) and copied[k].dtype == torch.float16 for k in original)
     # The copy's config is the GGUF model's without the GGUF quantizer (its weights are dequantized
     # tensors either way: plain nn.Linear, as check_trainable requires) and without the file's path.
+
     def config(loaded):
         return {k: v for k, v in loaded.model.config.to_dict().items()
                 if k not in ("_name_or_path", "quantization_config")}

@@ -93,8 +93,8 @@ def _main(monkeypatch, out: Path, *args: str, failing: tuple = ()) -> tuple[int,
     return probe_gemm.main(), children
 
 
-def test_each_variant_at_each_batch_is_a_process_of_its_own_cache_whose_row_is_written_as_it_ends(monkeypatch,
-                                                                                                 tmp_path):
+def test_each_variant_at_each_batch_is_a_process_of_its_own_cache_whose_row_is_written_as_it_ends(
+        monkeypatch, tmp_path):
     out = tmp_path / "out.json"
     status, children = _main(monkeypatch, out, "--variants", "graph,compiled", "--batches", "4,8", "--prompt", "41",
                              failing=(8,))
@@ -126,8 +126,8 @@ def test_a_process_measures_its_batch_and_prompt_and_hands_a_variants_options_to
 
     asked, options = [], {}
     real = workload.random_workload
-    monkeypatch.setattr(workload, "random_workload", lambda *args, **kwargs: asked.append(args[:3]) or real(*args,
-                                                                                                          **kwargs))
+    monkeypatch.setattr(workload, "random_workload",
+                        lambda *args, **kwargs: asked.append(args[:3]) or real(*args, **kwargs))
 
     def engine(model, device, policy, prompt, new, **kwargs):
         asked.append(prompt)

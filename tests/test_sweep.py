@@ -154,7 +154,7 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
     assert len(keys) == 2 and set(keys) <= whole and "max_new_tokens=4" in keys[0]  # the full file's order
     shared = ("name", "repeat_alone", "sweep", "subset_of")
     assert {k: v for k, v in spec.to_dict().items() if k not in shared} == {k: v for k, v in full.items()
-                                                                           if k not in shared}
+                                                                            if k not in shared}
     assert spec.subset_of == "full.yaml" and sweep.SweepSpec.from_dict(spec.to_dict()) == spec  # recorded, read back
     record = {"spec": spec.to_dict(), "wall": {"executor": "local", "seconds": 1.0}}
     assert any(line.startswith("a subset of full.yaml: that file's points")
@@ -163,7 +163,7 @@ def test_a_subset_file_runs_some_of_a_full_sweeps_points_with_their_parameters(t
             ({"sweep": {"prompt_len": [8]}},
              "sweep.prompt_len is no axis of full.yaml; allowed: batch, max_new_tokens"),
             ({"sweep": {"max_new_tokens": [5, 4]}}, "sweep.max_new_tokens has [5], not among full.yaml's "
-                                                   "sweep.max_new_tokens; allowed: [4, 6]"),
+             "sweep.max_new_tokens; allowed: [4, 6]"),
             ({"sweep": {"max_new_tokens": [4]}, "name": "sweep-cpu"}, "name must differ from the full sweep's"),
             ({"subset_of": "../full.yaml", "sweep": {"max_new_tokens": [4]}}, "must name a sweep file in the same"),
             ({"subset_of": "broken.yaml", "sweep": {"max_new_tokens": [4]}}, "broken.yaml: sweep.max_new_tokens must"),
@@ -334,7 +334,6 @@ def test_a_curve_sweep_without_its_repeats_or_any_point_is_no_result_and_a_point
     assert sweep.missing_points(twice) == (1, 2)
 
 
-
 def test_load_gives_the_points_in_the_specs_order_and_no_result_for_a_failed_one_whose_file_is_left(tmp_path):
     # Ray records points as they finish: the report reads them in the spec's order. A failed point whose older
     # result file could not be removed (settle) must not stand in for it.
@@ -348,6 +347,7 @@ def test_load_gives_the_points_in_the_specs_order_and_no_result_for_a_failed_one
     _, loaded = sweep.load(tmp_path)
     assert [(entry["slug"], result and result.metadata["workload"]["batch_size"]) for entry, result in loaded] == [
         ("a", None), ("b", 2), ("c", 4)]
+
 
 def test_a_curve_sweeps_failed_point_is_not_repeated_alone_and_an_invalid_repeat_is_a_finding(tmp_path):
     spec = sweep.SweepSpec.from_yaml(str(REPO / "params" / "sweep-cpu.yaml"))  # repeat_alone: 1
@@ -484,7 +484,7 @@ def test_a_smoke_sweeps_points_are_kept_by_the_full_sweep_and_its_time_counted(t
     # ...and the smoke's, named second, started once this test began: listed in the order they ran
     assert [w.get("sweep") for w in record["wall"]["earlier"]] == ["sweep-cpu-first", "sweep-cpu-smoke"]
     assert record["wall"]["total_seconds"] == pytest.approx(sum(w["seconds"] for w in [*record["wall"]["earlier"],
-                                                                                        record["wall"]]))
+                                                                                       record["wall"]]))
     # Bad input: named, before any work, nothing written
     runs = tmp_path / "runs"
     args = ["sweep", str(REPO / "params" / "sweep-cpu.yaml"), "--output-root", str(runs)]
@@ -738,7 +738,7 @@ def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apar
     def shift(variant, b, a):  # B's steady samples over A's, judged by the repeats' rule
         def result(values):
             return point(1, 16, {variant: (1, 1, 1, 1)}, steady_samples={(variant, "steady"): values,
-                                                                          (variant, "steady_after_update"): values})
+                                                                         (variant, "steady_after_update"): values})
         return repeats.shifts(result(b), result(a))
 
     slower = shift("eager", (20, 21, 22, 21, 20.5, 21.5), (10, 10.5, 11, 10.5, 10.2, 10.8))
@@ -750,7 +750,7 @@ def test_the_common_points_table_counts_phases_moved_faster_and_slower_in_b_apar
     assert {s.verdict for s in few} == {repeats.FEW} and all(not s.ratio.contains(1.0) for s in few)
     lines = CommonPoints(("p",), shifts=tuple(slower + faster + within + few)).lines()
     rows = {line.split()[0]: line.split() for line in lines if line.split()[0] in ("eager", "graph[reuse]",
-                                                                                  "graph[recapture]", "hf-continuous")}
+                                                                                   "graph[recapture]", "hf-continuous")}
     n = len(slower)
     assert rows["eager"][-3:] == ["0", str(n), "0"] and rows["graph[reuse]"][-3:] == [str(len(faster)), "0", "0"]
     assert rows["graph[recapture]"][-3:] == ["0", "0", "0"]

@@ -124,7 +124,6 @@ def test_a_sweep_folders_report_is_rebuilt_under_its_lock(tmp_path, capsys, monk
     assert not list(tmp_path.glob(".sweep.rebuild-*"))
 
 
-
 @pytest.mark.parametrize("spec, said", [({"name": "other", "report": "sweep"}, "holds sweep 'other', not 'sweep-cpu'"),
                                         ({"name": "sweep-cpu", "report": "hazards"},
                                          "holds sweep 'sweep-cpu' with report 'hazards', not 'sweep'")])
@@ -161,6 +160,7 @@ def test_a_resumed_partial_folder_gets_its_final_name_when_the_sweep_ends(tmp_pa
     cli.main(["sweep", str(CPU), "--into", str(partial), "--quiet"])
     (done,) = [p for p in runs.iterdir() if p.is_dir()]
     assert not partial.exists() and done.name.startswith("sweep-cpu-") and (done / sweep.SWEEP_FILE).is_file()
+
 
 def test_a_lock_left_by_a_crash_is_taken_over_and_a_held_one_ends_with_its_sweep_however_it_ends(tmp_path):
     folder = tmp_path / "sweep"
@@ -293,7 +293,6 @@ def test_a_result_that_cannot_be_written_is_its_points_failure_and_the_sweep_goe
     assert sweep.kept_status(tmp_path, "repeats/" + "x" * 300 + ".json", params) is None
 
 
-
 def test_a_point_that_lost_parity_is_recorded_invalid_and_one_that_failed_leaves_no_older_result(tmp_path):
     entry = {"slug": "p", "file": "points/p.json"}
     sweep.settle(tmp_path, entry, make_invalid_result())
@@ -301,6 +300,7 @@ def test_a_point_that_lost_parity_is_recorded_invalid_and_one_that_failed_leaves
     # Run again, the point fails: its older result must go, or a resume or a publish would take it for this run's
     sweep.settle(tmp_path, entry, error=RuntimeError("out of memory (simulated)"))
     assert entry["status"] == "failed" and not (tmp_path / "points" / "p.json").exists()
+
 
 @pytest.mark.parametrize("value", [0, -5, "1h", True, float("inf"), float("nan"), [60]])
 def test_point_timeout_s_must_be_a_positive_number_of_seconds(value):

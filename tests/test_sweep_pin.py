@@ -398,7 +398,7 @@ def test_the_device_script_runs_a_pinned_sweep_in_the_pinned_tree(tmp_path):
         ran = background("f" * 64)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert (work / "seen.txt").read_text().split() == [step, commit, str(work / "rollout_study" / "__init__.py"),
-                                                            ".sw.partial-x", "sweep.json"]
+                                                           ".sw.partial-x", "sweep.json"]
         assert Path(f"{work}.sweep").read_text() == "sw\n"  # which sweep it runs (continue asks)
     finally:
         pid = Path(f"{work}.pid")

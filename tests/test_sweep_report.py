@@ -49,7 +49,6 @@ def test_speedup_latency_capture_and_break_even_are_the_defined_ratios():
     assert table.loc["graph[reuse]", "first / steady"] == pytest.approx(13.0)  # what the first call costs over steady
 
 
-
 def test_each_graph_variants_reserved_growth_is_over_the_call_just_before_it_not_the_first():
     # Two graph variants: the second's first call follows the first's, so its growth is over that one's reserved
     # (the fixture adds 10 MiB x batch per first call), not over eager's, which would charge it both captures.
@@ -57,6 +56,7 @@ def test_each_graph_variants_reserved_growth_is_over_the_call_just_before_it_not
                            "graph[reuse]": (400, 20, 130, 10)})
     rows = {r.variant: r.reserved_delta_bytes for r in curves.captures([curves.Point("b4", result)])}
     assert rows == {"graph[recapture]": 10 * 2 ** 20 * 4, "graph[reuse]": 10 * 2 ** 20 * 4}
+
 
 def test_growth_fit_matches_numpy_least_squares():
     steady = {16: 31.0, 64: 70.0, 256: 260.0, 512: 490.0}
@@ -132,16 +132,16 @@ def test_a_crossing_whose_interval_includes_the_threshold_says_so():
         "under 1.5x "
         "at the smallest batch with a valid point")
     # the bounds included: an interval that ends at 1.5x includes it
+
     def bounded(low, high):
         return dataclasses.replace(clear, ratio=stats.Ratio(clear.speedup, low, high))
     assert bounded(1.4, curves.CROSSOVER).interval_includes_threshold
     assert bounded(curves.CROSSOVER, 1.6).interval_includes_threshold
     assert not bounded(1.3, 1.49).interval_includes_threshold
     # one sample a side: no interval, the point estimate alone, said as before
-    (single,) = crossing.crossovers([curves.Point("b1", point(1, 64, {"eager": (1, 100.0, 1, 1),
-                                                                    "graph[recapture]": (1, 1, 1, 1)},
-                                                             steady_samples={("eager", "steady"): [100.0],
-                                                                             ("graph[recapture]", "steady"): [80.0]}))])
+    samples = {("eager", "steady"): [100.0], ("graph[recapture]", "steady"): [80.0]}
+    cells = {"eager": (1, 100.0, 1, 1), "graph[recapture]": (1, 1, 1, 1)}
+    (single,) = crossing.crossovers([curves.Point("b1", point(1, 64, cells, steady_samples=samples))])
     assert not single.ratio.has_interval and single.text.startswith("batch 1 (1.25x): already under")
 
 
@@ -282,7 +282,6 @@ def test_the_readme_grid_has_a_row_per_variant_and_tokens_and_a_dash_where_no_va
         sweep_readme.readme_block({"spec": {"name": "sw"}}, twice, "sw")
 
 
-
 def test_the_answer_and_the_readme_give_each_variants_whole_range_and_a_gpu_count_only_where_every_run_had_it():
     from rollout_study.present import sweep_readme
 
@@ -303,6 +302,7 @@ def test_only_a_sweep_measured_without_cuda_graphs_is_warned_so():
         return [b.text for b in report.blocks(record, points, None) if b.kind == "warning"]
     assert NO_GRAPH_NOTE in warnings(loaded({"cpu": make_result()}))
     assert NO_GRAPH_NOTE not in warnings(loaded({"gpu": point(1, 16, {"eager": (1, 100.0, 1, 1)})}))
+
 
 def test_the_models_grid_counts_points_under_the_threshold_by_their_point_estimate_alone():
     from rollout_study.present import sweep_readme

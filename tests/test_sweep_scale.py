@@ -130,7 +130,7 @@ def test_the_figure_draws_each_batch_across_the_models_at_the_largest_shared_tok
     assert captured["batch 1"] == pytest.approx([30.0, 40.0])
     hf_compile = figure.axes[1]  # a variant only the tiny model ran: said so, nothing drawn
     assert hf_compile.get_title() == "hf-compile"
-    assert not [l for l in hf_compile.lines if l.get_label().startswith("batch")]
+    assert not [line for line in hf_compile.lines if line.get_label().startswith("batch")]
     assert [t.get_text() for t in hf_compile.texts] == ["no two models with this value"]
 
 

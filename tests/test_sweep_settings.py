@@ -107,7 +107,7 @@ def test_what_moves_with_the_engines_is_their_group_and_a_key_some_records_lack_
     assert usable[0].place == usable[1].place and usable[1].shown_before == {"eager"}  # one place: eager once
     assert len(curves.by_section(usable)) == 1
     older = [(entry(0, ["eager", "graph"], "both", steps_per_graph=1), graph), (entry(1, ["eager", "graph"], "both"),
-                                                                               _graph(4, 20.0))]
+                                                                                _graph(4, 20.0))]
     assert [w.setting for w in settings.per_point(older)] == [(), ()]
     unrecorded = _loaded()[:2] + [({"order": 9, "slug": "old", "status": "valid"}, _graph(8, 1.0))]
     assert settings.per_point(unrecorded)[2].setting == settings.UNRECORDED
@@ -208,7 +208,7 @@ def test_a_failed_synthetic_point_joins_the_model_of_its_own_shape_and_a_key_onl
     older = [(entry(0, 4, 2, steps_per_graph=1), four), (entry(1, 4, 2, steps_per_graph=4), _graph(2, 5.0)),
              (entry(2, 4, 2), _graph(2, 20.0))]  # an older record without the key
     assert [w.setting for w in settings.per_point(older)] == [(("steps_per_graph", "1"),), (("steps_per_graph", "4"),),
-                                                             (("steps_per_graph", settings.NOT_RECORDED),)]
+                                                              (("steps_per_graph", settings.NOT_RECORDED),)]
     usable, _ = curves.split(older)
     assert len(curves.by_section(usable)) == 3  # three sections, none drawing two points at batch 2
 
@@ -285,7 +285,7 @@ def test_a_sweep_of_one_iteration_reports_its_settings_with_no_interval_and_no_v
     """iterations: 1 leaves one steady sample a side: a ratio without an interval, never faster or slower (the
     report stopped on it, after every point had run)."""
     one = {(v, p): [ms] for v, ms in (("eager", 100.0), ("graph[reuse]", None)) for p in ("steady",
-                                                                                         "steady_after_update")}
+                                                                                          "steady_after_update")}
     rows = []
     for batch in (2, 4):
         for bucket in (0, 64):
@@ -324,7 +324,7 @@ def test_a_policy_list_is_named_as_the_order_it_is():
         entry["params"]["policy"] = order
         loaded.append((entry, _graph(2, 20.0)))
     assert [w.setting for w in settings.per_point(loaded)] == [(("policy", "recapture then reuse"),),
-                                                                (("policy", "reuse then recapture"),)]
+                                                               (("policy", "reuse then recapture"),)]
     usable, _ = curves.split(loaded)
     sections = list(curves.by_section(usable).values())
     assert ", policy recapture then reuse, on " in model_title(sections[0])

@@ -130,7 +130,7 @@ def test_an_overlap_of_a_few_percent_is_flagged_and_none_is_no_negative_overlap(
     assert check == {"parts_ms": 105.0, "overlap_ms": 5.0, "flagged": True}
     # parts inside the total leave no overlap to record (not a negative one)
     assert clock.overlap_check({"decode": 90.0, "other": 10.0}) == {"parts_ms": 90.0, "overlap_ms": 0.0,
-                                                                     "flagged": False}
+                                                                    "flagged": False}
 
 
 class _Event:
@@ -186,7 +186,7 @@ def test_device_totals_count_kernels_apart_from_copies_and_leave_out_annotation_
 
     totals = device_totals(_events(with_activity))
     assert {k: totals[k] for k in ("kernel_ms", "kernels", "copy_ms")} == {"kernel_ms": 0.045, "kernels": 2,
-                                                                          "copy_ms": 0.003}
+                                                                           "copy_ms": 0.003}
     # the kernels by name, longest first; neither the annotation span nor the copies among them
     assert totals["top_kernels"] == [{"name": "ampere_sgemm_128x64_tn", "ms": 0.025, "count": 1},
                                      {"name": "triton_poi_fused_add_0", "ms": 0.02, "count": 1}]

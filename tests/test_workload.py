@@ -70,8 +70,8 @@ class _ChatTokenizer:
 def test_chat_requests_cycle_through_the_prompts_and_a_prompt_len_that_just_holds_them_is_kept():
     texts, rows = workload.chat_rows(_ChatTokenizer(), 3, ("ab", "cde"))
     assert texts == ["ab", "cde", "ab"] and [len(r) for r in rows] == [len("<user>ab<assistant>"),
-                                                                        len("<user>cde<assistant>"),
-                                                                        len("<user>ab<assistant>")]
+                                                                       len("<user>cde<assistant>"),
+                                                                       len("<user>ab<assistant>")]
     assert workload.check_chat_prompt_len(20, 20) == 20 and workload.check_chat_prompt_len(None, 20) == 20
     with pytest.raises(ParameterError, match="prompt_len must be >= 21"):
         workload.check_chat_prompt_len(20, 21)
@@ -110,7 +110,7 @@ def test_initialization_is_one_plain_forward_of_the_first_batch_timed_to_the_dev
     monkeypatch.setattr(preparation, "synchronize", lambda device: seen.append(("synchronize", device)))
     assert preparation.initialize(model, w, torch.device("cpu")) == 250.0
     assert [step if isinstance(step, str) else step[0] for step in seen] == ["clock", "forward", "synchronize",
-                                                                              "clock"]
+                                                                             "clock"]
     (_, inputs, grad), first = seen[1], w.batches[0]
     assert torch.equal(inputs["input_ids"], first.input_ids) and torch.equal(inputs["attention_mask"],
                                                                              first.attention_mask)

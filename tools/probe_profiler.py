@@ -56,6 +56,7 @@ def main() -> None:
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=1)
+
     def us(value):
         return "-" if value is None else f"{value:.3f}"
 

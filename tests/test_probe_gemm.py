@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from checkpoint_fixture import fake_checkpoint
 from tool_module import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,4 +165,15 @@ def test_cuda_without_cuda_is_refused_before_any_process(tmp_path):
     absent = _probe(tmp_path, "--model", "synthetic", "--variants", "graph")  # the default device, cuda
     assert absent.returncode == 1 and "graph batch" not in absent.stdout, absent.stdout + absent.stderr
     assert absent.stderr.splitlines()[-1] == "--device: cuda, but no CUDA device is here; allowed here: cpu"
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_prompt_the_models_positions_cannot_hold_with_the_new_tokens_is_refused_before_any_process(tmp_path):
+    # a local checkpoint's table was checked by each child at the study's default lengths, not the probe's
+    model = fake_checkpoint(tmp_path / "short", {"model_type": "llama", "max_position_embeddings": 70})
+    done = _probe(tmp_path, "--device", "cpu", "--model", str(model), "--variants", "graph", "--prompt", "8")
+    assert done.returncode == 1 and "graph batch" not in done.stdout, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == ("--prompt: 8 with the probe's 64 new tokens: parameters: prompt_len + "
+                                            "max_new_tokens = 72 exceeds the model's 70 positions; allowed: "
+                                            "prompt_len + max_new_tokens <= 70")
     assert not (tmp_path / "out.json").exists()

@@ -96,11 +96,14 @@ def use_rows_mm(rows: int) -> None:
     decomposition.fast_random_decomps.cache_clear()  # the table inductor reads is built once, from this one
 
 
-def study_params(model_name: str, device: str):
-    """The parameters each child's study is given: the parent checks them with this before any child starts."""
+def study_params(model_name: str, device: str, batch: int | None = None, prompt: int | None = None):
+    """The parameters each child's study is given: the parent checks them with this before any child starts, the
+    model first, then with the batch and lengths (a local checkpoint's position table must hold the prompt and the
+    new tokens, as the study's own run checks)."""
     from rollout_study.params import StudyParams
 
-    return StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32"})
+    shape = {} if prompt is None else {"batch_size": batch, "prompt_len": prompt, "max_new_tokens": NEW}
+    return StudyParams.from_dict({"device": device, "model": model_name, "dtype": "float32", **shape})
 
 
 def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: int = PROMPT) -> dict:
@@ -114,7 +117,7 @@ def one(variant: str, model_name: str, device: str, batch: int = BATCH, prompt: 
     from rollout_study.timing import CallClock, profile_call
     from rollout_study.workload import random_workload
 
-    params = study_params(model_name, device)
+    params = study_params(model_name, device, batch, prompt)
     loaded = models.load(params, device, "float32")
     model = loaded.model
     workload = random_workload(batch, batch, prompt, model.config.vocab_size, seed=0, pad_token_id=loaded.pad_token_id)
@@ -203,6 +206,10 @@ def main() -> int:
         study_params(args.model, args.device)
     except ParameterError as err:
         raise SystemExit(f"--model: {err}") from None
+    try:
+        study_params(args.model, args.device, max(batches), prompt)
+    except ParameterError as err:
+        raise SystemExit(f"--prompt: {prompt} with the probe's {NEW} new tokens: {err}") from None
     results = []
     for batch in batches:
         for variant in variants:

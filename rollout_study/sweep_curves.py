@@ -82,6 +82,14 @@ class Rejected:
     slug: str
     status: str  # failed, invalid
     reason: str
+    model: tuple | None = None  # its section's, where known (sweep_settings.per_point): the figures name it
+    setting: tuple = ()
+    params: dict | None = None  # its sweep.json entry's
+
+
+def _rejected(entry: dict, status: str, reason: str, where) -> Rejected:
+    params = entry.get("params") if isinstance(entry.get("params"), dict) else None
+    return Rejected(entry["slug"], status, reason, where.model, where.setting, params)
 
 
 def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[Rejected]]:
@@ -89,9 +97,9 @@ def split(loaded: list[tuple[dict, Result | None]]) -> tuple[list[Point], list[R
     usable, rejected = [], []
     for (entry, result), where in zip(loaded, per_point(loaded)):
         if result is None:
-            rejected.append(Rejected(entry["slug"], "failed", entry.get("error") or "no result"))
+            rejected.append(_rejected(entry, "failed", entry.get("error") or "no result", where))
         elif result.validity_problems():
-            rejected.append(Rejected(entry["slug"], "invalid", "; ".join(result.validity_problems())))
+            rejected.append(_rejected(entry, "invalid", "; ".join(result.validity_problems()), where))
         else:
             point = Point(entry["slug"], result, setting=where.setting, setting_rank=where.rank)
             usable.append(replace(point, place=_place(entry, point, where.with_engines)))

@@ -54,6 +54,7 @@ class PointSetting:
     setting: tuple  # ((parameter, value), ...)
     rank: int  # its setting's place among its model's, first first
     with_engines: tuple  # parameters that move with its engines: part of its engine group, not of its place
+    model: tuple | None = None  # (label, name, dtype) as its result says, or a failed point's twins' (_models)
 
 
 def per_point(loaded: list[tuple[dict, object]]) -> list[PointSetting]:
@@ -71,7 +72,7 @@ def per_point(loaded: list[tuple[dict, object]]) -> list[PointSetting]:
         setting = (tuple((k, _recorded(k, params)) for k in keys) if isinstance(params, dict)
                    else UNRECORDED if keys else ())
         ranks = order.setdefault(model, {})
-        out.append(PointSetting(setting, ranks.setdefault(setting, len(ranks)), with_engines))
+        out.append(PointSetting(setting, ranks.setdefault(setting, len(ranks)), with_engines, model))
     return out
 
 

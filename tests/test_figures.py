@@ -10,7 +10,7 @@ from result_fixture import MODELS, make_result, make_result_dict
 from rollout_study.engines import variant_color
 from rollout_study.present import figures
 from rollout_study.result import Result
-from result_fixture import add_engine, retime
+from result_fixture import add_engine, retime, with_control
 
 
 def legend_labels(ax) -> list[str]:
@@ -26,7 +26,7 @@ def test_every_figure_is_saved_titled_and_silent(tmp_path, cuda_graph):
         for kind, _, make in figures.FIGURES:
             title = make(result, str(tmp_path), "stem").get_suptitle()
             assert os.path.isfile(figures.figure_path(str(tmp_path), "stem", kind))
-            assert "Pretrained model" in title and MODELS["pretrained"] in title
+            assert "Pretrained model" in title and f"{MODELS['pretrained']}, {result.metadata['dtype']} (" in " ".join(title.split())
             assert (figures.NO_GRAPH_NOTE in title) is not cuda_graph
     assert len(os.listdir(tmp_path)) == len(figures.FIGURES)
 
@@ -119,9 +119,18 @@ def test_a_cpu_runs_allocator_panels_say_why_they_are_empty_and_its_captures_are
 
 def test_the_timeline_marks_each_update_where_it_came_in_run_order():
     result = make_result()  # two cycles: an update after each variant's 5th and 10th event
-    marks = [c.get_offsets().tolist() for c in figures.timeline_figure(result).axes[0].collections]
+    marks = [c.get_offsets().tolist() for c in figures.timeline_figure(result).axes[0].collections
+             if c.get_offsets().size]
     assert len(result.updates) == 2 and [[step for step, _ in m] for m in marks] == [[5.0, 10.0]] * 3
     assert marks[0] == [[5.0, 390.0], [10.0, 660.0]]  # eager's cumulative time with each update in it
+    # a control update (no optimizer step) first: an open circle, apart from the training updates' crosses
+    controlled = Result.from_dict(with_control(make_result_dict()))
+    ax = figures.timeline_figure(controlled).axes[0]
+    eager_real, eager_control = ax.collections[:2]
+    assert [step for step, _ in eager_control.get_offsets().tolist()] == [5.0]
+    assert [step for step, _ in eager_real.get_offsets().tolist()] == [10.0, 15.0]
+    assert eager_control.get_facecolor().size == 0 and eager_real.get_facecolor().size
+    assert "o: control update, no optimizer step" in ax.get_xlabel()
 
 
 def test_a_new_engine_gets_a_line_in_every_figure():

@@ -598,7 +598,7 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     eager, from_two = (300, 100, 100, 50), (400, 20, 130, 10)
     times = {1: from_two, 2: (400, 20, 20, 60), 4: from_two, 8: (400, 200, 200, 60)}
     points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": ms})) for b, ms in times.items()]
-    # and at 64 new tokens, never at any batch: no colour of its own in the legend, nothing drawn
+    # and at 64 new tokens, never at any batch: crosses at the top of the panel, in its own colour
     points += [curves.Point(f"b{b}-64", point(b, 64, {"eager": eager, "graph[reuse]": times[8]})) for b in times]
     verdicts = [r.break_even.verdict for r in curves.break_evens(points)]
     # at batch 2 the steady state was the faster before the update (20 against 100 ms): the verdict says so
@@ -614,11 +614,18 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     (line,) = lines
     assert [x for x, _ in line] == [1, 2, 4, 8] and [y for _, y in line][0::2] == [2, 2]
     assert all(np.isnan(y) for _, y in line[1::2])  # no line from batch 1 to 4 across batch 2's other verdict
-    assert len(marks) == 1 and marks[0][0][1] == 9.0 and 1.5 < marks[0][0][0] < 2.5  # at batch 2, a little apart
+    triangles, crosses_16, crosses_64 = marks
+    assert len(triangles) == 1 and triangles[0][1] == 9.0 and 1.5 < triangles[0][0] < 2.5  # batch 2, a little apart
     assert axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
+    # "never" at the panel's top (axes fraction 0.95 over the batch), where a gap alone would hide under other lines
+    assert [(round(x), y) for x, y in crosses_16] == [(8, 0.95)]
+    assert [round(x) for x, _ in crosses_64] == [1, 2, 4, 8] and {y for _, y in crosses_64} == {0.95}
+    assert axis.collections[1].get_offset_transform() is axis.get_xaxis_transform()
+    assert axis.collections[1].get_edgecolor().tolist() != axis.collections[2].get_edgecolor().tolist()
     assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 5"]
     labels = [text.get_text() for text in figure.legends[0].get_texts()]  # once, for the figure
-    assert labels == ["16 new tokens", "pays off from U", "only up to U"] and axis.get_legend() is None
+    assert labels == ["16 new tokens", "64 new tokens", "pays off from U", "only up to U", "never (at the top)"]
+    assert axis.get_legend() is None
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 
 
@@ -666,7 +673,7 @@ def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_capti
         whole = bounds == "bars: whole range"
         assert caption.endswith("; every 95% interval here is its samples' whole range") == whole
         figure = sweep_figures.speedup_figure(points)
-        assert figure.axes[0].get_ylabel() == f"speed-up over eager generate() (steady, {bounds})"
+        assert _said(figure.axes[0].get_ylabel()) == f"speed-up over eager generate() (steady, {bounds})"
     # mixed: 3 calls at batch 1 (whole range), 8 at batch 2 (an interval proper); the caption counts them
     points = [_graph_over_eager(1, [60.0, 62.0, 65.0], "graph[reuse]", 16),
               _graph_over_eager(2, [60.0, 61.0, 62.0, 62.5, 63.0, 64.0, 65.0, 66.0], "graph[reuse]", 16)]
@@ -674,7 +681,7 @@ def test_the_speed_up_figures_bars_are_named_whole_range_in_their_axis_and_capti
     blocks = report.blocks(record, entries, str(tmp_path / "figures-mixed"), tmp_path)
     (caption,) = [b.text for b in blocks if b.kind == "figure" and "Steady speed-up" in b.text]
     assert caption.endswith("; 1 of these 2 intervals is its samples' whole range")
-    assert sweep_figures.speedup_figure(points).axes[0].get_ylabel() == (
+    assert _said(sweep_figures.speedup_figure(points).axes[0].get_ylabel()) == (
         "speed-up over eager generate() (steady, bars: 95% interval, some the whole range)")
 
 
@@ -700,6 +707,11 @@ def test_synthetic_models_come_before_pretrained_ones_whatever_the_sweep_lists_f
     assert [model[0] for model, _, _ in curves.by_section(usable)] == ["synthetic", "pretrained"]
 
 
+def _said(label: str) -> str:
+    """An axis label as one line: the figures wrap it to its panel."""
+    return " ".join(label.split())
+
+
 def _line(axis, label="16 new tokens") -> list:
     (line,) = [ln for ln in axis.lines if ln.get_label() == label]
     return [float(y) for y in line.get_ydata()]
@@ -722,7 +734,7 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     points = [curves.Point(f"b{b}-{n}", point(b, n, timed(n), requests=2 * b)) for b in (2, 4) for n in (16, 64)]
 
     (axis,) = [ax for ax in sweep_figures.latency_figure(points).axes if ax.get_title() == "graph[reuse]"]
-    assert axis.get_ylabel().startswith("ms per generated token")
+    assert _said(axis.get_ylabel()).startswith("ms per generated token")
     assert _line(axis) == pytest.approx(_expected(curves.latencies(points), lambda r: r.ms_per_token))
     (axis,) = [ax for ax in sweep_figures.after_update_figure(points).axes if ax.get_title() == "graph[reuse]"]
     assert _line(axis) == pytest.approx([130.0, 130.0])  # the first call after the update, not the steady ones
@@ -730,20 +742,21 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     captures = curves.captures(points)
     for ylabel, value in (("peak allocated - start (MiB)", lambda r: r.peak_delta_bytes / MIB),
                           ("reserved growth (MiB)", lambda r: r.reserved_delta_bytes / MIB)):
-        (axis,) = [ax for ax in figure.axes if ax.get_ylabel() == ylabel]
+        (axis,) = [ax for ax in figure.axes if _said(ax.get_ylabel()) == ylabel]
         assert _line(axis) == pytest.approx(_expected(captures, value)), ylabel
     assert _expected(captures, lambda r: r.peak_delta_bytes) != _expected(captures, lambda r: r.reserved_delta_bytes)
     (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
-    assert [ln.get_label() for ln in axis.lines] == ["batch 2: 0.625 ms/token", "batch 4: 0.625 ms/token"]
+    assert [ln.get_label() for ln in axis.lines] == ["batch 2: b = 0.625 ms per new token (through 2 points)",
+                                                     "batch 4: b = 0.625 ms per new token (through 2 points)"]
     assert axis.get_xlabel() == "new tokens"
     for marks, line in zip(axis.collections, axis.lines):  # each batch's points (new tokens, steady), its fit a + b n
         assert [tuple(map(float, xy)) for xy in marks.get_offsets()] == [(16.0, 20.0), (64.0, 50.0)]
         assert list(line.get_xdata()) == [16, 64] and list(line.get_ydata()) == pytest.approx([20.0, 50.0])
     # a GPU run's title has no CPU note; a CPU run's says its graph engine ran eagerly
-    assert NO_GRAPH_NOTE not in sweep_figures.speedup_figure(points).get_suptitle()
+    assert NO_GRAPH_NOTE not in _said(sweep_figures.speedup_figure(points).get_suptitle())
     for p in points:
         p.result.metadata["cuda_graph"] = False
-    assert NO_GRAPH_NOTE in sweep_figures.speedup_figure(points).get_suptitle()
+    assert NO_GRAPH_NOTE in _said(sweep_figures.speedup_figure(points).get_suptitle())
 
 
 def test_each_variants_panel_is_titled_with_it_and_draws_its_own_rows_in_every_figure_over_three_panels_a_row():
@@ -767,10 +780,14 @@ def test_each_variants_panel_is_titled_with_it_and_draws_its_own_rows_in_every_f
     after = sweep_figures.after_update_figure(points)
     assert [ax.get_title() for ax in after.axes if ax.get_visible()] == names  # eager's first call too
     assert [_line(ax)[0] for ax in after.axes if ax.get_visible()] == [ms[2] for ms in times.values()]
-    assert {ax.get_ylabel() for ax in after.axes if ax.get_visible()} == {"first call after a real update (ms)"}
+    shown = [ax for ax in after.axes if ax.get_visible()]
+    assert {_said(ax.get_ylabel()) for ax in shown} == {"first call after a real update (ms, log, one scale for all "
+                                                        "panels)"}
+    assert len({ax.get_ylim() for ax in shown}) == 1  # 100 to 500 ms on every panel: the policies compare
     capture = sweep_figures.capture_figure(points)
-    columns = [ax for ax in capture.axes if ax.get_ylabel() == "capture ms (first call)"]
-    assert [ax.get_title() for ax in capture.axes if ax.get_title()] == names[1:]
+    columns = [ax for ax in capture.axes if _said(ax.get_ylabel()) == "capture ms (first call)"]
+    assert list(dict.fromkeys(ax.get_title() for ax in capture.axes)) == names[1:]  # a row per variant
+    assert [ax.get_title() for ax in capture.axes[:3]] == [names[1]] * 3
     for ax, variant in zip(columns, names[1:]):  # the capture part of the first call, not its count of captures
         assert _line(ax) == pytest.approx([0.1 * times[variant][0]] * 2), variant
     rows = curves.break_evens(points)
@@ -827,3 +844,56 @@ def test_only_a_capture_panel_with_nothing_recorded_says_not_recorded():
             said = [t.get_text() for t in ax.texts]
             assert said == ([] if ax.get_ylabel() in silent else ["not recorded (no CUDA allocator on the CPU)"])
             assert bool(ax.lines) == (ax.get_ylabel() in silent), ax.get_ylabel()
+
+
+def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(tmp_path):
+    # a line that ends at batch 2 would read as a sweep that stopped there: the figure says batch 4 failed
+    times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, 20.0, 130.0, 10.0)}
+    params = {f"b{b}": {"model": "synthetic", "dtype": "float16", "device": "cuda", "batch_size": b,
+                        "max_new_tokens": 16, "engines": ["eager", "graph"]} for b in (1, 2, 4)}
+    entries = loaded({"b1": point(1, 16, times), "b2": point(2, 16, times)}, params)
+    entries.append(({"order": 2, "slug": "b4", "status": "failed", "error": "CUDA out of memory",
+                     "params": params["b4"]}, None))
+    record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
+    said = "not drawn: 1 point(s) failed or invalid (the report's table says why): batch 4 at 16 new tokens (graph failed)"
+    blocks = report.blocks(record, entries, str(tmp_path / "figures"), tmp_path)
+    captions = [b.text for b in blocks if b.kind == "figure"]
+    assert len(captions) == len(sweep_figures.FIGURES) and all(c.endswith(f"; {said}") for c in captions)
+    usable, rejected = curves.split(entries)
+    figure = sweep_figures.speedup_figure(usable, None, report.not_drawn(usable, rejected))
+    assert said in _said(figure.get_suptitle())
+    # another model's failure is not this section's
+    other = [dataclasses.replace(r, model=("synthetic", "other-shape", "float16")) for r in rejected]
+    assert report.not_drawn(usable, other) == ""
+    assert not [b for b in report.blocks(record, entries[:2], None, tmp_path) if "not drawn" in str(b.text)]
+
+
+def test_a_long_title_and_axis_label_are_wrapped_inside_the_saved_figure():
+    # one panel is 6 inches wide: the section's title ran past both edges, and "Synthetic" was cut off
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, 20.0, 130.0, 10.0)}
+    points = [curves.Point(f"b{b}", point(b, 16, times)) for b in (1, 2)]
+    for p in points:
+        p.result.metadata["model"]["name"] = "Llama-3.2-1B shape (random weights) " * 2
+    for make in (sweep_figures.speedup_figure, sweep_figures.growth_figure, sweep_figures.capture_figure):
+        figure = make(points)
+        FigureCanvasAgg(figure).draw()
+        inside = figure.bbox
+        for text in [figure._suptitle] + [ax.yaxis.label for ax in figure.axes if ax.get_visible()]:
+            box = text.get_window_extent()
+            assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, (
+                make.__name__, text.get_text())
+        assert _said(figure.get_suptitle()).startswith("Synthetic model: Llama-3.2-1B shape")
+
+
+def test_a_variant_that_counts_no_captures_has_its_first_call_named_a_warm_up():
+    times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, 20.0, 130.0, 10.0),
+             "hf-continuous": (900.0, 30.0, 130.0, 30.0)}
+    points = [curves.Point(f"b{b}", point(b, 16, times)) for b in (1, 2)]
+    for p in points:
+        for call in p.result.calls:
+            if call.variant == "hf-continuous":
+                call.captures = 0
+    labels = {ax.get_title(): _said(ax.get_ylabel()) for ax in sweep_figures.capture_figure(points).axes[::3]}
+    assert labels == {"graph[reuse]": "capture ms (first call)", "hf-continuous": sweep_figures.WARM_UP}

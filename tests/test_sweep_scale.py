@@ -7,6 +7,7 @@ from result_fixture import sweep_entries, sweep_point as point
 from rollout_study import sweep_curves as curves
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_scale as scale
+from rollout_study.present.text import MIB
 from rollout_study.result import Result
 
 SMOLLM2 = "SmolLM2-135M-Instruct (Q4_1 dequantized)"
@@ -117,7 +118,11 @@ def test_the_figure_draws_each_batch_across_the_models_at_the_largest_shared_tok
     speedup_axis = figure.axes[0]
     lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
              for line in speedup_axis.lines if line.get_label().startswith("batch")}
-    assert lines == {"batch 1": ([0, 1], pytest.approx([20.0, 5.0])), "batch 2": ([0, 1], pytest.approx([10.0, 2.5]))}
+    at = {label: [round(x) for x in xs] for label, (xs, _) in lines.items()}  # each batch a little apart from its tick
+    assert at == {"batch 1": [0, 1], "batch 2": [0, 1]} and lines["batch 1"][0] != lines["batch 2"][0]
+    assert all(abs(x - round(x)) < 0.16 for xs, _ in lines.values() for x in xs)
+    assert {label: ys for label, (_, ys) in lines.items()} == {"batch 1": pytest.approx([20.0, 5.0]),
+                                                              "batch 2": pytest.approx([10.0, 2.5])}
     ticks = [t.get_text() for t in speedup_axis.get_xticklabels()]
     assert ticks[0].startswith("synthetic\n") and ticks[1].startswith("pretrained\n") and len(ticks) == 3
     bottom = [t.get_text() for t in figure.axes[-1].get_xticklabels()]  # the models in full, wrapped
@@ -165,7 +170,8 @@ def test_a_line_joins_only_neighbouring_models_of_one_label():
     axis = scale.scale_figure(models).axes[0]
     segments = [(list(line.get_xdata()), list(line.get_ydata())) for line in axis.lines
                 if not line.get_label().startswith("batch") and line.get_transform() == axis.transData]
-    assert segments == [([0, 1], pytest.approx([100 / 5, 900 / 300]))]  # batch 1, tiny to 1B; none at batch 2
+    ((xs, ys),) = segments  # batch 1, tiny to 1B; none at batch 2
+    assert [round(x) for x in xs] == [0, 1] and ys == pytest.approx([100 / 5, 900 / 300])
 
 
 def test_the_figure_is_drawn_at_the_largest_token_count_two_models_share():
@@ -173,3 +179,16 @@ def test_the_figure_is_drawn_at_the_largest_token_count_two_models_share():
     results["smol-b1-16"] = _as(point(1, 16, {"eager": (1, 50.0, 1, 1), "graph[reuse]": (400, 10.0, 1, 1)},
                                       label="pretrained"), 134_515_008, prompts=("chat", 41))
     assert scale.tokens_shown(_models(results)) == 64  # 16 is shared now too: the largest, not the first
+
+
+def test_a_quantity_of_nearly_one_value_across_the_models_is_drawn_from_zero(monkeypatch):
+    # hf-compile kept -32.0 to -31.7 MiB in every model (one cuBLAS workspace): an axis of its own 0.3 MiB drew a trend
+    kept = [(-32.0 + 0.1 * i) * MIB for i in range(10)]
+    monkeypatch.setattr(scale, "QUANTITIES", scale.QUANTITIES[:2] + (
+        ("kept after the first call (MiB)", curves.captures, lambda r: kept[r.batch + int(r.capture_ms) % 5] / MIB),))
+    figure = scale.scale_figure(_models(_sweep()))
+    (axis,) = [ax for ax in figure.axes if ax.lines and " ".join(ax.get_ylabel().split()).startswith("kept")]
+    drawn = [y for line in axis.lines for y in line.get_ydata()]
+    assert max(drawn) - min(drawn) < 1.0 and axis.get_ylim()[0] < -32.0 and axis.get_ylim()[1] >= 0
+    capture = [ax for ax in figure.axes if ax.lines and ax.get_ylabel().startswith("capture")][0]
+    assert capture.get_ylim()[0] > 0  # 30 to 40 ms: its own range

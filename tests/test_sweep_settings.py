@@ -3,6 +3,7 @@ through two settings, and the settings side by side."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from rollout_study import sweep_curves as curves
 from rollout_study import sweep_settings as settings
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_readme
-from rollout_study.present.sweep_figures import model_stem, model_title, settings_figure
+from rollout_study.present.sweep_figures import model_stem, model_title
+from rollout_study.present.sweep_settings_figure import settings_figure
 from rollout_study.result import Result
 from rollout_study.stats import ratio_interval
 
@@ -125,7 +127,7 @@ def test_dtype_auto_and_the_dtype_it_resolved_to_are_one_model_with_two_settings
     assert settings.text((("prompt_len", settings._value("prompt_len", None)),)) == "prompt_len auto"
 
 
-def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_others_at_one_place():
+def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_others_at_one_place(monkeypatch):
     loaded = _loaded()
     slow = point(4, 16, {"eager": (1, 110.0, 1, 1), "graph[reuse]": (1, 40.0, 1, 1)},
                  steady_samples={("graph[reuse]", "steady"): [38.0, 40.0, 45.0]})
@@ -145,8 +147,17 @@ def test_settings_side_by_side_are_the_first_settings_steady_median_over_each_ot
     (panel,) = [ax for ax in figure.axes if ax.get_visible()]
     assert panel.get_title() == "graph[reuse]: length_bucket 64"
     # 3 steady calls a side in the fixture: every bar is its calls' whole range, and the axis says so
-    assert panel.get_ylabel().endswith("(over 1: faster; bars: whole range)")
-    assert panel.get_ylabel().startswith("steady median at length_bucket 0 / at this setting")  # the first, over it
+    said = " ".join(panel.get_ylabel().split())  # wrapped to the panel's height
+    assert said.endswith("(over 1: faster; bars: whole range)")
+    assert said.startswith("steady median at length_bucket 0 / at this setting")  # the first, over it
+    # from the values (bars to 2.25), not from 0: the 1.0 line in view, the axis no taller than they need
+    assert 0.5 < panel.get_ylim()[0] < 1.0 and 2.25 < panel.get_ylim()[1] < 2.6
+    assert "dotted: eager in the same two points" in " ".join(figure.get_suptitle().split())
+    # points that ran no eager (a probe's two policies): no dotted line, and the title promises none
+    rows = [dataclasses.replace(r, eager=None) for r in settings.side_by_side(curves.by_model(usable)[TINY])]
+    monkeypatch.setattr(settings, "side_by_side", lambda points: rows)
+    bare = settings_figure(curves.by_model(usable)[TINY])
+    assert "eager" not in bare.get_suptitle() and not [ln for ln in bare.axes[0].lines if ln.get_linestyle() == ":"]
     (line,) = [ln for ln in panel.lines if ln.get_label() == "16 new tokens"]
     assert list(line.get_ydata()) == pytest.approx([2.0, 2.0])  # batch 2 and 4
     (dotted,) = [ln for ln in panel.lines if ln.get_label() == "eager, same points (16)"]

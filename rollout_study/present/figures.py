@@ -22,8 +22,9 @@ from ..record import PARTS
 from ..result import Result
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
-PART_COLORS = {"allocation": "#8c564b", "warmup": "#ff7f0e", "compile": "#9467bd", "capture": "#d62728",
-               "prefill": "#2ca02c", "decode": "#1f77b4", "other": "#7f7f7f"}
+# Set2's muted shades: the variants' colours (engines' `colors`, tab10) mean variants in every other figure
+PART_COLORS = {"allocation": "#e5c494", "warmup": "#fc8d62", "compile": "#8da0cb", "capture": "#e78ac3",
+               "prefill": "#a6d854", "decode": "#66c2a5", "other": "#b3b3b3"}
 MEMORY_PANELS = {"allocated": "allocated", "reserved": "reserved", "peak_allocated": "peak allocated"}
 
 
@@ -62,13 +63,33 @@ def save_png(fig: Figure, path: str, dpi: int) -> None:
                                                                                         optimize=True)
 
 
+def fit_text(text: str, inches: float, fontsize: float) -> str:
+    """`text` wrapped, each of its lines, to about `inches` at `fontsize`: a saved PNG clips a title or axis label
+    longer than its figure or panel, and a title clipped at both ends loses its first word ("Synthetic")."""
+    per_line = max(int(inches * 72 / (fontsize * 0.62)), 16)  # 0.62: a wide average character of DejaVu Sans
+    return "\n".join(textwrap.fill(line, per_line) if line else line for line in text.split("\n"))
+
+
+def fit_ylabel(ax, text: str, fontsize: float = 8) -> None:
+    """An axis label wrapped to its panel's height (less the title's and ticks' room)."""
+    rows = ax.get_subplotspec().get_gridspec().nrows if ax.get_subplotspec() else 1
+    ax.set_ylabel(fit_text(text, 0.7 * ax.figure.get_figheight() / rows, fontsize), fontsize=fontsize)
+
+
+def fit_title(ax, text: str, fontsize: float = 9) -> None:
+    """A panel's title wrapped to its width: a long one ran into its neighbour's."""
+    columns = ax.get_subplotspec().get_gridspec().ncols if ax.get_subplotspec() else 1
+    ax.set_title(fit_text(text, 0.95 * ax.figure.get_figwidth() / columns, fontsize), fontsize=fontsize)
+
+
 def _new_figure(width: float, height: float) -> Figure:
     # A bare Figure: nothing global, nothing shown twice by the notebook's inline backend.
     return Figure(figsize=(width, height), layout="constrained")
 
 
 def _finish(fig: Figure, result: Result, what: str, figures_dir: str | None, stem: str | None, kind: str) -> Figure:
-    fig.suptitle(f"{run_title(result)}: {what}" + ("" if result.cuda_graph else "\n" + NO_GRAPH_NOTE), fontsize=10)
+    title = f"{run_title(result)}: {what}" + ("" if result.cuda_graph else "\n" + NO_GRAPH_NOTE)
+    fig.suptitle(fit_text(title, 0.95 * fig.get_figwidth(), 10), fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, figure_path(figures_dir, stem or figure_stem(result), kind), dpi=110)
@@ -128,7 +149,8 @@ def latency_figure(result: Result, figures_dir: str | None = None, stem: str | N
             low, high = samples.quartiles
             ax.errorbar([x], [samples.median], yerr=[[samples.median - low], [high - samples.median]], fmt="_",
                         markersize=14, capsize=4, color=color, label=variant if g == 0 else None)
-            spread = [x + width * 0.3 * ((i % 5) - 2) / 2 for i in range(samples.n)]
+            # each sample its own place across the bar's width (modulo 5 put ten samples on five places)
+            spread = [x + width * 0.35 * (i / max(samples.n - 1, 1) - 0.5) for i in range(samples.n)]
             ax.scatter(spread, samples.values, s=8, alpha=0.5, color=color)
     _x_phases(ax, groups, controls=analysis.control_cycles(result))
     ax.set_ylabel("wall time per rollout call (ms, log scale)")
@@ -160,9 +182,11 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
             bottom.bar(range(len(groups)), share, bottom=share_base, color=PART_COLORS[part])
             ms_base = [b + h for b, h in zip(ms_base, ms)]
             share_base = [b + h for b, h in zip(share_base, share)]
+        crowded = len(groups) > 8  # upright labels of many bars ran into each other
         for g, total in enumerate(totals):
             if total:
-                top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6)
+                top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6,
+                             rotation=90 if crowded else 0)
         top.set_title(variant + ("\n(untouched calls: all in other;\nsplit in the instrumented calls)"
                                  if variant in untouched else ""), fontsize=9)
         top.set_xticks(range(len(groups)), [])
@@ -232,16 +256,21 @@ def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | 
     """Cumulative wall time of each variant's calls plus the updates, in run order; updates marked."""
     fig = _new_figure(11, 4.5)
     ax = fig.add_subplot()
-    values = []
+    values, controls = [], analysis.control_cycles(result)
     for variant in result.variants():
         events = analysis.timeline(result, variant)
         color = variant_color(variant)
         ax.plot([e.step for e in events], [e.cumulative_ms for e in events], drawstyle="steps-post", color=color,
                 label=variant)
-        updates = [e for e in events if e.kind == "update"]
-        ax.scatter([e.step for e in updates], [e.cumulative_ms for e in updates], marker="x", color=color, s=40)
+        # A control update takes no optimizer step (its time is the copy and the collection): marked apart, so
+        # its step is not read as a training update's cost
+        for control, marker in ((False, "x"), (True, "o")):
+            updates = [e for e in events if e.kind == "update" and (e.cycle in controls) == control]
+            ax.scatter([e.step for e in updates], [e.cumulative_ms for e in updates], marker=marker, s=40,
+                       **({"facecolors": "none", "edgecolors": color} if control else {"color": color}))
         values += [e.cumulative_ms for e in events]
-    ax.set_xlabel("event in run order (rollout calls and updates; x = training update)")
+    ax.set_xlabel("event in run order (rollout calls and updates; x: training update"
+                  + ("; o: control update, no optimizer step)" if controls else ")"))
     ax.set_ylabel("cumulative wall time (ms, log scale)")
     log_axis(ax, values)
     _legend(ax, fontsize=8)

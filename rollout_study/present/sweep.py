@@ -24,8 +24,8 @@ from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, placement_lines, time_table, wall_table
 from .sweep_definitions import definitions
-from .sweep_figures import (FIGURES, OVER_BATCH, model_name, model_title, path, settings_figure, settings_heading,
-                            settings_path)
+from .sweep_figures import FIGURES, OVER_BATCH, model_name, model_title, path, settings_heading
+from .sweep_settings_figure import settings_figure, settings_path
 from .text import MIB, NO_GRAPH_NOTE
 
 
@@ -148,6 +148,24 @@ def _ranges(points) -> str:
     range (few calls a side)."""
     note = whole_range_note([r.ratio for r in curves.speedups(points)])
     return f"; {note}" if note else ""
+
+
+def not_drawn(points: list[curves.Point], rejected: list[curves.Rejected], shown: int = 6) -> str:
+    """The section's failed and invalid points, for its figures' titles and captions: a line that ends early
+    would otherwise read as a sweep that stopped there, or a curve that never falls under the crossover as one
+    whose points all stayed over it."""
+    mine = [r for r in rejected if r.model == points[0].model and r.setting == points[0].setting]
+    places: dict = {}
+    for r in mine:
+        params = r.params or {}
+        engines = [e for e in params.get("engines") or () if e != curves.BASELINE] or [curves.BASELINE]
+        place = (params.get("batch_size"), params.get("max_new_tokens"))
+        places.setdefault(place, []).append(f"{', '.join(engines)} {r.status}")
+    parts = [f"batch {batch} at {tokens} new tokens ({', '.join(said)})" for (batch, tokens), said in
+             sorted(places.items(), key=lambda kv: tuple(-1 if v is None else v for v in kv[0]))]
+    more = [f"{len(parts) - shown} more places"] if len(parts) > shown else []
+    return (f"not drawn: {len(mine)} point(s) failed or invalid (the report's table says why): "
+            + "; ".join(parts[:shown] + more)) if mine else ""
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:
@@ -278,11 +296,12 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         if one_batch:
             out.append(Block("note", ONE_BATCH_NOTE.format(batch=points[0].batch)))
         ranges = _ranges(points)  # one note for the speed-up figure and table, which show the same intervals
+        missing = not_drawn(points, rejected)
         for kind, caption, make in FIGURES:
             if draw and not (one_batch and kind in OVER_BATCH):
-                make(points, figures_dir)
-                out.append(Block("figure", f"{model_title(points)}: {caption}" + (ranges if kind == "speedup" else ""),
-                                 path(figures_dir, points, kind)))
+                make(points, figures_dir, missing)
+                out.append(Block("figure", f"{model_title(points)}: {caption}" + (ranges if kind == "speedup" else "")
+                                 + (f"; {missing}" if missing else ""), path(figures_dir, points, kind)))
         out += [Block("table", f"{model_title(points)}: {caption}" + (ranges if make is speedup_table else ""),
                       make(points))
                 for caption, make in MODEL_TABLES]

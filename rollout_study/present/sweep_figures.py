@@ -20,7 +20,7 @@ from .. import sweep_curves as curves
 from .. import sweep_settings as settings
 from ..stats import interval_name
 from ..sweep_curves import Point
-from .figures import log_axis, save_png
+from .figures import fit_text, fit_ylabel, log_axis, save_png
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
 
@@ -42,13 +42,13 @@ def settings_heading(points: list[Point]) -> str:
     return f"{model_name(points)}, on {points[0].result.machine}: settings side by side"
 
 
-def _stem(text: str) -> str:
+def safe_stem(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
 def model_stem(points: list[Point]) -> str:
     label, name, dtype = points[0].model
-    return _stem(f"{label}-{name}-{dtype}-{settings.text(points[0].setting)}")
+    return safe_stem(f"{label}-{name}-{dtype}-{settings.text(points[0].setting)}")
 
 
 def line_colors(keys) -> dict:
@@ -59,24 +59,20 @@ def line_colors(keys) -> dict:
     return {k: cmap(0.85 * i / max(len(keys) - 1, 1)) for i, k in enumerate(keys)}
 
 
-def _batch_axis(ax, batches) -> None:
+def batch_axis(ax, batches) -> None:
     ticks = sorted(set(batches))
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("batch size")
-
-
-def _panels(n: int, rows: int = 1, height: float = 3.6):
-    fig = Figure(figsize=(max(4.2 * n, 6), height * rows), layout="constrained")
-    return fig, fig.subplots(rows, max(n, 1), squeeze=False)
+    ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)  # every batch off the edges, one alone too
 
 
 COLUMNS = 3  # panels per row of a one-quantity figure: six variants in one row left each too narrow to read
 
 
-def _grid(n: int, height: float = 3.6):
+def grid(n: int, height: float = 3.6):
     """A figure of `n` panels, COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
     columns = max(min(n, COLUMNS), 1)
     rows = max(-(-n // columns), 1)
@@ -87,9 +83,13 @@ def _grid(n: int, height: float = 3.6):
     return fig, axes[:max(n, 1)]
 
 
-def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str) -> Figure:
+def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str,
+            not_drawn: str = "") -> Figure:
+    """Titled with the section and, where some of its points failed or are invalid, which (`not_drawn`: a line
+    that ends early would otherwise read as a sweep that stopped there)."""
     note = "" if points[0].result.cuda_graph else "\n" + NO_GRAPH_NOTE
-    fig.suptitle(f"{model_title(points)}: {what}{note}", fontsize=10)
+    title = f"{model_title(points)}: {what}{note}" + (f"\n{not_drawn}" if not_drawn else "")
+    fig.suptitle(fit_text(title, 0.95 * fig.get_figwidth(), 10), fontsize=10)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir, points, kind), dpi=100)
@@ -100,7 +100,7 @@ def path(figures_dir: str, points: list[Point], kind: str) -> str:
     return os.path.join(figures_dir, f"sweep-{model_stem(points)}-{kind}.png")
 
 
-def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None) -> list[float]:
+def by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None) -> list[float]:
     """One line per new-token count of `variant`'s rows against batch; returns the plotted values.
     `interval`: a row's (low, high), drawn as an error bar where both are known."""
     values = []
@@ -127,54 +127,61 @@ def _by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=Non
 
 
 def _log(ax, before: str, after: str = "") -> str:
-    """"log" for an axis label where `_by_tokens` drew a log axis (one value everywhere leaves it linear)."""
+    """"log" for an axis label where `by_tokens` drew a log axis (one value everywhere leaves it linear)."""
     return f"{before}log{after}" if ax.get_yscale() == "log" else ""
 
 
-def _bounds(ratios) -> str:
+def bars_name(ratios) -> str:
     """What a panel's bars are: with 3 calls a side every 95% interval is its calls' whole range (stats.Ratio)."""
     mixed = any(r.whole_range for r in ratios) and not all(r.whole_range for r in ratios)
     return f"bars: {interval_name(ratios)}" + (", some the whole range" if mixed else "")
 
 
-def _legend(ax) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+def legend(fig: Figure, axes) -> None:
+    """One legend for the figure, under its panels, of every label its panels draw (a legend inside a panel
+    covered its points)."""
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 6),
+                   fontsize=8)
 
 
-def speedup_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def speedup_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.speedups(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
-    fig, axes = _grid(len(names))
+    fig, axes = grid(len(names))
     colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
-        # The bars: 95% bootstrap intervals (with 3 calls a side, their whole range: _bounds names which), wide where
-        # generate()'s host-bound calls spread (present/host.py).
-        values = _by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False,
-                            interval=lambda r: (r.ratio.low, r.ratio.high))
+        # The bars: 95% bootstrap intervals (with 3 calls a side, their whole range: bars_name names which), wide
+        # where generate()'s host-bound calls spread (present/host.py).
+        values = by_tokens(ax, rows, variant, lambda r: r.ratio.point, colors, log=False,
+                           interval=lambda r: (r.ratio.low, r.ratio.high))
         ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
         ax.set_title(variant, fontsize=9)
-        bounds = _bounds([r.ratio for r in rows if r.variant == variant])
-        ax.set_ylabel(f"speed-up over eager generate() (steady, {bounds})", fontsize=8)
-        _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
-    return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup")
+        bounds = bars_name([r.ratio for r in rows if r.variant == variant])
+        fit_ylabel(ax, f"speed-up over eager generate() (steady, {bounds})")
+        batch_axis(ax, [p.batch for p in points])
+    legend(fig, axes)
+    return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup", not_drawn)
 
 
-def latency_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def latency_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.latencies(points)
     names = curves.variants(points)
-    fig, axes = _grid(len(names))
+    fig, axes = grid(len(names))
     colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
-        _by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
+        by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel(f"ms per generated token (steady / (requests x new tokens){_log(ax, ', ')})", fontsize=7)
-        _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
-    return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency")
+        fit_ylabel(ax, f"ms per generated token (steady / (requests x new tokens){_log(ax, ', ')})", 7)
+        batch_axis(ax, [p.batch for p in points])
+    legend(fig, axes)
+    return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency", not_drawn)
 
 
 # Linear axes: a growth of zero (the pool already large enough) is a value to show, which a log axis cannot
@@ -185,42 +192,53 @@ MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms),
                 lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB))
 
 
-def capture_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+WARM_UP = "warm-up ms (first call; no graphs counted)"  # hf-continuous: its manager's, which captures its own
+
+
+def capture_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
+    """A row per variant, a column per quantity: six variants in one row of three-high columns made a figure
+    25 inches wide, each panel a sliver at page width."""
     rows = curves.captures(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
-    fig, axes = _panels(len(names), rows=len(MEMORY_ROWS), height=2.8)
+    fig = Figure(figsize=(5.0 * len(MEMORY_ROWS), 2.8 * max(len(names), 1) + 0.8), layout="constrained")
+    axes = fig.subplots(max(len(names), 1), len(MEMORY_ROWS), squeeze=False)
     colors = line_colors(p.new_tokens for p in points)
-    for column, variant in enumerate(names):
-        for row, (label, value) in enumerate(MEMORY_ROWS):
+    for row, variant in enumerate(names):
+        counted = any(r.captures for r in rows if r.variant == variant)
+        for column, (label, value) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
-            if not _by_tokens(ax, rows, variant, value, colors, log=False):
+            if not by_tokens(ax, rows, variant, value, colors, log=False):
                 ax.text(0.5, 0.5, "not recorded (no CUDA allocator on the CPU)", ha="center", va="center",
                         transform=ax.transAxes, fontsize=8)
-            ax.set_ylabel(label, fontsize=8)
-            _batch_axis(ax, [p.batch for p in points])
-        axes[0][column].set_title(variant, fontsize=9)
-        _legend(axes[0][column])
-    return _finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture")
+            fit_ylabel(ax, label if column or counted else WARM_UP)
+            batch_axis(ax, [p.batch for p in points])
+            ax.set_title(variant, fontsize=9)
+    legend(fig, axes.flat)
+    return _finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture",
+                   not_drawn)
 
 
-def after_update_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def after_update_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.after_update(points)
     names = sorted({r.variant for r in rows}, key=curves.variant_rank)
-    fig, axes = _grid(len(names))
+    fig, axes = grid(len(names))
     colors = line_colors(p.new_tokens for p in points)
+    values = [v for ax, variant in zip(axes, names)
+              for v in by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)]
     for ax, variant in zip(axes, names):
-        _by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
+        if values and max(values) > min(values):  # one scale for every panel: the policies' first calls compare
+            log_axis(ax, values)
         ax.set_title(variant, fontsize=9)
-        ax.set_ylabel(f"first call after a real update (ms{_log(ax, ', ')})")
-        _batch_axis(ax, [p.batch for p in points])
-        _legend(ax)
-    return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update")
+        fit_ylabel(ax, f"first call after a real update (ms{_log(ax, ', ')}, one scale for all panels)")
+        batch_axis(ax, [p.batch for p in points])
+    legend(fig, axes)
+    return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update", not_drawn)
 
 
-def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def break_even_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.break_evens(points)
     pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
-    fig, axes = _grid(len(pairs))
+    fig, axes = grid(len(pairs))
     colors = line_colors(p.new_tokens for p in points)
     batches = sorted({p.batch for p in points})
     for ax, (candidate, baseline) in zip(axes, pairs):
@@ -244,24 +262,26 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None) -> Fi
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
-        ax.set_ylabel(f"rollouts per update U{_log(ax, ' (', ')')}", fontsize=8)
-        _batch_axis(ax, batches)
-        ax.set_xlim(min(batches) / 1.25, max(batches) * 1.25)  # every panel the sweep's batches, drawn or not
-    drawn = {r.new_tokens for r in rows if r.break_even.first_u is not None}
+        fit_ylabel(ax, f"rollouts per update U{_log(ax, ' (', ')')}")
+        batch_axis(ax, batches)  # every panel the sweep's batches, drawn or not
+    drawn = {r.new_tokens for r in rows if r.break_even.first_u is not None or r.break_even.verdict.startswith("never")}
     if drawn:  # once for the figure: a legend in each panel covered its marks
         handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
                    for count, color in colors.items() if count in drawn]
         handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
                     Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
                            label="only up to U")]
+        if any(r.break_even.verdict.startswith("never") for r in rows):
+            handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label="never (at the top)"))
         fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
-    return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even")
+    return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
 
 
 def _break_even_marks(ax, rows, colors, batches) -> list[float]:
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
-    "only up to U" as open triangles pointing down (it pays off at U or fewer); returns the U drawn. Where the
+    "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross at the top;
+    returns the U drawn. Where the
     counts share a U (1, mostly) their lines coincide: each count's is drawn thinner than the one before, so
     every colour shows, and its triangles sit a little apart."""
     values = []
@@ -279,71 +299,37 @@ def _break_even_marks(ax, rows, colors, batches) -> list[float]:
             ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
                        edgecolors=color)
             values += [u for _, u in ups]
+        # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
+        # than generate()) hides as a gap under the other counts' lines
+        nevers = [b for b in batches if b in line and line[b].verdict.startswith("never")]
+        if nevers:
+            shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
+            ax.scatter([b * shift for b in nevers], [0.95] * len(nevers), marker="x", color=color,
+                       transform=ax.get_xaxis_transform())
     return values
 
 
-def growth_figure(points: list[Point], figures_dir: str | None = None) -> Figure:
+def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.growth(points)
     names = curves.variants(points)
-    fig, axes = _grid(len(names))
+    fig, axes = grid(len(names))
     colors = line_colors(p.batch for p in points)
     for ax, variant in zip(axes, names):
         for row in [r for r in rows if r.variant == variant]:
             ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14)
             if row.fit is not None:
                 xs = [min(row.new_tokens), max(row.new_tokens)]
+                through = " (through 2 points)" if row.fit.n == 2 else ""  # a line always fits two
                 ax.plot(xs, [row.fit.intercept + row.fit.slope * x for x in xs], color=colors[row.batch],
-                        label=f"batch {row.batch}: {row.fit.slope:.3g} ms/token")
+                        label=f"batch {row.batch}: b = {row.fit.slope:.3g} ms per new token{through}")
         ax.set_title(variant, fontsize=9)
         ax.set_xlabel("new tokens")
-        ax.set_ylabel("steady median (ms); lines: least squares a + b n")
+        fit_ylabel(ax, "steady median of the whole call (ms)")
         ax.grid(alpha=0.3)
-        _legend(ax)
-    return _finish(fig, points, "steady time vs new tokens, fitted", figures_dir, "growth")
-
-
-def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figure | None:
-    """One model's settings side by side (sweep_settings.py): a panel per other setting and variant, the first
-    setting's steady median over that setting's vs batch, one line per new-token count, with its 95% interval (or
-    whole range: _bounds), and
-    dotted, eager's in the same points. None where the model ran one setting. The points are the model's, every
-    setting's (curves.by_model)."""
-    rows = settings.side_by_side(points)
-    if not rows:
-        return None
-    panels = list(dict.fromkeys((r.setting, r.variant) for r in rows))
-    fig, axes = _grid(len(panels))
-    colors = line_colors(r.new_tokens for r in rows)
-    base = settings.text(rows[0].base)
-    for ax, (setting, variant) in zip(axes, panels):
-        mine = [r for r in rows if r.setting == setting]
-        values = _by_tokens(ax, mine, variant, lambda r: r.ratio.point, colors, log=False,
-                            interval=lambda r: (r.ratio.low, r.ratio.high))
-        for tokens, color in colors.items():  # the same points' eager, dotted: their drift where eager ignores it
-            eager = sorted((r.batch, r.eager.point) for r in mine
-                           if r.variant == variant and r.new_tokens == tokens and r.eager)
-            if eager:
-                ax.plot([b for b, _ in eager], [e for _, e in eager], linestyle=":", color=color,
-                        label=f"eager, same points ({tokens})")
-                values += [e for _, e in eager]
-        ax.axhline(1.0, color="black", linewidth=0.6)
-        ax.set_ylim(0, max(values + [1.0]) * 1.1)
-        ax.set_title(f"{variant}: {settings.text(setting)}", fontsize=9)
-        bounds = _bounds([r.ratio for r in mine if r.variant == variant])
-        ax.set_ylabel(f"steady median at {base} / at this setting\n(over 1: faster; {bounds})", fontsize=7)
-        _batch_axis(ax, [r.batch for r in mine])
-        _legend(ax)
-    fig.suptitle(f"{settings_heading(points)}\nsteady speed against {base} vs batch (dotted: eager in the same two "
-                 "points, how far they moved run to run)", fontsize=10)
-    if figures_dir is not None:
-        os.makedirs(figures_dir, exist_ok=True)
-        save_png(fig, settings_path(figures_dir, points), dpi=100)
-    return fig
-
-
-def settings_path(figures_dir: str, points: list[Point]) -> str:
-    label, name, dtype = points[0].model
-    return os.path.join(figures_dir, f"sweep-{_stem(f'{label}-{name}-{dtype}')}-settings.png")
+        if ax.get_legend_handles_labels()[0]:  # each panel's own slopes: one legend for all could not say whose
+            ax.legend(fontsize=7, loc="upper left")
+    return _finish(fig, points, "steady time vs new tokens n; lines: least squares a + b n, colours: batch size",
+                   figures_dir, "growth", not_drawn)
 
 
 # (file kind, caption, function)

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
 from .figures import save_png
-from .sweep_figures import line_colors
+from .sweep_figures import legend, line_colors
 from .text import MIB
 
 Models = dict  # (label, name, dtype) -> that model's valid points, as curves.by_model gives them
@@ -143,35 +143,40 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
     for row, (label, rows_of, value) in enumerate(QUANTITIES):
         shared = _per_model(models, rows_of)
         for column, variant in enumerate(names):
-            ax, drawn = axes[row][column], False
-            for batch, requests in lines:
+            ax, drawn, ys = axes[row][column], False, []
+            for index, (batch, requests) in enumerate(lines):
                 by_model = shared.get((variant, tokens, batch, requests), {})
-                xy = [(keys.index(key), value(r)) for key, r in by_model.items() if value(r) is not None]
+                # each batch a little apart at its model's tick: two batches of one value would hide each other
+                offset = 0.3 * (index / (len(lines) - 1) - 0.5) if len(lines) > 1 else 0.0
+                xy = [(keys.index(key) + offset, value(r)) for key, r in by_model.items() if value(r) is not None]
                 if len(xy) >= 2:
                     xy.sort()
+                    ys += [y for _, y in xy]
                     color = colors[(batch, requests)]
                     ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", linestyle="none", color=color,
                             label=f"batch {batch}" + ("" if requests == batch else f", {requests} requests"))
                     # A line only between neighbours of one label: none draws a trend from synthetic to pretrained.
                     for (x0, y0), (x1, y1) in zip(xy, xy[1:]):
-                        if keys[x0][0] == keys[x1][0]:
+                        if keys[round(x0 - offset)][0] == keys[round(x1 - offset)][0]:
                             ax.plot([x0, x1], [y0, y1], color=color)
                     drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, "no two models with this value", ha="center", va="center",
                         transform=ax.transAxes, fontsize=8)
+            elif row and max(ys) - min(ys) < 0.05 * max(abs(y) for y in ys):
+                # nearly one value (hf-compile's -32 MiB: one cuBLAS workspace): from 0, not a trend in 0.3 MiB
+                ax.set_ylim(min(0, min(ys)) * 1.2, max(0, max(ys)) * 1.2 or 1)
             if row == 0:
                 ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8)
                 ax.axhline(1.0, color="black", linewidth=0.6)
                 ax.set_title(variant, fontsize=9)
-                if drawn:
-                    ax.legend(fontsize=7)
             ax.set_xticks(range(len(keys)))
             last = row == len(QUANTITIES) - 1
             ax.set_xticklabels([(tick if last else brief_tick)(k, models[k]) for k in keys], fontsize=6)
-            ax.set_xlim(-0.4, len(keys) - 0.6)
+            ax.set_xlim(-0.5, len(keys) - 0.5)
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
+    legend(fig, axes.flat)  # under the panels: one in each top panel covered its points
     fig.suptitle(f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its own "
                  "model's valid points; synthetic and pretrained named at each tick, lines only between models of\n"
                  "one label; the models in full in the bottom row)", fontsize=10)

@@ -20,8 +20,10 @@ LABEL_TITLES = {"synthetic": "Synthetic model", "pretrained": "Pretrained model"
 
 
 def run_title(result: Result) -> str:
-    """Label, model and run: what every figure title and section names, so results are never mistaken."""
-    return f"{LABEL_TITLES[result.label]}: {result.model_name} ({result.run_name})"
+    """Label, model, dtype and run: what every figure title names, so results are never mistaken (the same model
+    in fp16 and fp32 read alike without its dtype)."""
+    dtype = result.metadata.get("dtype")
+    return f"{LABEL_TITLES[result.label]}: {result.model_name}{', ' + dtype if dtype else ''} ({result.run_name})"
 
 
 def number(value, digits: int = 3) -> str:

@@ -10,7 +10,7 @@ from result_fixture import MODELS, make_result, make_result_dict
 from rollout_study.engines import variant_color
 from rollout_study.present import figures
 from rollout_study.result import Result
-from result_fixture import add_engine, retime, with_control
+from result_fixture import add_engine, retime, with_control, with_instruments
 
 
 def legend_labels(ax) -> list[str]:
@@ -186,3 +186,19 @@ def test_every_colour_of_the_study_keeps_its_own_value_beside_the_shades_of_slop
     with Image.open(tmp_path / "a.png") as image:
         used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
     assert [c for c in colors if tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) not in used] == []
+
+
+def test_a_breakdown_panel_of_calls_left_whole_says_whether_any_instrumented_call_splits_them():
+    # eager's generate() calls are left whole (all in other): with instrumented calls their split is there, and
+    # without them (smollm2-buckets) the panel said nothing, a plain grey bar
+    whole = {"engine": "eager", "policy": None, "breakdown": "measured calls untouched (total only, in other)"}
+    graph = {"engine": "graph", "policy": "recapture", "breakdown": "capture, prefill and decode timed apart"}
+    data = with_instruments(make_result_dict(cuda_graph=True))
+    data["metadata"]["engines"] = [whole, graph]
+    split = figures.breakdown_figure(Result.from_dict(data))
+    del data["instrumented_calls"]
+    bare = figures.breakdown_figure(Result.from_dict(data))
+    titles = [[ax.get_title() for ax in fig.axes if ax.get_title()] for fig in (split, bare)]
+    assert titles[0][0] == "eager\n(untouched calls: all in other;\nsplit in the instrumented calls)"
+    assert titles[1][0] == "eager\n(untouched calls: all in other;\nthis run made no instrumented calls)"
+    assert titles[0][1:] == titles[1][1:] == ["graph[recapture]", "graph[reuse]"]

@@ -741,7 +741,7 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     figure = sweep_figures.capture_figure(points)
     captures = curves.captures(points)
     for ylabel, value in (("peak allocated - start (MiB)", lambda r: r.peak_delta_bytes / MIB),
-                          ("reserved growth (MiB)", lambda r: r.reserved_delta_bytes / MIB)):
+                          (sweep_figures.MEMORY_ROWS[2][0], lambda r: r.reserved_delta_bytes / MIB)):
         (axis,) = [ax for ax in figure.axes if _said(ax.get_ylabel()) == ylabel]
         assert _line(axis) == pytest.approx(_expected(captures, value)), ylabel
     assert _expected(captures, lambda r: r.peak_delta_bytes) != _expected(captures, lambda r: r.reserved_delta_bytes)
@@ -838,12 +838,12 @@ def test_only_a_capture_panel_with_nothing_recorded_says_not_recorded():
         for call in data["calls"]:
             call["memory_bytes"] = {"allocated": None, "reserved": None, "peak_allocated": None}
         cpu.append(curves.Point(p.slug, Result.from_dict(data)))
-    for points, silent in ((gpu, {"capture ms (first call)", "peak allocated - start (MiB)", "reserved growth (MiB)"}),
-                           (cpu, {"capture ms (first call)"})):
+    labels = [label for label, _ in sweep_figures.MEMORY_ROWS]
+    for points, silent in ((gpu, set(labels)), (cpu, {labels[0]})):
         for ax in sweep_figures.capture_figure(points).axes:
-            said = [t.get_text() for t in ax.texts]
-            assert said == ([] if ax.get_ylabel() in silent else ["not recorded (no CUDA allocator on the CPU)"])
-            assert bool(ax.lines) == (ax.get_ylabel() in silent), ax.get_ylabel()
+            said, label = [t.get_text() for t in ax.texts], _said(ax.get_ylabel())
+            assert said == ([] if label in silent else ["not recorded (no CUDA allocator on the CPU)"])
+            assert bool(ax.lines) == (label in silent), label
 
 
 def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(tmp_path):

@@ -167,6 +167,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     """
     names, groups = result.variants(), result.phase_groups()
     untouched = analysis.untouched_variants(result)
+    unsplit = untouched_by_design(result) - untouched  # no instrumented calls in this run: nothing splits them
     fig = _new_figure(4 * max(len(names), 1), 7)
     axes = fig.subplots(2, max(len(names), 1), squeeze=False, sharey="row")
     for column, variant in enumerate(names):
@@ -187,8 +188,10 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
             if total:
                 top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6,
                              rotation=90 if crowded else 0)
-        top.set_title(variant + ("\n(untouched calls: all in other;\nsplit in the instrumented calls)"
-                                 if variant in untouched else ""), fontsize=9)
+        note = ("\n(untouched calls: all in other;\nsplit in the instrumented calls)" if variant in untouched
+                else "\n(untouched calls: all in other;\nthis run made no instrumented calls)" if variant in unsplit
+                else "")
+        top.set_title(variant + note, fontsize=9)
         top.set_xticks(range(len(groups)), [])
         _x_phases(bottom, groups, rotation=35, fontsize=7, controls=analysis.control_cycles(result))
         bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -198,6 +201,16 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     axes[1][0].set_ylabel("share of the call")
     _legend(axes[0][-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _finish(fig, result, "disjoint breakdown of the median call", figures_dir, stem, "breakdown")
+
+
+def untouched_by_design(result: Result) -> set[str]:
+    """Variants whose engine leaves its measured calls whole (eager: `generate()` is not split), as the run's
+    engine metadata says."""
+    out = set()
+    for engine in result.metadata.get("engines") or ():
+        if str(engine.get("breakdown", "")).startswith("measured calls untouched"):
+            out.add(engine["engine"] + (f"[{engine['policy']}]" if engine.get("policy") else ""))
+    return out
 
 
 def _grouped_bars(ax, result: Result, values_of) -> None:

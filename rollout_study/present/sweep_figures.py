@@ -188,7 +188,7 @@ def latency_figure(points: list[Point], figures_dir: str | None = None, not_draw
 MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms),
                ("peak allocated - start (MiB)",
                 lambda r: None if r.peak_delta_bytes is None else r.peak_delta_bytes / MIB),
-               ("reserved growth (MiB)",
+               ("reserved growth (MiB; after the call before it in run order, so it moves with the order)",
                 lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB))
 
 

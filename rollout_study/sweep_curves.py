@@ -82,7 +82,9 @@ class Rejected:
     slug: str
     status: str  # failed, invalid
     reason: str
-    model: tuple | None = None  # its section's, where known (sweep_settings.per_point): the figures name it
+    # its section's (sweep_settings.per_point), where its result or its twins' say: the figures name it there; a
+    # failed point with no twin's is ("unresolved", ...), which no section is, so only the failures table lists it
+    model: tuple | None = None
     setting: tuple = ()
     params: dict | None = None  # its sweep.json entry's
 

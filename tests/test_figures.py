@@ -26,7 +26,8 @@ def test_every_figure_is_saved_titled_and_silent(tmp_path, cuda_graph):
         for kind, _, make in figures.FIGURES:
             title = make(result, str(tmp_path), "stem").get_suptitle()
             assert os.path.isfile(figures.figure_path(str(tmp_path), "stem", kind))
-            assert "Pretrained model" in title and f"{MODELS['pretrained']}, {result.metadata['dtype']} (" in " ".join(title.split())
+            named = f"{MODELS['pretrained']}, {result.metadata['dtype']} ("  # model, dtype, run
+            assert "Pretrained model" in title and named in " ".join(title.split())
             assert (figures.NO_GRAPH_NOTE in title) is not cuda_graph
     assert len(os.listdir(tmp_path)) == len(figures.FIGURES)
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from matplotlib.collections import PathCollection
 import pandas as pd
 import pytest
 
@@ -588,7 +589,8 @@ def test_a_break_even_panel_with_one_u_everywhere_is_drawn_on_a_whole_rollout_ax
 def __line(axis) -> tuple[list, list]:
     """(each line's (batch, U) pairs, NaN where it breaks; each scatter's (batch, U) pairs) of a figure panel."""
     lines = [[(float(x), float(y)) for x, y in zip(*line.get_data())] for line in axis.get_lines()]
-    marks = [[tuple(map(float, xy)) for xy in c.get_offsets()] for c in axis.collections]
+    marks = [[tuple(map(float, xy)) for xy in c.get_offsets()] for c in axis.collections
+             if isinstance(c, PathCollection)]  # the scatters; the "never" band is a PolyCollection
     return lines, marks
 
 
@@ -617,14 +619,18 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     triangles, crosses_16, crosses_64 = marks
     assert len(triangles) == 1 and triangles[0][1] == 9.0 and 1.5 < triangles[0][0] < 2.5  # batch 2, a little apart
     assert axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
-    # "never" at the panel's top (axes fraction 0.95 over the batch), where a gap alone would hide under other lines
-    assert [(round(x), y) for x, y in crosses_16] == [(8, 0.95)]
-    assert [round(x) for x, _ in crosses_64] == [1, 2, 4, 8] and {y for _, y in crosses_64} == {0.95}
+    # "never" in a grey band at the panel's top (over the batch), where a gap alone would hide under other lines
+    at = sweep_figures.NEVER_AT
+    assert [(round(x), y) for x, y in crosses_16] == [(8, at)]
+    assert [round(x) for x, _ in crosses_64] == [1, 2, 4, 8] and {y for _, y in crosses_64} == {at}
     assert axis.collections[1].get_offset_transform() is axis.get_xaxis_transform()
     assert axis.collections[1].get_edgecolor().tolist() != axis.collections[2].get_edgecolor().tolist()
-    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 5"]
+    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 5", "never"]
+    # no U drawn in the band: the axis raised so the largest U (9) sits under it
+    to_axes = axis.transAxes.inverted().transform
+    assert to_axes(axis.transData.transform((2, 9.0)))[1] < at - 0.05
     labels = [text.get_text() for text in figure.legends[0].get_texts()]  # once, for the figure
-    assert labels == ["16 new tokens", "64 new tokens", "pays off from U", "only up to U", "never (at the top)"]
+    assert labels == ["16 new tokens", "64 new tokens", "pays off from U", "only up to U", sweep_figures.NEVER]
     assert axis.get_legend() is None
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 
@@ -855,7 +861,8 @@ def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(t
     entries.append(({"order": 2, "slug": "b4", "status": "failed", "error": "CUDA out of memory",
                      "params": params["b4"]}, None))
     record = {"spec": {"name": "s"}, "executor": "local", "wall_s": 1.0}
-    said = "not drawn: 1 point(s) failed or invalid (the report's table says why): batch 4 at 16 new tokens (graph failed)"
+    said = ("not drawn: 1 point(s) failed or invalid (the report's table says why): batch 4 at 16 new tokens "
+            "(graph failed)")
     blocks = report.blocks(record, entries, str(tmp_path / "figures"), tmp_path)
     captions = [b.text for b in blocks if b.kind == "figure"]
     assert len(captions) == len(sweep_figures.FIGURES) and all(c.endswith(f"; {said}") for c in captions)
@@ -865,7 +872,9 @@ def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(t
     # another model's failure is not this section's
     other = [dataclasses.replace(r, model=("synthetic", "other-shape", "float16")) for r in rejected]
     assert report.not_drawn(usable, other) == ""
-    assert not [b for b in report.blocks(record, entries[:2], None, tmp_path) if "not drawn" in str(b.text)]
+    # its parameters without engines or with requests of their own: said so, not "eager failed"
+    bare = dataclasses.replace(rejected[0], params={**params["b4"], "requests": 8, "engines": None})
+    assert report.not_drawn(usable, [bare]).endswith(": batch 4 (8 requests) at 16 new tokens (its engines failed)")
 
 
 def test_a_long_title_and_axis_label_are_wrapped_inside_the_saved_figure():
@@ -873,17 +882,20 @@ def test_a_long_title_and_axis_label_are_wrapped_inside_the_saved_figure():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     times = {"eager": (300.0, 100.0, 100.0, 50.0), "graph[reuse]": (400.0, 20.0, 130.0, 10.0)}
-    points = [curves.Point(f"b{b}", point(b, 16, times)) for b in (1, 2)]
+    # six new-token counts: a legend of seven entries in a row ran past both edges of a one-panel figure
+    points = [curves.Point(f"b{b}-{n}", point(b, n, times)) for b in (1, 2) for n in (16, 32, 64, 128, 256, 512)]
     for p in points:
         p.result.metadata["model"]["name"] = "Llama-3.2-1B shape (random weights) " * 2
-    for make in (sweep_figures.speedup_figure, sweep_figures.growth_figure, sweep_figures.capture_figure):
+    for make in (sweep_figures.speedup_figure, sweep_figures.growth_figure, sweep_figures.capture_figure,
+                 sweep_figures.break_even_figure):
         figure = make(points)
         FigureCanvasAgg(figure).draw()
         inside = figure.bbox
-        for text in [figure._suptitle] + [ax.yaxis.label for ax in figure.axes if ax.get_visible()]:
+        for text in ([figure._suptitle] + [ax.yaxis.label for ax in figure.axes if ax.get_visible()]
+                     + figure.legends):
             box = text.get_window_extent()
             assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, (
-                make.__name__, text.get_text())
+                make.__name__, box)
         assert _said(figure.get_suptitle()).startswith("Synthetic model: Llama-3.2-1B shape")
 
 
@@ -897,3 +909,10 @@ def test_a_variant_that_counts_no_captures_has_its_first_call_named_a_warm_up():
                 call.captures = 0
     labels = {ax.get_title(): _said(ax.get_ylabel()) for ax in sweep_figures.capture_figure(points).axes[::3]}
     assert labels == {"graph[reuse]": "capture ms (first call)", "hf-continuous": sweep_figures.WARM_UP}
+    # on the CPU no engine captures, and no warm-up ran in the graph engines' place: capture ms, as measured
+    for p in points:
+        p.result.metadata["cuda_graph"] = False
+        for call in p.result.calls:
+            call.captures = 0
+    labels = {ax.get_title(): _said(ax.get_ylabel()) for ax in sweep_figures.capture_figure(points).axes[::3]}
+    assert set(labels.values()) == {"capture ms (first call)"}

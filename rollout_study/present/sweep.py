@@ -158,14 +158,24 @@ def not_drawn(points: list[curves.Point], rejected: list[curves.Rejected], shown
     places: dict = {}
     for r in mine:
         params = r.params or {}
-        engines = [e for e in params.get("engines") or () if e != curves.BASELINE] or [curves.BASELINE]
-        place = (params.get("batch_size"), params.get("max_new_tokens"))
-        places.setdefault(place, []).append(f"{', '.join(engines)} {r.status}")
-    parts = [f"batch {batch} at {tokens} new tokens ({', '.join(said)})" for (batch, tokens), said in
+        listed = params.get("engines")
+        engines = ("its engines" if not listed
+                   else ", ".join([e for e in listed if e != curves.BASELINE] or [curves.BASELINE]))
+        batch, requests = params.get("batch_size"), params.get("requests")
+        place = (batch, requests if requests not in (None, batch) else None, params.get("max_new_tokens"))
+        places.setdefault(place, []).append(f"{engines} {r.status}")
+    parts = [f"{where(batch, requests, tokens)} ({', '.join(said)})" for (batch, requests, tokens), said in
              sorted(places.items(), key=lambda kv: tuple(-1 if v is None else v for v in kv[0]))]
     more = [f"{len(parts) - shown} more places"] if len(parts) > shown else []
     return (f"not drawn: {len(mine)} point(s) failed or invalid (the report's table says why): "
             + "; ".join(parts[:shown] + more)) if mine else ""
+
+
+def where(batch, requests, tokens) -> str:
+    """A point's place as its parameters give it ("?" where they do not: its slug in the failures table)."""
+    at = "?" if batch is None else batch
+    return (f"batch {at}" + (f" ({requests} requests)" if requests is not None else "")
+            + f" at {'?' if tokens is None else tokens} new tokens")
 
 
 def failures_table(rejected: list[curves.Rejected]) -> pd.DataFrame:

@@ -1,10 +1,11 @@
 """The sweep report's figures: one set per model (label and shape) and setting, never two models in one plot.
 
 Each function takes one section's valid points (one model at one setting: sweep_settings.py) and returns a
-bare matplotlib Figure, saved as PNG when given a folder. Columns are variants (whatever engines the points ran),
-one line per new-token count (or per batch, against new tokens); batch sizes are powers of two, so the batch axis
-is log 2. The numbers come from sweep_curves.py; failed or invalid points never reach a figure. The settings
-figure alone takes a model's points at every setting (its settings side by side).
+bare matplotlib Figure, saved as PNG when given a folder. A panel per variant (whatever engines the points ran;
+the capture figure a row of panels per variant), one line per new-token count (or per batch, against new tokens);
+batch sizes are powers of two, so the batch axis is log 2. The numbers come from sweep_curves.py; failed or
+invalid points never reach a figure, whose title names them. The settings figure (sweep_settings_figure.py) and
+the models side by side (sweep_scale.py) draw with these panels and lines.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .. import sweep_curves as curves
 from .. import sweep_settings as settings
 from ..stats import interval_name
 from ..sweep_curves import Point
-from .figures import fit_text, fit_ylabel, log_axis, save_png
+from .figures import fit_suptitle, fit_ylabel, log_axis, save_png
 from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
 
 
@@ -88,8 +89,7 @@ def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None
     """Titled with the section and, where some of its points failed or are invalid, which (`not_drawn`: a line
     that ends early would otherwise read as a sweep that stopped there)."""
     note = "" if points[0].result.cuda_graph else "\n" + NO_GRAPH_NOTE
-    title = f"{model_title(points)}: {what}{note}" + (f"\n{not_drawn}" if not_drawn else "")
-    fig.suptitle(fit_text(title, 0.95 * fig.get_figwidth(), 10), fontsize=10)
+    fit_suptitle(fig, f"{model_title(points)}: {what}{note}" + (f"\n{not_drawn}" if not_drawn else ""))
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir, points, kind), dpi=100)
@@ -145,8 +145,14 @@ def legend(fig: Figure, axes) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(len(handles), 6),
-                   fontsize=8)
+        figure_legend(fig, list(handles.values()), list(handles))
+
+
+def figure_legend(fig: Figure, handles, labels) -> None:
+    """Under the panels, in as many columns as the figure's width holds (about 1.9 inches an entry at this size):
+    a one-panel figure's legend of six entries in a row ran past both its edges."""
+    columns = max(1, min(len(handles), int(fig.get_figwidth() // 1.9)))
+    fig.legend(handles, labels, loc="outside lower center", ncol=columns, fontsize=8)
 
 
 def speedup_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -192,7 +198,8 @@ MEMORY_ROWS = (("capture ms (first call)", lambda r: r.capture_ms),
                 lambda r: None if r.reserved_delta_bytes is None else r.reserved_delta_bytes / MIB))
 
 
-WARM_UP = "warm-up ms (first call; no graphs counted)"  # hf-continuous: its manager's, which captures its own
+# hf-continuous on a GPU: no graph of its own counted, its capture part the manager's warm-up, which captures them
+WARM_UP = "warm-up ms (first call; no graphs counted)"
 
 
 def capture_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -203,8 +210,9 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
     fig = Figure(figsize=(5.0 * len(MEMORY_ROWS), 2.8 * max(len(names), 1) + 0.8), layout="constrained")
     axes = fig.subplots(max(len(names), 1), len(MEMORY_ROWS), squeeze=False)
     colors = line_colors(p.new_tokens for p in points)
+    graphs = points[0].result.cuda_graph  # on the CPU no engine captures: its capture part is no warm-up
     for row, variant in enumerate(names):
-        counted = any(r.captures for r in rows if r.variant == variant)
+        counted = any(r.captures for r in rows if r.variant == variant) or not graphs
         for column, (label, value) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
             if not by_tokens(ax, rows, variant, value, colors, log=False):
@@ -223,8 +231,9 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None, not
     names = sorted({r.variant for r in rows}, key=curves.variant_rank)
     fig, axes = grid(len(names))
     colors = line_colors(p.new_tokens for p in points)
-    values = [v for ax, variant in zip(axes, names)
-              for v in by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)]
+    values = []
+    for ax, variant in zip(axes, names):
+        values += by_tokens(ax, rows, variant, lambda r: r.first_ms, colors)
     for ax, variant in zip(axes, names):
         if values and max(values) > min(values):  # one scale for every panel: the policies' first calls compare
             log_axis(ax, values)
@@ -235,6 +244,9 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None, not
     return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update", not_drawn)
 
 
+NEVER, NEVER_AT = "never (grey band at the top)", 0.94  # axes fraction: above the margin the U axis keeps
+
+
 def break_even_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
     rows = curves.break_evens(points)
     pairs = list(dict.fromkeys((r.candidate, r.baseline) for r in rows))
@@ -243,7 +255,7 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
     batches = sorted({p.batch for p in points})
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        values = _break_even_marks(ax, mine, colors, batches)
+        values, nevers = _break_even_marks(ax, mine, colors, batches)
         # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
         unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
         if unplotted:
@@ -260,11 +272,14 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
         else:  # one U everywhere (1, mostly): whole rollouts from 0, not 0.96-1.04
             ax.set_ylim(0, 2 * values[0])
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if nevers:
+            _never_band(ax)
         ax.grid(alpha=0.3)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
         fit_ylabel(ax, f"rollouts per update U{_log(ax, ' (', ')')}")
         batch_axis(ax, batches)  # every panel the sweep's batches, drawn or not
-    drawn = {r.new_tokens for r in rows if r.break_even.first_u is not None or r.break_even.verdict.startswith("never")}
+    drawn = {r.new_tokens for r in rows
+             if r.break_even.first_u is not None or r.break_even.verdict.startswith("never")}
     if drawn:  # once for the figure: a legend in each panel covered its marks
         handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
                    for count, color in colors.items() if count in drawn]
@@ -272,20 +287,21 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
                     Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
                            label="only up to U")]
         if any(r.break_even.verdict.startswith("never") for r in rows):
-            handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label="never (at the top)"))
-        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8)
+            handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER))
+        figure_legend(fig, handles, [h.get_label() for h in handles])
     return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
 
 
-def _break_even_marks(ax, rows, colors, batches) -> list[float]:
+def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
-    "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross at the top;
-    returns the U drawn. Where the
-    counts share a U (1, mostly) their lines coincide: each count's is drawn thinner than the one before, so
-    every colour shows, and its triangles sit a little apart."""
-    values = []
+    "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross in a grey
+    band at the top, where no U is drawn; returns the U drawn. Where the counts share a U (1, mostly) their lines
+    coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
+    crosses sit a little apart; and whether a "never" was drawn."""
+    values, band = [], False  # band: a "never" drawn
     for index, (tokens, color) in enumerate(colors.items()):
+        shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
         line = {r.batch: r.break_even for r in rows if r.new_tokens == tokens}
         froms = [line[b].first_u if b in line and line[b].first_u is not None and line[b].last_u is None
                  else float("nan") for b in batches]
@@ -295,7 +311,6 @@ def _break_even_marks(ax, rows, colors, batches) -> list[float]:
                     linewidth=max(4 - index, 1))
             values += [u for u in froms if u == u]
         if ups:
-            shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
             ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
                        edgecolors=color)
             values += [u for _, u in ups]
@@ -303,10 +318,22 @@ def _break_even_marks(ax, rows, colors, batches) -> list[float]:
         # than generate()) hides as a gap under the other counts' lines
         nevers = [b for b in batches if b in line and line[b].verdict.startswith("never")]
         if nevers:
-            shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
-            ax.scatter([b * shift for b in nevers], [0.95] * len(nevers), marker="x", color=color,
+            ax.scatter([b * shift for b in nevers], [NEVER_AT] * len(nevers), marker="x", color=color,
                        transform=ax.get_xaxis_transform())
-    return values
+            band = True
+    return values, band
+
+
+def _never_band(ax) -> None:
+    """The grey band the "never" crosses sit in, named, with the U axis raised so no U is drawn in it: a cross
+    on a U axis alone read as a U near the top."""
+    low, high = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        ax.set_ylim(low, low * (high / low) ** (1 / 0.86))
+    else:
+        ax.set_ylim(low, low + (high - low) / 0.86)
+    ax.fill_between([0, 1], NEVER_AT - 0.05, NEVER_AT + 0.05, color="#eeeeee", zorder=0, transform=ax.transAxes)
+    ax.text(-0.015, NEVER_AT, "never", transform=ax.transAxes, fontsize=8, va="center", ha="right")  # a tick's place
 
 
 def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -343,6 +370,6 @@ FIGURES = (
     ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
     ("after-update", "First call after a real update vs batch, per variant", after_update_figure),
     ("break-even", "Break-even: rollouts per update U from which each variant pays off (dots), or up to which "
-                   "only (open triangles), vs batch", break_even_figure),
+                   "only (open triangles), vs batch; never: crosses in the grey band at the top", break_even_figure),
     ("growth", "Steady time vs new tokens with the fitted line a + b n, per batch", growth_figure),
 )

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .figures import save_png
+from .figures import fit_suptitle, save_png
 from .sweep_figures import legend, line_colors
 from .text import MIB
 
@@ -163,7 +163,7 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
             if not drawn:
                 ax.text(0.5, 0.5, "no two models with this value", ha="center", va="center",
                         transform=ax.transAxes, fontsize=8)
-            elif row and max(ys) - min(ys) < 0.05 * max(abs(y) for y in ys):
+            elif row and max(ys) - min(ys) < 0.05 * max(abs(y) for y in ys):  # row 0, the speed-up, has its 1x line
                 # nearly one value (hf-compile's -32 MiB: one cuBLAS workspace): from 0, not a trend in 0.3 MiB
                 ax.set_ylim(min(0, min(ys)) * 1.2, max(0, max(ys)) * 1.2 or 1)
             if row == 0:
@@ -177,9 +177,9 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
     legend(fig, axes.flat)  # under the panels: one in each top panel covered its points
-    fig.suptitle(f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its own "
-                 "model's valid points; synthetic and pretrained named at each tick, lines only between models of\n"
-                 "one label; the models in full in the bottom row)", fontsize=10)
+    fit_suptitle(fig, f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its "
+                      "own model's valid points; synthetic and pretrained named at each tick, lines only between "
+                      "models of one label; the models in full in the bottom row)")
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir), dpi=100)

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
-from .figures import fit_text, fit_title, fit_ylabel, save_png
+from .figures import fit_suptitle, fit_title, fit_ylabel, save_png
 from .sweep_figures import (bars_name, batch_axis, by_tokens, grid, legend, line_colors, safe_stem,
                             settings_heading)
 
@@ -48,7 +48,7 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
     eager = any(r.eager for r in rows)  # said only where drawn: a probe's points may run no eager
     title = (f"{settings_heading(points)}\nsteady speed against {base} vs batch"
              + (" (dotted: eager in the same two points, how far they moved run to run)" if eager else ""))
-    fig.suptitle(fit_text(title, 0.95 * fig.get_figwidth(), 10), fontsize=10)
+    fit_suptitle(fig, title)
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, settings_path(figures_dir, points), dpi=100)

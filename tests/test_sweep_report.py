@@ -616,8 +616,11 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     (line,) = lines
     assert [x for x, _ in line] == [1, 2, 4, 8] and [y for _, y in line][0::2] == [2, 2]
     assert all(np.isnan(y) for _, y in line[1::2])  # no line from batch 1 to 4 across batch 2's other verdict
-    triangles, crosses_16, crosses_64 = marks
+    triangles, crosses_16, crosses_64, ring = marks
     assert len(triangles) == 1 and triangles[0][1] == 9.0 and 1.5 < triangles[0][0] < 2.5  # batch 2, a little apart
+    # batch 2's verdict is contradicted by the steady states before the update (above): a red ring on its triangle
+    scatters = [c for c in axis.collections if isinstance(c, PathCollection)]
+    assert ring == triangles and scatters[-1].get_edgecolor().tolist() == [[0.8, 0.0, 0.0, 1.0]]
     assert axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
     # "never" in a grey band at the panel's top (over the batch), where a gap alone would hide under other lines
     at = sweep_figures.NEVER_AT
@@ -630,7 +633,8 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     to_axes = axis.transAxes.inverted().transform
     assert to_axes(axis.transData.transform((2, 9.0)))[1] < at - 0.05
     labels = [text.get_text() for text in figure.legends[0].get_texts()]  # once, for the figure
-    assert labels == ["16 new tokens", "64 new tokens", "pays off from U", "only up to U", sweep_figures.NEVER]
+    assert labels == ["16 new tokens", "64 new tokens", "pays off from U", "only up to U", sweep_figures.NEVER,
+                      sweep_figures.TURNED]
     assert axis.get_legend() is None
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 

@@ -13,7 +13,7 @@ from rollout_study import sweep_curves as curves
 from rollout_study import sweep_settings as settings
 from rollout_study.present import sweep as report
 from rollout_study.present import sweep_readme
-from rollout_study.present.sweep_figures import model_stem, model_title
+from rollout_study.present.sweep_panels import model_stem, model_title
 from rollout_study.present.sweep_settings_figure import settings_figure
 from rollout_study.result import Result
 from rollout_study.stats import ratio_interval

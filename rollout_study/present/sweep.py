@@ -24,7 +24,8 @@ from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, placement_lines, time_table, wall_table
 from .sweep_definitions import definitions
-from .sweep_figures import FIGURES, OVER_BATCH, model_name, model_title, path, settings_heading
+from .sweep_figures import FIGURES, OVER_BATCH
+from .sweep_panels import model_name, model_title, path, settings_heading
 from .sweep_settings_figure import settings_figure, settings_path
 from .text import MIB, NO_GRAPH_NOTE
 

@@ -4,155 +4,22 @@ Each function takes one section's valid points (one model at one setting: sweep_
 bare matplotlib Figure, saved as PNG when given a folder. A panel per variant (whatever engines the points ran;
 the capture figure a row of panels per variant), one line per new-token count (or per batch, against new tokens);
 batch sizes are powers of two, so the batch axis is log 2. The numbers come from sweep_curves.py; failed or
-invalid points never reach a figure, whose title names them. The settings figure (sweep_settings_figure.py) and
-the models side by side (sweep_scale.py) draw with these panels and lines.
+invalid points never reach a figure, whose title names them. The panels, lines, names and titles are
+sweep_panels.py's, which the settings figure (sweep_settings_figure.py) and the models side by side
+(sweep_scale.py) draw with too.
 """
 from __future__ import annotations
 
-import os
-import re
-
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+from matplotlib.ticker import MaxNLocator
 
 from .. import sweep_curves as curves
-from .. import sweep_settings as settings
-from ..stats import interval_name
 from ..sweep_curves import Point
-from .figures import fit_suptitle, fit_ylabel, log_axis, save_png
-from .text import LABEL_TITLES, MIB, NO_GRAPH_NOTE
-
-
-def model_name(points: list[Point]) -> str:
-    """Label first, so a synthetic shape is never read as the pretrained model."""
-    label, name, dtype = points[0].model
-    return f"{LABEL_TITLES[label]}: {name}, {dtype}"
-
-
-def model_title(points: list[Point]) -> str:
-    """A section's title: the model, its setting where the sweep varied more than the curves' axes (a section's
-    points share it), the machine."""
-    setting = settings.text(points[0].setting)
-    return f"{model_name(points)}{', ' + setting if setting else ''}, on {points[0].result.machine}"
-
-
-def settings_heading(points: list[Point]) -> str:
-    """A model's settings side by side: its name and machine, every setting's points."""
-    return f"{model_name(points)}, on {points[0].result.machine}: settings side by side"
-
-
-def safe_stem(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
-
-
-def model_stem(points: list[Point]) -> str:
-    label, name, dtype = points[0].model
-    return safe_stem(f"{label}-{name}-{dtype}-{settings.text(points[0].setting)}")
-
-
-def line_colors(keys) -> dict:
-    """One viridis colour per distinct key (new-token count, batch, ...), in sorted order: every sweep figure,
-    the models side by side among them, reads its lines on the same scale."""
-    keys = sorted(set(keys))
-    cmap = colormaps["viridis"]
-    return {k: cmap(0.85 * i / max(len(keys) - 1, 1)) for i, k in enumerate(keys)}
-
-
-def batch_axis(ax, batches) -> None:
-    ticks = sorted(set(batches))
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlabel("batch size")
-    ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)  # every batch off the edges, one alone too
-
-
-COLUMNS = 3  # panels per row of a one-quantity figure: six variants in one row left each too narrow to read
-
-
-def grid(n: int, height: float = 3.6):
-    """A figure of `n` panels, COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
-    columns = max(min(n, COLUMNS), 1)
-    rows = max(-(-n // columns), 1)
-    fig = Figure(figsize=(max(5.0 * columns, 6), height * rows), layout="constrained")
-    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
-    for spare in axes[n:]:
-        spare.set_visible(False)
-    return fig, axes[:max(n, 1)]
-
-
-def _finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str,
-            not_drawn: str = "") -> Figure:
-    """Titled with the section and, where some of its points failed or are invalid, which (`not_drawn`: a line
-    that ends early would otherwise read as a sweep that stopped there)."""
-    note = "" if points[0].result.cuda_graph else "\n" + NO_GRAPH_NOTE
-    fit_suptitle(fig, f"{model_title(points)}: {what}{note}" + (f"\n{not_drawn}" if not_drawn else ""))
-    if figures_dir is not None:
-        os.makedirs(figures_dir, exist_ok=True)
-        save_png(fig, path(figures_dir, points, kind), dpi=100)
-    return fig
-
-
-def path(figures_dir: str, points: list[Point], kind: str) -> str:
-    return os.path.join(figures_dir, f"sweep-{model_stem(points)}-{kind}.png")
-
-
-def by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None) -> list[float]:
-    """One line per new-token count of `variant`'s rows against batch; returns the plotted values.
-    `interval`: a row's (low, high), drawn as an error bar where both are known."""
-    values = []
-    for index, (tokens, color) in enumerate(colors.items()):
-        line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
-        kept = [(r, y(r)) for r in line if y(r) is not None]
-        # With intervals, each new-token count's line sits a little apart (the axis is log 2), so bars at one
-        # batch do not hide each other
-        shift = 2 ** (0.05 * (index - (len(colors) - 1) / 2)) if interval else 1.0
-        if kept:
-            ax.plot([r.batch * shift for r, _ in kept], [v for _, v in kept], marker="o", color=color,
-                    label=f"{tokens} new tokens")
-            values += [v for _, v in kept]
-            for r, v in kept:
-                low, high = interval(r) if interval else (None, None)
-                if low is not None and high is not None:
-                    ax.errorbar([r.batch * shift], [v], yerr=[[v - low], [high - v]], color=color, capsize=2,
-                                linewidth=0.8)
-                    values += [low, high]
-    if log and values and max(values) > min(values):  # one value has no decade to span: left linear
-        log_axis(ax, values)
-    ax.grid(alpha=0.3)
-    return values
-
-
-def _log(ax, before: str, after: str = "") -> str:
-    """"log" for an axis label where `by_tokens` drew a log axis (one value everywhere leaves it linear)."""
-    return f"{before}log{after}" if ax.get_yscale() == "log" else ""
-
-
-def bars_name(ratios) -> str:
-    """What a panel's bars are: with 3 calls a side every 95% interval is its calls' whole range (stats.Ratio)."""
-    mixed = any(r.whole_range for r in ratios) and not all(r.whole_range for r in ratios)
-    return f"bars: {interval_name(ratios)}" + (", some the whole range" if mixed else "")
-
-
-def legend(fig: Figure, axes) -> None:
-    """One legend for the figure, under its panels, of every label its panels draw (a legend inside a panel
-    covered its points)."""
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        figure_legend(fig, list(handles.values()), list(handles))
-
-
-def figure_legend(fig: Figure, handles, labels) -> None:
-    """Under the panels, in as many columns as the figure's width holds (about 1.9 inches an entry at this size):
-    a one-panel figure's legend of six entries in a row ran past both its edges."""
-    columns = max(1, min(len(handles), int(fig.get_figwidth() // 1.9)))
-    fig.legend(handles, labels, loc="outside lower center", ncol=columns, fontsize=8)
+from .figures import fit_ylabel, log_axis
+from .sweep_panels import (bars_name, batch_axis, by_tokens, figure_legend, finish, grid, legend, line_colors,
+                           log_said)
+from .text import MIB
 
 
 def speedup_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -173,7 +40,7 @@ def speedup_figure(points: list[Point], figures_dir: str | None = None, not_draw
         fit_ylabel(ax, f"speed-up over eager generate() (steady, {bounds})")
         batch_axis(ax, [p.batch for p in points])
     legend(fig, axes)
-    return _finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup", not_drawn)
+    return finish(fig, points, "steady speed-up vs batch", figures_dir, "speedup", not_drawn)
 
 
 def latency_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -184,10 +51,10 @@ def latency_figure(points: list[Point], figures_dir: str | None = None, not_draw
     for ax, variant in zip(axes, names):
         by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
         ax.set_title(variant, fontsize=9)
-        fit_ylabel(ax, f"ms per generated token (steady / (requests x new tokens){_log(ax, ', ')})", 7)
+        fit_ylabel(ax, f"ms per generated token (steady / (requests x new tokens){log_said(ax, ', ')})", 7)
         batch_axis(ax, [p.batch for p in points])
     legend(fig, axes)
-    return _finish(fig, points, "per-token latency vs batch", figures_dir, "latency", not_drawn)
+    return finish(fig, points, "per-token latency vs batch", figures_dir, "latency", not_drawn)
 
 
 # Linear axes: a growth of zero (the pool already large enough) is a value to show, which a log axis cannot
@@ -222,8 +89,8 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
             batch_axis(ax, [p.batch for p in points])
             ax.set_title(variant, fontsize=9)
     legend(fig, axes.flat)
-    return _finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture",
-                   not_drawn)
+    return finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture",
+                  not_drawn)
 
 
 def after_update_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -238,13 +105,16 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None, not
         if values and max(values) > min(values):  # one scale for every panel: the policies' first calls compare
             log_axis(ax, values)
         ax.set_title(variant, fontsize=9)
-        fit_ylabel(ax, f"first call after a real update (ms{_log(ax, ', ')}, one scale for all panels)")
+        fit_ylabel(ax, f"first call after a real update (ms{log_said(ax, ', ')}, one scale for all panels)")
         batch_axis(ax, [p.batch for p in points])
     legend(fig, axes)
-    return _finish(fig, points, "first call after an update vs batch", figures_dir, "after-update", not_drawn)
+    return finish(fig, points, "first call after an update vs batch", figures_dir, "after-update", not_drawn)
 
 
 NEVER, NEVER_AT = "never (grey band at the top)", 0.94  # axes fraction: above the margin the U axis keeps
+# breakeven._disagrees_before's words: a verdict read after the updates that the steady states before them
+# contradict (1B buckets, batch 64 / 512 tokens: U=1 from a tie after, 0.893x before)
+BEFORE, TURNED = "but before any update", "the other way before any update (red ring)"
 
 
 def break_even_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -253,9 +123,11 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
     fig, axes = grid(len(pairs))
     colors = line_colors(p.new_tokens for p in points)
     batches = sorted({p.batch for p in points})
+    any_turned = False
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        values, nevers = _break_even_marks(ax, mine, colors, batches)
+        values, nevers, turned = _break_even_marks(ax, mine, colors, batches)
+        any_turned = any_turned or turned
         # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
         unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
         if unplotted:
@@ -276,7 +148,7 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
             _never_band(ax)
         ax.grid(alpha=0.3)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
-        fit_ylabel(ax, f"rollouts per update U{_log(ax, ' (', ')')}")
+        fit_ylabel(ax, f"rollouts per update U{log_said(ax, ' (', ')')}")
         batch_axis(ax, batches)  # every panel the sweep's batches, drawn or not
     drawn = {r.new_tokens for r in rows
              if r.break_even.first_u is not None or r.break_even.verdict.startswith("never")}
@@ -288,24 +160,29 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
                            label="only up to U")]
         if any(r.break_even.verdict.startswith("never") for r in rows):
             handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER))
+        if any_turned:
+            handles.append(Line2D([], [], marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#c00",
+                                  linestyle="none", label=TURNED))
         figure_legend(fig, handles, [h.get_label() for h in handles])
-    return _finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
+    return finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
 
 
-def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
+def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool, bool]:
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
     "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross in a grey
     band at the top, where no U is drawn; returns the U drawn. Where the counts share a U (1, mostly) their lines
     coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
-    crosses sit a little apart; and whether a "never" was drawn."""
-    values, band = [], False  # band: a "never" drawn
+    crosses sit a little apart. A U whose verdict the steady states before the updates contradict gets a red
+    ring. Returns the U drawn, and whether a "never" and a ring were drawn."""
+    values, band, rings = [], False, []  # band: a "never" drawn
     for index, (tokens, color) in enumerate(colors.items()):
         shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
         line = {r.batch: r.break_even for r in rows if r.new_tokens == tokens}
         froms = [line[b].first_u if b in line and line[b].first_u is not None and line[b].last_u is None
                  else float("nan") for b in batches]
         ups = [(b, line[b].last_u) for b in batches if b in line and line[b].last_u is not None]
+        rings += [(b, u) for b, u in zip(batches, froms) if u == u and BEFORE in line[b].verdict]
         if any(u == u for u in froms):  # NaN is not equal to itself
             ax.plot(batches, froms, marker="o", color=color, markersize=max(9 - 2 * index, 3),
                     linewidth=max(4 - index, 1))
@@ -314,6 +191,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
             ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
                        edgecolors=color)
             values += [u for _, u in ups]
+            rings += [(b * shift, u) for b, u in ups if BEFORE in line[b].verdict]
         # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
         # than generate()) hides as a gap under the other counts' lines
         nevers = [b for b in batches if b in line and line[b].verdict.startswith("never")]
@@ -321,7 +199,10 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
             ax.scatter([b * shift for b in nevers], [NEVER_AT] * len(nevers), marker="x", color=color,
                        transform=ax.get_xaxis_transform())
             band = True
-    return values, band
+    if rings:
+        ax.scatter([b for b, _ in rings], [u for _, u in rings], marker="o", s=150, facecolors="none",
+                   edgecolors="#c00", linewidths=1.2, zorder=5)
+    return values, band, bool(rings)
 
 
 def _never_band(ax) -> None:
@@ -355,8 +236,8 @@ def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # each panel's own slopes: one legend for all could not say whose
             ax.legend(fontsize=7, loc="upper left")
-    return _finish(fig, points, "steady time vs new tokens n; lines: least squares a + b n, colours: batch size",
-                   figures_dir, "growth", not_drawn)
+    return finish(fig, points, "steady time vs new tokens n; lines: least squares a + b n, colours: batch size",
+                  figures_dir, "growth", not_drawn)
 
 
 # (file kind, caption, function)

@@ -18,7 +18,7 @@ from ..result import Result
 from . import sweep_repeats, sweep_scale
 from .markdown import table
 from .sweep import models_without_a_valid_point, wall_seconds
-from .sweep_figures import model_title
+from .sweep_panels import model_title
 from .text import fill_blocks, readme_blocks
 
 BLOCK = readme_blocks("sweep")

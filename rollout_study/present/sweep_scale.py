@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
 from .figures import fit_suptitle, save_png
-from .sweep_figures import legend, line_colors
+from .sweep_panels import legend, line_colors
 from .text import MIB
 
 Models = dict  # (label, name, dtype) -> that model's valid points, as curves.by_model gives them

@@ -1,5 +1,5 @@
 """The sweep report's settings figure: one model's settings side by side (sweep_settings.py), its points at
-every setting (curves.by_model), drawn with the section figures' panels, lines and bars (sweep_figures.py)."""
+every setting (curves.by_model), drawn with the section figures' panels, lines and bars (sweep_panels.py)."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
 from .figures import fit_suptitle, fit_title, fit_ylabel, save_png
-from .sweep_figures import (bars_name, batch_axis, by_tokens, grid, legend, line_colors, safe_stem,
-                            settings_heading)
+from .sweep_panels import (bars_name, batch_axis, by_tokens, grid, legend, line_colors, safe_stem,
+                           settings_heading)
 
 
 def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figure | None:

@@ -123,11 +123,9 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
     fig, axes = grid(len(pairs))
     colors = line_colors(p.new_tokens for p in points)
     batches = sorted({p.batch for p in points})
-    any_turned = False
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        values, nevers, turned = _break_even_marks(ax, mine, colors, batches)
-        any_turned = any_turned or turned
+        values, nevers = _break_even_marks(ax, mine, colors, batches)
         # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
         unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
         if unplotted:
@@ -160,21 +158,26 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
                            label="only up to U")]
         if any(r.break_even.verdict.startswith("never") for r in rows):
             handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER))
-        if any_turned:
+        if any(_turned(r.break_even) for r in rows):
             handles.append(Line2D([], [], marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#c00",
                                   linestyle="none", label=TURNED))
         figure_legend(fig, handles, [h.get_label() for h in handles])
     return finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
 
 
-def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool, bool]:
+def _turned(break_even) -> bool:
+    """A U drawn (from, or only up to) whose verdict the steady states before the updates contradict."""
+    return break_even.first_u is not None and BEFORE in break_even.verdict
+
+
+def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
     "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross in a grey
-    band at the top, where no U is drawn; returns the U drawn. Where the counts share a U (1, mostly) their lines
+    band at the top, where no U is drawn. Where the counts share a U (1, mostly) their lines
     coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
     crosses sit a little apart. A U whose verdict the steady states before the updates contradict gets a red
-    ring. Returns the U drawn, and whether a "never" and a ring were drawn."""
+    ring. Returns the U drawn, and whether a "never" was drawn."""
     values, band, rings = [], False, []  # band: a "never" drawn
     for index, (tokens, color) in enumerate(colors.items()):
         shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
@@ -182,7 +185,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool, boo
         froms = [line[b].first_u if b in line and line[b].first_u is not None and line[b].last_u is None
                  else float("nan") for b in batches]
         ups = [(b, line[b].last_u) for b in batches if b in line and line[b].last_u is not None]
-        rings += [(b, u) for b, u in zip(batches, froms) if u == u and BEFORE in line[b].verdict]
+        rings += [(b, u) for b, u in zip(batches, froms) if u == u and _turned(line[b])]
         if any(u == u for u in froms):  # NaN is not equal to itself
             ax.plot(batches, froms, marker="o", color=color, markersize=max(9 - 2 * index, 3),
                     linewidth=max(4 - index, 1))
@@ -191,7 +194,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool, boo
             ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
                        edgecolors=color)
             values += [u for _, u in ups]
-            rings += [(b * shift, u) for b, u in ups if BEFORE in line[b].verdict]
+            rings += [(b * shift, u) for b, u in ups if _turned(line[b])]
         # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
         # than generate()) hides as a gap under the other counts' lines
         nevers = [b for b in batches if b in line and line[b].verdict.startswith("never")]
@@ -202,7 +205,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool, boo
     if rings:
         ax.scatter([b for b, _ in rings], [u for _, u in rings], marker="o", s=150, facecolors="none",
                    edgecolors="#c00", linewidths=1.2, zorder=5)
-    return values, band, bool(rings)
+    return values, band
 
 
 def _never_band(ax) -> None:

@@ -148,17 +148,18 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
                 by_model = shared.get((variant, tokens, batch, requests), {})
                 # each batch a little apart at its model's tick: two batches of one value would hide each other
                 offset = 0.3 * (index / (len(lines) - 1) - 0.5) if len(lines) > 1 else 0.0
-                xy = [(keys.index(key) + offset, value(r)) for key, r in by_model.items() if value(r) is not None]
+                xy = [(keys.index(key), value(r)) for key, r in by_model.items() if value(r) is not None]
                 if len(xy) >= 2:
                     xy.sort()
                     ys += [y for _, y in xy]
                     color = colors[(batch, requests)]
-                    ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", linestyle="none", color=color,
-                            label=f"batch {batch}" + ("" if requests == batch else f", {requests} requests"))
+                    said = f"batch {batch}" + ("" if requests == batch else f", {requests} requests")
+                    ax.plot([x + offset for x, _ in xy], [y for _, y in xy], marker="o", linestyle="none",
+                            color=color, label=said)
                     # A line only between neighbours of one label: none draws a trend from synthetic to pretrained.
                     for (x0, y0), (x1, y1) in zip(xy, xy[1:]):
-                        if keys[round(x0 - offset)][0] == keys[round(x1 - offset)][0]:
-                            ax.plot([x0, x1], [y0, y1], color=color)
+                        if keys[x0][0] == keys[x1][0]:
+                            ax.plot([x0 + offset, x1 + offset], [y0, y1], color=color)
                     drawn = True
             if not drawn:
                 ax.text(0.5, 0.5, "no two models with this value", ha="center", va="center",

@@ -212,6 +212,7 @@ class Capture:
     peak_delta_bytes: int | None
     kept_bytes: int | None
     reserved_delta_bytes: int | None
+    opened_run: bool = False  # the run's first call: no call before it for a reserved growth
 
 
 def _minus(a, b):
@@ -229,7 +230,8 @@ def captures(points: list[Point]) -> list[Capture]:
                 memory, start = call.memory_bytes, call.memory_bytes.get("phase_start_allocated")
                 rows.append(Capture(call.variant, p.new_tokens, p.batch, call.breakdown_ms["capture"], call.captures,
                                     _minus(memory.get("peak_allocated"), start), _minus(memory.get("allocated"), start),
-                                    _minus(memory.get("reserved"), previous and previous.memory_bytes.get("reserved"))))
+                                    _minus(memory.get("reserved"), previous and previous.memory_bytes.get("reserved")),
+                                    previous is None))
             previous = call
     return _ordered(rows)
 

@@ -415,6 +415,15 @@ def test_engine_groups_at_one_place_each_keep_their_own_eager_base_and_eager_is_
     assert after == [(2, 50.0), (4, 1)]
     assert [r.variant for r in curves.latencies(usable) if r.batch == 2] == ["eager", "graph[reuse]", "hf-compile"]
     assert [(g.variant, g.batch) for g in curves.growth(usable) if g.variant == "eager"] == [("eager", 2), ("eager", 4)]
+    # the eager panels draw the first group's: said, with how far the groups' own differ (120 over 100 ms here),
+    # for each speed-up divides by its own (the 1B sweep's eager and hf-compile panels read 1.0x beside its 1.64x)
+    for make in (sweep_figures.latency_figure, sweep_figures.growth_figure, sweep_figures.after_update_figure):
+        titles = [" ".join(ax.get_title().split()) for ax in make(usable).axes if ax.get_visible()]
+        assert titles[0] == ("eager: the first engine group's (each group ran its own, up to 1.20x apart at one "
+                             "place; each speed-up divides by its group's)")
+        assert titles[1:] == ["graph[reuse]", "hf-compile"]
+    alone = [p for p in usable if p.slug != "compiled"]  # one group: its eager is every speed-up's
+    assert sweep_figures.latency_figure(alone).axes[0].get_title() == "eager"
 
 
 def test_a_place_is_the_points_parameters_less_its_engines_and_each_variant_is_drawn_once_there():
@@ -621,7 +630,9 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     # batch 2's verdict is contradicted by the steady states before the update (above): a red ring on its triangle
     scatters = [c for c in axis.collections if isinstance(c, PathCollection)]
     assert ring == triangles and scatters[-1].get_edgecolor().tolist() == [[0.8, 0.0, 0.0, 1.0]]
-    assert axis.collections[0].get_facecolor().size == 0  # open: only up to U=9
+    # open (white) over the lines: the 1B batch 16 / 512 tokens triangle hid under the U=1 lines of other counts
+    assert axis.collections[0].get_facecolor().tolist() == [[1.0, 1.0, 1.0, 1.0]]
+    assert axis.collections[0].get_zorder() > max(line.get_zorder() for line in axis.get_lines())
     # "never" in a grey band at the panel's top (over the batch), where a gap alone would hide under other lines
     at = sweep_figures.NEVER_AT
     assert [(round(x), y) for x, y in crosses_16] == [(8, at)]
@@ -639,20 +650,38 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
 
 
-def test_a_section_of_one_batch_size_draws_no_figure_over_batch_and_says_so(tmp_path):
+def test_the_break_even_legend_names_only_marks_drawn_and_a_panel_with_no_u_has_no_u_ticks():
+    # graph[reuse] pays off from U=1 everywhere; graph[recapture] never: no triangle anywhere (the probes' figures
+    # had listed one), and the never panel's U axis has no value to tick (it read -0.05 to 0.06)
+    eager, firsts, never = (300, 100, 100, 50), (400, 10, 10, 10), (400, 200, 200, 60)
+    points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": firsts, "graph[recapture]": never}))
+              for b in (1, 2)]
+    figure = sweep_figures.break_even_figure(points)
+    labels = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert labels == ["16 new tokens", "pays off from U", sweep_figures.NEVER]
+    (nothing,) = [ax for ax in figure.axes if ax.get_title() == "graph[recapture] vs eager"]
+    (ones,) = [ax for ax in figure.axes if ax.get_title() == "graph[reuse] vs eager"]
+    assert list(nothing.get_yticks()) == [] and len(ones.get_yticks()) > 0
+
+
+def test_a_section_of_one_batch_size_draws_no_figure_over_batch_and_one_of_one_token_count_no_growth(tmp_path):
     times = {"eager": (1, 100.0, 1, 100.0), "graph[reuse]": (1, 10.0, 1, 10.0)}
     record = {"spec": {"name": "s"}, "wall": {"executor": "local", "seconds": 1.0}}
     one = {f"b1-{n}": point(1, n, times) for n in (16, 64)}
     two = {**one, "b2-16": point(2, 16, times), "b2-64": point(2, 64, times)}
-    for results, kinds in ((one, ["growth"]), (two, [kind for kind, _, _ in sweep_figures.FIGURES])):
-        figures = tmp_path / f"figures-{len(results)}"
+    count = {"b1-16": one["b1-16"], "b2-16": two["b2-16"]}  # the Ray smoke sweep's shape: 16 tokens alone
+    every = [kind for kind, _, _ in sweep_figures.FIGURES]
+    for name, results, kinds in (("one", one, ["growth"]), ("two", two, every),
+                                 ("count", count, [kind for kind in every if kind != "growth"])):
+        figures = tmp_path / f"figures-{name}"
         record["points"] = [{"slug": s, "status": "valid"} for s in results]
         blocks = report.blocks(record, loaded(results), str(figures), folder=tmp_path)
         drawn = [b.body for b in blocks if b.kind == "figure"]
         assert len(drawn) == len(kinds) and all(d.endswith(f"-{kind}.png") for d, kind in zip(drawn, kinds))
         assert sorted(p.name for p in figures.glob("*.png")) == sorted(Path(d).name for d in drawn)
-        notes = [b.text for b in blocks if b.kind == "note" and b.text.startswith("one batch size here")]
-        assert notes == ([report.ONE_BATCH_NOTE.format(batch=1)] if results is one else [])
+        notes = [b.text for b in blocks if b.kind == "note" and b.text.startswith("one ")]
+        assert notes == {"one": [report.ONE_BATCH_NOTE.format(batch=1)], "two": [],
+                         "count": [report.ONE_COUNT_NOTE.format(tokens=16)]}[name]
 
 
 def test_intervals_that_are_their_samples_whole_range_are_named_so_in_the_answer_and_the_speed_up_caption(tmp_path):
@@ -762,6 +791,14 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     for marks, line in zip(axis.collections, axis.lines):  # each batch's points (new tokens, steady), its fit a + b n
         assert [tuple(map(float, xy)) for xy in marks.get_offsets()] == [(16.0, 20.0), (64.0, 50.0)]
         assert list(line.get_xdata()) == [16, 64] and list(line.get_ydata()) == pytest.approx([20.0, 50.0])
+    assert "lines: least squares a + b n, colours: batch size" in _said(axis.figure.get_suptitle())
+    # a batch with one valid token count has no line: its dot is named in the legend, not left unlabelled
+    lone = points + [curves.Point("b8-16", point(8, 16, timed(16), requests=16))]
+    (axis,) = [ax for ax in sweep_figures.growth_figure(lone).axes if ax.get_title() == "graph[reuse]"]
+    assert axis.get_legend_handles_labels()[1][-1] == "batch 8: one new-token count, no line"
+    # one batch, one count: the title promises neither lines nor colours it does not draw
+    title = _said(sweep_figures.growth_figure(points[:1]).get_suptitle())
+    assert title.endswith("steady time vs new tokens n") and "lines" not in title and "colours" not in title
     # a GPU run's title has no CPU note; a CPU run's says its graph engine ran eagerly
     assert NO_GRAPH_NOTE not in _said(sweep_figures.speedup_figure(points).get_suptitle())
     for p in points:
@@ -848,12 +885,22 @@ def test_only_a_capture_panel_with_nothing_recorded_says_not_recorded():
         for call in data["calls"]:
             call["memory_bytes"] = {"allocated": None, "reserved": None, "peak_allocated": None}
         cpu.append(curves.Point(p.slug, Result.from_dict(data)))
+    first = []  # the turn-order probes: graph[reuse]'s first call opens the run, so no growth is counted from one
+    for p in gpu:
+        data = p.result.to_dict()
+        opening = next(c for c in data["calls"] if c["engine"] != "eager" and (c["cycle"], c["phase"]) == (0, "first"))
+        data["calls"] = [opening] + [c for c in data["calls"] if c is not opening]
+        first.append(curves.Point(p.slug, Result.from_dict(data)))
     labels = [label for label, _ in sweep_figures.MEMORY_ROWS]
-    for points, silent in ((gpu, set(labels)), (cpu, {labels[0]})):
+    opened = "none: its first call opened the run,\nno call before it to count from"
+    cpu_said = "not recorded (no CUDA allocator on the CPU)"
+    for points, silent, why in ((gpu, set(labels), ""), (cpu, {labels[0]}, cpu_said), (first, set(labels[:2]), opened)):
         for ax in sweep_figures.capture_figure(points).axes:
             said, label = [t.get_text() for t in ax.texts], _said(ax.get_ylabel())
-            assert said == ([] if label in silent else ["not recorded (no CUDA allocator on the CPU)"])
+            assert said == ([] if label in silent else [why])
             assert bool(ax.lines) == (label in silent), label
+            if ax.lines:  # from 0: a 0.6% move in peak had filled a panel; growth may fall below it
+                assert ax.get_ylim()[0] <= 0 <= ax.get_ylim()[1]
 
 
 def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(tmp_path):
@@ -869,7 +916,8 @@ def test_a_sections_failed_points_are_named_in_its_figures_titles_and_captions(t
             "(graph failed)")
     blocks = report.blocks(record, entries, str(tmp_path / "figures"), tmp_path)
     captions = [b.text for b in blocks if b.kind == "figure"]
-    assert len(captions) == len(sweep_figures.FIGURES) and all(c.endswith(f"; {said}") for c in captions)
+    # every figure but the growth (one new-token count: report.ONE_COUNT_NOTE)
+    assert len(captions) == len(sweep_figures.FIGURES) - 1 and all(c.endswith(f"; {said}") for c in captions)
     usable, rejected = curves.split(entries)
     figure = sweep_figures.speedup_figure(usable, None, report.not_drawn(usable, rejected))
     assert said in _said(figure.get_suptitle())

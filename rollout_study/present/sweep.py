@@ -24,7 +24,7 @@ from .notebook import Block, blocks_markdown
 from .provenance import provenance_line
 from .sweep_cost import HOST_CAPTION, host_lines, host_table, placement_lines, time_table, wall_table
 from .sweep_definitions import definitions
-from .sweep_figures import FIGURES, OVER_BATCH
+from .sweep_figures import FIGURES, OVER_BATCH, OVER_TOKENS
 from .sweep_panels import model_name, model_title, path, settings_heading
 from .sweep_settings_figure import settings_figure, settings_path
 from .text import MIB, NO_GRAPH_NOTE
@@ -108,11 +108,15 @@ def settings_table(points) -> pd.DataFrame:
 
 
 ONE_BATCH_NOTE = ("one batch size here ({batch}): the figures over batch (speed-up, latency, capture, first call "
-                  "after an update, break-even) would draw a point per line, so only the growth over new tokens is "
-                  "drawn; the tables below give every figure")
-SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, per variant: the first setting's steady median "
-                           "over this one's vs batch, one line per new-token count, with its 95% bootstrap interval; "
-                           "dotted, eager generate()'s in the same two points (their run-to-run drift)")
+                  "after an update, break-even) would draw a point per line, so they are left out; the tables below "
+                  "give every figure")
+ONE_COUNT_NOTE = ("one new-token count here ({tokens}): the growth figure (steady time vs new tokens) would draw a "
+                  "dot per batch and no line, so it is left out; the growth table gives each point")
+SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, a row per setting, a panel per variant: the first "
+                           "setting's steady median over this one's vs batch, one line per new-token count, with its "
+                           "95% bootstrap interval; then, on its own axis, eager generate()'s in the same two points "
+                           "(their run-to-run drift where the setting leaves eager alone; its panel says where the "
+                           "setting changes what eager runs)")
 
 
 def settings_caption(points) -> str:
@@ -303,13 +307,15 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             Block("table", HOST_CAPTION, host_table(loaded))]
     for points in curves.by_section(usable).values():
         out.append(Block("heading", model_title(points), 2))
-        one_batch = len({p.batch for p in points}) == 1
+        one_batch, one_count = (len({getattr(p, key) for p in points}) == 1 for key in ("batch", "new_tokens"))
         if one_batch:
             out.append(Block("note", ONE_BATCH_NOTE.format(batch=points[0].batch)))
+        if one_count:
+            out.append(Block("note", ONE_COUNT_NOTE.format(tokens=points[0].new_tokens)))
         ranges = _ranges(points)  # one note for the speed-up figure and table, which show the same intervals
         missing = not_drawn(points, rejected)
         for kind, caption, make in FIGURES:
-            if draw and not (one_batch and kind in OVER_BATCH):
+            if draw and not (one_batch and kind in OVER_BATCH) and not (one_count and kind in OVER_TOKENS):
                 make(points, figures_dir, missing)
                 out.append(Block("figure", f"{model_title(points)}: {caption}" + (ranges if kind == "speedup" else "")
                                  + (f"; {missing}" if missing else ""), path(figures_dir, points, kind)))
@@ -321,14 +327,13 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
         if not (side_by_side := settings_table(points)).empty:
             out.append(Block("heading", settings_heading(points), 2))
             rows = settings.side_by_side(points)
-            if draw:  # the figure's bars are the settings' ratios; eager's dotted lines have none
+            # the figure's bars and the table's intervals: the settings' ratios and eager's in the same points
+            note = whole_range_note([r for row in rows for r in (row.ratio, row.eager) if r])
+            if draw:
                 settings_figure(points, figures_dir)
-                note = whole_range_note([row.ratio for row in rows])
                 out.append(Block("figure", SETTINGS_FIGURE_CAPTION + (f"; {note}" if note else ""),
                                  settings_path(figures_dir, points)))
-            ratios = [r for row in rows for r in (row.ratio, row.eager) if r]
-            out.append(Block("table", settings_caption(points) + (f"; {note}" if (note := whole_range_note(ratios))
-                                                                  else ""), side_by_side))
+            out.append(Block("table", settings_caption(points) + (f"; {note}" if note else ""), side_by_side))
         if not (ordered := policy_gaps.order_table(points)).empty:
             out.append(Block("table", f"{model_name(points)}: {policy_gaps.ORDER_TITLE}", ordered))
     firsts, note = at_first_settings(models)

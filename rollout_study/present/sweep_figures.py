@@ -18,7 +18,7 @@ from .. import sweep_curves as curves
 from ..sweep_curves import Point
 from .figures import fit_ylabel, log_axis
 from .sweep_panels import (bars_name, batch_axis, by_tokens, figure_legend, finish, grid, legend, line_colors,
-                           log_said)
+                           log_said, variant_title)
 from .text import MIB
 
 
@@ -35,7 +35,7 @@ def speedup_figure(points: list[Point], figures_dir: str | None = None, not_draw
         ax.axhline(curves.CROSSOVER, color="#c00", linestyle="--", linewidth=0.8, label=f"{curves.CROSSOVER}x")
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_ylim(0, max(values + [curves.CROSSOVER]) * 1.1)
-        ax.set_title(variant, fontsize=9)
+        variant_title(ax, variant, points)
         bounds = bars_name([r.ratio for r in rows if r.variant == variant])
         fit_ylabel(ax, f"speed-up over eager generate() (steady, {bounds})")
         batch_axis(ax, [p.batch for p in points])
@@ -50,7 +50,7 @@ def latency_figure(points: list[Point], figures_dir: str | None = None, not_draw
     colors = line_colors(p.new_tokens for p in points)
     for ax, variant in zip(axes, names):
         by_tokens(ax, rows, variant, lambda r: r.ms_per_token, colors)
-        ax.set_title(variant, fontsize=9)
+        variant_title(ax, variant, points)
         fit_ylabel(ax, f"ms per generated token (steady / (requests x new tokens){log_said(ax, ', ')})", 7)
         batch_axis(ax, [p.batch for p in points])
     legend(fig, axes)
@@ -80,17 +80,31 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
     graphs = points[0].result.cuda_graph  # on the CPU no engine captures: its capture part is no warm-up
     for row, variant in enumerate(names):
         counted = any(r.captures for r in rows if r.variant == variant) or not graphs
+        mine = [r for r in rows if r.variant == variant]
         for column, (label, value) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
-            if not by_tokens(ax, rows, variant, value, colors, log=False):
-                ax.text(0.5, 0.5, "not recorded (no CUDA allocator on the CPU)", ha="center", va="center",
-                        transform=ax.transAxes, fontsize=8)
+            if by_tokens(ax, rows, variant, value, colors, log=False):
+                # From 0: a 0.6% move in peak filled a panel from 32.2 to 32.4 MiB; growth falls below 0 where the
+                # call before this one held memory this one freed
+                ax.axhline(0.0, color="black", linewidth=0.6)
+            else:
+                ax.text(0.5, 0.5, _unrecorded(mine), ha="center", va="center", transform=ax.transAxes,
+                        fontsize=8)
             fit_ylabel(ax, label if column or counted else WARM_UP)
             batch_axis(ax, [p.batch for p in points])
-            ax.set_title(variant, fontsize=9)
+            variant_title(ax, variant, points)
     legend(fig, axes.flat)
     return finish(fig, points, "capture time and graph memory of the first call vs batch", figures_dir, "capture",
                   not_drawn)
+
+
+def _unrecorded(rows) -> str:
+    """Why a capture panel has no value: where memory was recorded (its peak), each of the variant's first calls
+    opened its run, with no call before it to count reserved growth from (the turn-order probes' first of two
+    instances); else there was no CUDA allocator to record it."""
+    if rows and all(r.opened_run and r.peak_delta_bytes is not None for r in rows):
+        return "none: its first call opened the run,\nno call before it to count from"
+    return "not recorded (no CUDA allocator on the CPU)"
 
 
 def after_update_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -104,7 +118,7 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None, not
     for ax, variant in zip(axes, names):
         if values and max(values) > min(values):  # one scale for every panel: the policies' first calls compare
             log_axis(ax, values)
-        ax.set_title(variant, fontsize=9)
+        variant_title(ax, variant, points)
         fit_ylabel(ax, f"first call after a real update (ms{log_said(ax, ', ')}, one scale for all panels)")
         batch_axis(ax, [p.batch for p in points])
     legend(fig, axes)
@@ -112,9 +126,11 @@ def after_update_figure(points: list[Point], figures_dir: str | None = None, not
 
 
 NEVER, NEVER_AT = "never (grey band at the top)", 0.94  # axes fraction: above the margin the U axis keeps
-# breakeven._disagrees_before's words: a verdict read after the updates that the steady states before them
-# contradict (1B buckets, batch 64 / 512 tokens: U=1 from a tie after, 0.893x before)
-BEFORE, TURNED = "but before any update", "the other way before any update (red ring)"
+# breakeven._disagrees_before's words: a verdict read after the updates from steady states that tie or differ
+# the other way where before them they differed (1B buckets, batch 64 / 512 tokens: U=1 from a tie after, 0.893x
+# before; tiny hf-continuous, batch 2 / 256 tokens: a tie after, 0.649x before, the same side as the verdict)
+BEFORE = "but before any update"
+TURNED = "steady states before any update differ as they do not after it (red ring; see the table)"
 
 
 def break_even_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -132,9 +148,10 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
             counts = ", ".join(f"{verdict} {unplotted.count(verdict)}" for verdict in dict.fromkeys(unplotted))
             ax.text(0.02, 0.02, f"no U (see the table): {counts}", transform=ax.transAxes, fontsize=7,
                     va="bottom")
-        if not values:
+        if not values:  # no U on its axis: ticks at -0.05 to 0.06 would read as one
             ax.text(0.5, 0.5, "no point pays off for some U\n(see the table)", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8)
+            ax.set_yticks([])
         elif max(values) > min(values):
             log_axis(ax, values)
             low, high = ax.get_ylim()
@@ -153,9 +170,12 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
     if drawn:  # once for the figure: a legend in each panel covered its marks
         handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
                    for count, color in colors.items() if count in drawn]
-        handles += [Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
-                    Line2D([], [], color="black", marker="v", markerfacecolor="none", linestyle="none",
-                           label="only up to U")]
+        # each kind of mark named only where drawn: the probes' all-U=1 panels listed triangles drawn nowhere
+        if any(r.break_even.first_u is not None and r.break_even.last_u is None for r in rows):
+            handles.append(Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"))
+        if any(r.break_even.last_u is not None for r in rows):
+            handles.append(Line2D([], [], color="black", marker="v", markerfacecolor="white", linestyle="none",
+                                  label="only up to U"))
         if any(r.break_even.verdict.startswith("never") for r in rows):
             handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER))
         if any(_turned(r.break_even) for r in rows):
@@ -191,8 +211,10 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
                     linewidth=max(4 - index, 1))
             values += [u for u in froms if u == u]
         if ups:
-            ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", facecolors="none",
-                       edgecolors=color)
+            # over the lines, filled white: the 1B batch 16 / 512 tokens triangle hid under the U=1 lines of the
+            # other counts and its ring read as "pays off"
+            ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", s=60, facecolors="white",
+                       edgecolors=color, linewidths=1.5, zorder=4)
             values += [u for _, u in ups]
             rings += [(b * shift, u) for b, u in ups if _turned(line[b])]
         # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
@@ -227,26 +249,30 @@ def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn
     colors = line_colors(p.batch for p in points)
     for ax, variant in zip(axes, names):
         for row in [r for r in rows if r.variant == variant]:
-            ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14)
+            # a batch with one valid token count has no line: its dots named here, else an unlabelled lone dot
+            ax.scatter(row.new_tokens, row.steady_ms, color=colors[row.batch], s=14,
+                       label=None if row.fit is not None else f"batch {row.batch}: one new-token count, no line")
             if row.fit is not None:
                 xs = [min(row.new_tokens), max(row.new_tokens)]
                 through = " (through 2 points)" if row.fit.n == 2 else ""  # a line always fits two
                 ax.plot(xs, [row.fit.intercept + row.fit.slope * x for x in xs], color=colors[row.batch],
                         label=f"batch {row.batch}: b = {row.fit.slope:.3g} ms per new token{through}")
-        ax.set_title(variant, fontsize=9)
+        variant_title(ax, variant, points)
         ax.set_xlabel("new tokens")
         fit_ylabel(ax, "steady median of the whole call (ms)")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # each panel's own slopes: one legend for all could not say whose
             ax.legend(fontsize=7, loc="upper left")
-    return finish(fig, points, "steady time vs new tokens n; lines: least squares a + b n, colours: batch size",
-                  figures_dir, "growth", not_drawn)
+    lines = "; lines: least squares a + b n" if any(r.fit is not None for r in rows) else ""
+    by_batch = ", colours: batch size" if len(colors) > 1 else ""
+    return finish(fig, points, f"steady time vs new tokens n{lines}{by_batch}", figures_dir, "growth", not_drawn)
 
 
 # (file kind, caption, function)
 # The figures whose x axis is the batch: a section of one batch size would draw each as a point per line (the
 # probes' sections, 25 such figures in one report), so they are left out there and a note says so
 OVER_BATCH = ("speedup", "latency", "capture", "after-update", "break-even")
+OVER_TOKENS = ("growth",)  # likewise for a section of one new-token count (the Ray smoke sweep's 16)
 FIGURES = (
     ("speedup", "Steady speed-up over eager generate() vs batch, one line per new-token count, with its 95% "
                 "bootstrap interval (dashed: the crossover threshold)", speedup_figure),

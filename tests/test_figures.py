@@ -10,7 +10,7 @@ from result_fixture import MODELS, make_result, make_result_dict
 from rollout_study.engines import variant_color
 from rollout_study.present import figures
 from rollout_study.result import Result
-from result_fixture import add_engine, retime, with_control, with_instruments
+from result_fixture import add_engine, retime, set_samples, with_control, with_instruments
 
 
 def legend_labels(ax) -> list[str]:
@@ -203,3 +203,56 @@ def test_a_breakdown_panel_of_calls_left_whole_says_whether_any_instrumented_cal
     assert titles[0][0] == "eager\n(untouched calls: all in other;\nsplit in the instrumented calls)"
     assert titles[1][0] == "eager\n(untouched calls: all in other;\nthis run made no instrumented calls)"
     assert titles[0][1:] == titles[1][1:] == ["graph[recapture]", "graph[reuse]"]
+
+
+def test_each_timeline_line_ends_level_at_its_final_total_past_its_last_event_on_whole_ticks():
+    # steps-post gave the last event no width: its rise a vertical stroke at the right edge among the other lines'
+    # (pretrained-smollm2-all: eager's final 35,457 ms read as 33,866, below two lines it ends above)
+    result = Result.from_dict(with_control(make_result_dict()))  # 19 events: ticks had read 2.5, 7.5, 12.5
+    ax = figures.timeline_figure(result).axes[0]
+    ax.figure.canvas.draw()
+    for line, variant in zip(ax.lines, result.variants()):
+        events = figures.analysis.timeline(result, variant)
+        steps, totals = line.get_data()
+        assert (steps[-1], totals[-1]) == (events[-1].step + 1, events[-1].cumulative_ms)
+        assert totals[-2] == events[-1].cumulative_ms  # level over the last event's own step
+        assert ax.get_xlim()[1] >= steps[-1] and ax.get_ylim()[1] >= events[-1].cumulative_ms
+    shown = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert len(shown) > 2 and all(t == int(t) for t in shown)
+
+
+@pytest.mark.parametrize("make", [figures.latency_figure, figures.throughput_figure, figures.timeline_figure])
+def test_the_legend_stands_right_of_the_panel_and_inside_the_saved_figure(tmp_path, make):
+    # loc="best" sat on samples and bar tops where they filled every corner (reference-tiny-all-interleaved)
+    fig = make(Result.from_dict(with_control(make_result_dict())), str(tmp_path), "stem")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend, panel = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= panel.x1
+    assert fig.bbox.x0 <= legend.x0 and legend.x1 <= fig.bbox.x1 and fig.bbox.y0 <= legend.y0  # not cut off
+
+
+def test_the_breakdown_names_the_call_it_splits_the_lower_median_one_not_the_median():
+    data = make_result_dict()
+    data["calls"] = [c for c in data["calls"] if not (c["engine"] == "eager" and c["phase"] == "steady"
+                                                      and c["index"] == 2)]
+    result = Result.from_dict(set_samples(data, "eager", 0, "steady", [40.0, 60.0]))  # median 50: no call
+    fig = figures.breakdown_figure(result)
+    eager = fig.axes[0]
+    assert [t.get_text() for t in eager.texts][1] == "40.0"  # c0 steady: a real call, the lower middle one
+    assert " ".join(eager.get_ylabel().split()) == "ms of the lower-median call (shared scale)"
+    assert "lower-median call" in fig.get_suptitle() and "not the median" in " ".join(fig.get_suptitle().split())
+    assert dict((kind, caption) for kind, caption, _ in figures.FIGURES)["breakdown"].endswith("lower-median call")
+
+
+def test_a_crowded_breakdowns_phase_names_stand_upright_apart_and_a_few_stay_slanted():
+    # 14 phase names at 35 degrees ran into each other in a 4-inch panel (reference-adamw-fp16)
+    crowded = figures.breakdown_figure(Result.from_dict(with_control(make_result_dict(), cycles=4)))
+    bottom = crowded.axes[3]  # eager's share panel
+    labels = bottom.get_xticklabels()
+    assert len(labels) == 14 and {(t.get_rotation(), t.get_ha()) for t in labels} == {(90.0, "center")}
+    crowded.canvas.draw()
+    extents = sorted((t.get_window_extent().x0, t.get_window_extent().x1) for t in labels)
+    assert all(right < left for (_, right), (left, _) in zip(extents, extents[1:]))  # no two touch
+    few = figures.breakdown_figure(make_result()).axes[3].get_xticklabels()
+    assert len(few) == 6 and {t.get_rotation() for t in few} == {35.0}

@@ -218,6 +218,20 @@ def test_current_run_shows_effects_instruments_and_profiles(tmp_path, quick_figu
     assert not any(c.startswith(("Instrumented calls", "Profiles before")) or "untouched" in c for c in old)
 
 
+def test_the_breakdown_table_names_the_lower_median_call_it_splits(tmp_path, quick_figures):
+    # The table's total of an even count sits below the median of the latency figure and the tables beside it
+    data = make_result_dict()
+    data["calls"] = [c for c in data["calls"] if not (c["engine"] == "eager" and c["phase"] == "steady"
+                                                      and c["index"] == 2)]
+    result = Result.from_dict(set_samples(data, "eager", 0, "steady", [40.0, 60.0]))
+    block = next(b for b in notebook.section_blocks("synthetic", [result], str(tmp_path))
+                 if b.text.startswith("Disjoint breakdown"))
+    assert block.text.startswith("Disjoint breakdown of the lower-median call (ms; a real call, of an even count "
+                                 "the lower of the middle two: its total can sit below the median)")
+    steady = block.body[(block.body["variant"] == "eager") & (block.body["phase"] == "steady")]
+    assert list(steady["total ms"]) == [40.0]
+
+
 def test_phase_labels_name_control_updates():
     assert notebook.figures.phase_label(0, "steady_after_update", {0}) == "c0 steady after control update"
     assert notebook.figures.phase_label(1, "steady_after_update", {0}) == "c1 steady after update"

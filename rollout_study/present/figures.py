@@ -25,6 +25,8 @@ from .text import MIB, NO_GRAPH_NOTE, number, run_title
 # Set2's muted shades: the variants' colours (engines' `colors`, tab10) mean variants in every other figure
 PART_COLORS = {"allocation": "#e5c494", "warmup": "#fc8d62", "compile": "#8da0cb", "capture": "#e78ac3",
                "prefill": "#a6d854", "decode": "#66c2a5", "other": "#b3b3b3"}
+# The call the breakdown splits (analysis.median_call): named apart from the median, which need be no call
+LOWER_MEDIAN = "the lower-median call"
 MEMORY_PANELS = {"allocated": "allocated", "reserved": "reserved", "peak_allocated": "peak allocated"}
 
 
@@ -105,6 +107,13 @@ def _legend(ax, **kwargs) -> None:
         ax.legend(**kwargs)
 
 
+def _legend_outside(ax, fontsize: float = 8) -> None:
+    """The legend right of the panel: inside ("best") it covered samples, bar tops and line ends wherever the
+    data filled every corner (hf-continuous's 986 ms first call after a control update). The constrained
+    layout makes room for it, so the saved PNG keeps it whole."""
+    _legend(ax, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
 def _ticks_125(low: float, high: float) -> list[float]:
     """1-2-5 ticks from the largest one at or below `low` to the smallest one at or above `high`."""
     ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
@@ -129,8 +138,9 @@ def log_axis(ax, values: list[float], axis: str = "y") -> None:
 
 
 def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8, controls=frozenset()) -> None:
+    # upright text centred on its tick; slanted text ends at it
     ax.set_xticks(range(len(groups)), [phase_label(c, p, controls) for c, p in groups], rotation=rotation,
-                  ha="right", fontsize=fontsize)
+                  ha="center" if rotation == 90 else "right", fontsize=fontsize)
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -158,15 +168,18 @@ def latency_figure(result: Result, figures_dir: str | None = None, stem: str | N
     _x_phases(ax, groups, controls=analysis.control_cycles(result))
     ax.set_ylabel("wall time per rollout call (ms, log scale)")
     log_axis(ax, values)
-    _legend(ax, fontsize=8)
+    _legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     return _finish(fig, result, "latency per phase (median, IQR, samples)", figures_dir, stem, "latency")
 
 
 def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
-    """The median call's disjoint parts per phase: ms on one shared scale (top), share of the call (bottom).
+    """The lower-median call's disjoint parts per phase: ms on one shared scale (top), share of the call (bottom).
 
-    The bottom row is what makes a 13 ms steady call readable beside a 500 ms first call.
+    A real call (analysis.median_call), so its parts sum to its total; of an even count it is the lower of the middle
+    two, below the median the latency figure and the tables give (interleaved eager c0 steady after update: 182.0
+    against 189.0), and the figure says so. The bottom row is what makes a 13 ms steady call readable beside a
+    500 ms first call.
     """
     names, groups = result.variants(), result.phase_groups()
     untouched = analysis.untouched_variants(result)
@@ -186,7 +199,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
             bottom.bar(range(len(groups)), share, bottom=share_base, color=PART_COLORS[part])
             ms_base = [b + h for b, h in zip(ms_base, ms)]
             share_base = [b + h for b, h in zip(share_base, share)]
-        crowded = len(groups) > 8  # upright labels of many bars ran into each other
+        crowded = len(groups) > 8  # upright totals of many bars ran into each other
         for g, total in enumerate(totals):
             if total:
                 top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6,
@@ -196,14 +209,17 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
                 else "")
         top.set_title(variant + note, fontsize=9)
         top.set_xticks(range(len(groups)), [])
-        _x_phases(bottom, groups, rotation=35, fontsize=7, controls=analysis.control_cycles(result))
+        # 14 phase names at 35 degrees ran into each other in a 4-inch panel (reference-adamw-fp16); 10 read fine
+        _x_phases(bottom, groups, rotation=90 if len(groups) > 10 else 35, fontsize=7,
+                  controls=analysis.control_cycles(result))
         bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
         for ax in (top, bottom):
             ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("ms of the median call (shared scale)")
-    axes[1][0].set_ylabel("share of the call")
-    _legend(axes[0][-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _finish(fig, result, "disjoint breakdown of the median call", figures_dir, stem, "breakdown")
+    fit_ylabel(axes[0][0], f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
+    fit_ylabel(axes[1][0], "share of the call", fontsize=9)
+    _legend_outside(axes[0][-1], fontsize=7)
+    return _finish(fig, result, f"disjoint breakdown of {LOWER_MEDIAN} (a real call: of an even count the lower "
+                   "of the middle two, not the median)", figures_dir, stem, "breakdown")
 
 
 UNTOUCHED = "measured calls untouched"
@@ -254,7 +270,7 @@ def memory_figure(result: Result, figures_dir: str | None = None, stem: str | No
     _x_phases(captures, groups, controls=analysis.control_cycles(result))
     # On the first panel with bars: on a CPU run only the captures panel has any.
     labelled = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), axes[-1])
-    _legend(labelled, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _legend_outside(labelled)
     return _finish(fig, result, "memory and captures per phase", figures_dir, stem, "memory")
 
 
@@ -265,7 +281,7 @@ def throughput_figure(result: Result, figures_dir: str | None = None, stem: str 
     _grouped_bars(ax, result, lambda v: [rows.get((v, c, p)) or 0.0 for c, p in result.phase_groups()])
     _x_phases(ax, result.phase_groups(), controls=analysis.control_cycles(result))
     ax.set_ylabel("generated tokens per second (median)")
-    _legend(ax, fontsize=8)
+    _legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     return _finish(fig, result, "tokens per second", figures_dir, stem, "throughput")
 
@@ -276,10 +292,13 @@ def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | 
     ax = fig.add_subplot()
     values, controls = [], analysis.control_cycles(result)
     for variant in result.variants():
-        events = analysis.timeline(result, variant)
+        events = analysis.timeline(result, variant)  # never empty: variants() are those with calls
         color = variant_color(variant)
-        ax.plot([e.step for e in events], [e.cumulative_ms for e in events], drawstyle="steps-post", color=color,
-                label=variant)
+        # steps-post draws each event's total from its step to the next one's: the last event had no width, its
+        # rise a vertical stroke at the right edge among the others' (eager's final 35,457 ms read as 33,866,
+        # below lines it ends above), so each line runs one step on past its last event
+        steps, totals = [e.step for e in events], [e.cumulative_ms for e in events]
+        ax.plot(steps + [steps[-1] + 1], totals + [totals[-1]], drawstyle="steps-post", color=color, label=variant)
         # A control update takes no optimizer step (its time is the copy and the collection): marked apart, so
         # its step is not read as a training update's cost
         for control, marker in ((False, "x"), (True, "o")):
@@ -291,7 +310,8 @@ def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | 
                   + ("; o: control update, no optimizer step)" if controls else ")"))
     ax.set_ylabel("cumulative wall time (ms, log scale)")
     log_axis(ax, values)
-    _legend(ax, fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # events are whole: no 2.5, 7.5
+    _legend_outside(ax)
     ax.grid(alpha=0.3)
     return _finish(fig, result, "cumulative wall time over the run", figures_dir, stem, "timeline")
 
@@ -343,7 +363,7 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
 # (file kind, caption, function): the kind is the PNG name's suffix each function saves under.
 FIGURES = (
     ("latency", "Latency per phase and variant", latency_figure),
-    ("breakdown", "Breakdown of the median call", breakdown_figure),
+    ("breakdown", "Breakdown of the lower-median call", breakdown_figure),
     ("memory", "Memory and captures", memory_figure),
     ("throughput", "Tokens per second", throughput_figure),
     ("timeline", "Cumulative wall time: calls and updates in run order", timeline_figure),

@@ -103,7 +103,9 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
                        "control cycles. " + effects_rule(), tables.effects_table(one)),
         Block("table", "Break-even: rollouts per update U where the candidate costs no more than its baseline",
               tables.break_even_table(one)),
-        Block("table", "Disjoint breakdown of the median call (ms)" + breakdown_note, tables.breakdown_table(one)),
+        Block("table", f"Disjoint breakdown of {figures.LOWER_MEDIAN} (ms; a real call, of an even count the lower "
+                       "of the middle two: its total can sit below the median)" + breakdown_note,
+              tables.breakdown_table(one)),
         Block("table", "Memory and captures per phase", tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
         Block("table", "Profile: wall vs summed kernel time (empty on CPU)", tables.profile_table(one)),

@@ -87,7 +87,7 @@ def summary_table(results: list[Result]) -> pd.DataFrame:
 
 
 def breakdown_table(results: list[Result]) -> pd.DataFrame:
-    """Disjoint breakdown of each phase's median call (the parts sum to its total)."""
+    """Disjoint breakdown of each phase's lower-median call (a real call, so the parts sum to its total)."""
     def rows_of(result):
         for variant, cycle, phase, calls in _phase_calls(result):
             call = analysis.median_call(calls)

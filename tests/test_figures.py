@@ -256,3 +256,8 @@ def test_a_crowded_breakdowns_phase_names_stand_upright_apart_and_a_few_stay_sla
     assert all(right < left for (_, right), (left, _) in zip(extents, extents[1:]))  # no two touch
     few = figures.breakdown_figure(make_result()).axes[3].get_xticklabels()
     assert len(few) == 6 and {t.get_rotation() for t in few} == {35.0}
+    # every bar's total inside the frame: adamw-fp16's upright 3,064.9 over its tallest bar ran into the border
+    top = crowded.axes[0]
+    frame = top.get_window_extent()
+    totals = [t for ax in crowded.axes[:3] for t in ax.texts]
+    assert totals and all(t.get_window_extent().y1 <= frame.y1 for t in totals)

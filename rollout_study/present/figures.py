@@ -186,6 +186,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     unsplit = untouched_by_design(result) - untouched  # no instrumented calls in this run: nothing splits them
     fig = _new_figure(4 * max(len(names), 1), 7)
     axes = fig.subplots(2, max(len(names), 1), squeeze=False, sharey="row")
+    highest, crowded = 0.0, len(groups) > 8  # upright totals of many bars ran into each other
     for column, variant in enumerate(names):
         top, bottom = axes[0][column], axes[1][column]
         calls = [result.calls_of(variant, c, p) for c, p in groups]
@@ -199,7 +200,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
             bottom.bar(range(len(groups)), share, bottom=share_base, color=PART_COLORS[part])
             ms_base = [b + h for b, h in zip(ms_base, ms)]
             share_base = [b + h for b, h in zip(share_base, share)]
-        crowded = len(groups) > 8  # upright totals of many bars ran into each other
+        highest = max([highest] + totals)
         for g, total in enumerate(totals):
             if total:
                 top.annotate(number(total, 1), (g, total), ha="center", va="bottom", fontsize=6,
@@ -215,6 +216,8 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
         bottom.yaxis.set_major_formatter(PercentFormatter(1.0))
         for ax in (top, bottom):
             ax.grid(axis="y", alpha=0.3)
+    if highest:  # room over the tallest bar for its total (adamw-fp16's upright 3,064.9 ran into the frame)
+        axes[0][0].set_ylim(0, highest * (1.2 if crowded else 1.08))
     fit_ylabel(axes[0][0], f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
     fit_ylabel(axes[1][0], "share of the call", fontsize=9)
     _legend_outside(axes[0][-1], fontsize=7)

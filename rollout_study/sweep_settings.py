@@ -189,4 +189,4 @@ def moves_eager(setting: tuple, base: tuple) -> str | None:
         return "a point's parameters were not recorded, so what its setting changes is unknown"
     theirs = dict(base)
     moved = [name for name, value in setting if theirs.get(name) != value and name not in EAGER_IGNORES]
-    return f"{', '.join(moved)} changes what eager runs too" if moved else None
+    return f"{', '.join(moved)} changes eager's run too" if moved else None

@@ -215,8 +215,8 @@ def test_two_variants_of_one_point_share_one_eager_panel_which_says_when_the_set
     panels = [ax for ax in settings_figure(usable).axes if ax.get_visible()]
     titles = [" ".join(ax.get_title().split()) for ax in panels]
     assert titles == ["graph[recapture]: seed 1", "graph[reuse]: seed 1",
-                      "eager generate() in graph[recapture]'s and graph[reuse]'s points: seed 1 (seed changes what "
-                      "eager runs too)"]
+                      "eager generate() in graph[recapture]'s and graph[reuse]'s points: seed 1 (seed changes "
+                      "eager's run too)"]
     recapture, reuse, eager = panels
     assert recapture.get_ylim() == reuse.get_ylim()  # one setting's variants on one scale
     # the variants' 2% gap not drawn flat by eager's 0.67x: the variants' axis spans theirs and 1 alone
@@ -297,7 +297,15 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     (drawn,) = [f for f in figures if f.endswith("-settings.png")]
     assert Path(drawn).name == "sweep-synthetic-tiny-llama-fixture-float16-settings.png"
     (caption,) = [b.text for b in blocks if b.kind == "figure" and b.body == drawn]
-    assert caption.endswith("; every 95% interval here is its samples' whole range")  # eager's lines have no bars
+    assert caption.endswith("; every 95% interval here is its samples' whole range")
+    assert report.SETTINGS_EAGER_CAPTION in caption  # these points ran eager: its panel is drawn and named
+    # points that ran no eager (the turn-order probes' two policies): no eager panel, none promised
+    bare = [(entry, Result.from_dict({**result.to_dict(), "calls": [c for c in result.to_dict()["calls"]
+                                                                   if c["engine"] != "eager"]}))
+            if result is not None else (entry, result) for entry, result in loaded]
+    blocks = report.blocks(record, bare, str(tmp_path / "bare"), str(tmp_path))
+    (caption,) = [b.text for b in blocks if b.kind == "figure" and b.body.endswith("-settings.png")]
+    assert caption.startswith(report.SETTINGS_FIGURE_CAPTION) and "eager" not in caption
     assert ": settings side by side" not in report.summary(record, [loaded[0], loaded[4]])  # one setting a model
 
 
@@ -352,10 +360,10 @@ def test_eager_s_ratio_between_two_settings_is_drift_alone_only_where_eager_runs
     assert settings.moves_eager((("length_bucket", "64"),) + base[1:], base) is None
     assert settings.moves_eager((base[0], ("policy", "reuse then recapture"), base[2]), base) is None
     # a seed draws other weights and prompts for eager too; the order of turns moves eager's place among them
-    assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == "seed changes what eager runs too"
+    assert settings.moves_eager(base[:2] + (("seed", "1"),), base) == "seed changes eager's run too"
     assert settings.moves_eager((("length_bucket", "64"), ("turn_order", "reverse")), (("length_bucket", "0"),
                                                                                        ("turn_order", "fixed"))) == (
-        "turn_order changes what eager runs too")
+        "turn_order changes eager's run too")
     # a point whose parameters were not recorded: unknown, either way round
     for pair in ((settings.UNRECORDED, base), (base, settings.UNRECORDED)):
         assert "not recorded" in settings.moves_eager(*pair)

@@ -217,12 +217,12 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
         for ax in (top, bottom):
             ax.grid(axis="y", alpha=0.3)
     if highest:  # room over the tallest bar for its total (adamw-fp16's upright 3,064.9 ran into the frame)
-        axes[0][0].set_ylim(0, highest * (1.2 if crowded else 1.08))
+        axes[0][0].set_ylim(0, highest * (1.3 if crowded else 1.08))
     fit_ylabel(axes[0][0], f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
     fit_ylabel(axes[1][0], "share of the call", fontsize=9)
     _legend_outside(axes[0][-1], fontsize=7)
     return _finish(fig, result, f"disjoint breakdown of {LOWER_MEDIAN} (a real call: of an even count the lower "
-                   "of the middle two, not the median)", figures_dir, stem, "breakdown")
+                   "of the middle two, which sits below the median)", figures_dir, stem, "breakdown")
 
 
 UNTOUCHED = "measured calls untouched"

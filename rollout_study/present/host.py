@@ -44,8 +44,7 @@ def baseline_between_points(points) -> list[tuple[object, float]]:
     places: dict[object, list] = {}
     for p in points:
         samples = p.steady(BASELINE)
-        # no place: a Point not from split (built alone), whose place says nothing of what it shares
-        if samples is not None and samples.median > 0 and p.place is not None:
+        if samples is not None and samples.median > 0:
             places.setdefault(p.place, []).append((p, samples.median))
     return [(pairs[0][0], max(m for _, m in pairs) / min(m for _, m in pairs))
             for pairs in places.values() if len(pairs) > 1]

@@ -114,9 +114,11 @@ ONE_COUNT_NOTE = ("one new-token count here ({tokens}): the growth figure (stead
                   "dot per batch and no line, so it is left out; the growth table gives each point")
 SETTINGS_FIGURE_CAPTION = ("Each other setting against the first, a row per setting, a panel per variant: the first "
                            "setting's steady median over this one's vs batch, one line per new-token count, with its "
-                           "95% bootstrap interval; then, on its own axis, eager generate()'s in the same two points "
-                           "(their run-to-run drift where the setting leaves eager alone; its panel says where the "
-                           "setting changes what eager runs)")
+                           "95% bootstrap interval")
+# only where the points ran eager: the turn-order probes ran two policies and no eager
+SETTINGS_EAGER_CAPTION = ("; then, on its own axis, eager generate()'s in the same two points (their run-to-run drift "
+                          "where the setting leaves eager alone; its panel says where the setting changes eager's "
+                          "run too)")
 
 
 def settings_caption(points) -> str:
@@ -331,7 +333,8 @@ def blocks(record: dict, loaded: list[tuple[dict, Result | None]], figures_dir: 
             note = whole_range_note([r for row in rows for r in (row.ratio, row.eager) if r])
             if draw:
                 settings_figure(points, figures_dir)
-                out.append(Block("figure", SETTINGS_FIGURE_CAPTION + (f"; {note}" if note else ""),
+                eager = SETTINGS_EAGER_CAPTION if any(row.eager for row in rows) else ""
+                out.append(Block("figure", SETTINGS_FIGURE_CAPTION + eager + (f"; {note}" if note else ""),
                                  settings_path(figures_dir, points)))
             out.append(Block("table", settings_caption(points) + (f"; {note}" if note else ""), side_by_side))
         if not (ordered := policy_gaps.order_table(points)).empty:

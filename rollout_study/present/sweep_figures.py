@@ -87,9 +87,10 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
                 # From 0: a 0.6% move in peak filled a panel from 32.2 to 32.4 MiB; growth falls below 0 where the
                 # call before this one held memory this one freed
                 ax.axhline(0.0, color="black", linewidth=0.6)
-            else:
+            else:  # no value to tick: a 0 to 1 axis behind the note would read as one
                 ax.text(0.5, 0.5, _unrecorded(mine), ha="center", va="center", transform=ax.transAxes,
                         fontsize=8)
+                ax.set_yticks([])
             fit_ylabel(ax, label if column or counted else WARM_UP)
             batch_axis(ax, [p.batch for p in points])
             variant_title(ax, variant, points)
@@ -101,10 +102,12 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
 def _unrecorded(rows) -> str:
     """Why a capture panel has no value: where memory was recorded (its peak), each of the variant's first calls
     opened its run, with no call before it to count reserved growth from (the turn-order probes' first of two
-    instances); else there was no CUDA allocator to record it."""
-    if rows and all(r.opened_run and r.peak_delta_bytes is not None for r in rows):
+    instances); where none was, no CUDA allocator recorded it."""
+    if rows and all(r.peak_delta_bytes is None for r in rows):
+        return "not recorded (no CUDA allocator on the CPU)"
+    if rows and all(r.opened_run for r in rows):
         return "none: its first call opened the run,\nno call before it to count from"
-    return "not recorded (no CUDA allocator on the CPU)"
+    return "not recorded"
 
 
 def after_update_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:

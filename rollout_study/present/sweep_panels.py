@@ -120,14 +120,15 @@ def by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None
 
 
 def variant_title(ax, variant: str, points: list[Point]) -> None:
-    """A panel's title, its variant. Eager's rows at a place come from the first point there that ran it; where
-    the sweep's engine groups each ran their own generate(), the panel says so and how far those differ, for each
-    speed-up divides by its own group's (the 1B sweep's eager panel read 0.732 ms per token at batch 16 / 512
-    tokens and hf-compile's 0.731, a 1.0x, where hf-compile's speed-up over its own group's is 1.64x)."""
+    """A panel's title, its variant. Eager's rows at a place come from the first valid point there that ran it
+    (the first engine group's, unless that point failed); where the sweep's engine groups each ran their own
+    generate(), the panel says so and how far those differ, for each speed-up divides by its own group's (the 1B
+    sweep's eager panel read 0.732 ms per token at batch 16 / 512 tokens and hf-compile's 0.731, a 1.0x, where
+    hf-compile's speed-up over its own group's is 1.64x)."""
     spread = [ratio for _, ratio in baseline_between_points(points)] if variant == BASELINE else []
     if spread:
-        fit_title(ax, f"{variant}: the first engine group's (each group ran its own, up to {max(spread):.2f}x "
-                      "apart at one place; each speed-up divides by its group's)")
+        fit_title(ax, f"{variant}: each place's first valid point's (each engine group ran its own, up to "
+                      f"{max(spread):.2f}x apart at one place; each speed-up divides by its group's)")
     else:
         ax.set_title(variant, fontsize=9)
 

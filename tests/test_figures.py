@@ -241,7 +241,8 @@ def test_the_breakdown_names_the_call_it_splits_the_lower_median_one_not_the_med
     eager = fig.axes[0]
     assert [t.get_text() for t in eager.texts][1] == "40.0"  # c0 steady: a real call, the lower middle one
     assert " ".join(eager.get_ylabel().split()) == "ms of the lower-median call (shared scale)"
-    assert "lower-median call" in fig.get_suptitle() and "which sits below the median" in " ".join(fig.get_suptitle().split())
+    title = " ".join(fig.get_suptitle().split())
+    assert "lower-median call" in title and "which sits below the median" in title
     assert dict((kind, caption) for kind, caption, _ in figures.FIGURES)["breakdown"].endswith("lower-median call")
 
 

@@ -299,10 +299,13 @@ def test_the_report_titles_each_section_with_its_setting_and_puts_the_settings_s
     (caption,) = [b.text for b in blocks if b.kind == "figure" and b.body == drawn]
     assert caption.endswith("; every 95% interval here is its samples' whole range")
     assert report.SETTINGS_EAGER_CAPTION in caption  # these points ran eager: its panel is drawn and named
+
     # points that ran no eager (the turn-order probes' two policies): no eager panel, none promised
-    bare = [(entry, Result.from_dict({**result.to_dict(), "calls": [c for c in result.to_dict()["calls"]
-                                                                   if c["engine"] != "eager"]}))
-            if result is not None else (entry, result) for entry, result in loaded]
+    def without_eager(result):
+        data = result.to_dict()
+        return Result.from_dict({**data, "calls": [c for c in data["calls"] if c["engine"] != "eager"]})
+
+    bare = [(entry, result and without_eager(result)) for entry, result in loaded]
     blocks = report.blocks(record, bare, str(tmp_path / "bare"), str(tmp_path))
     (caption,) = [b.text for b in blocks if b.kind == "figure" and b.body.endswith("-settings.png")]
     assert caption.startswith(report.SETTINGS_FIGURE_CAPTION) and "eager" not in caption

@@ -177,8 +177,8 @@ def _host_line(result: Result) -> list[str]:
 def _untimed_line(untimed: dict | None) -> list[str]:
     if not untimed:  # results written before it was kept
         return []
-    return ["- host time around the measured calls (ms): " + ", ".join(f"{part} {number(ms)}" for part, ms in
-                                                                     untimed.items())
+    parts = ", ".join(f"{part} {number(ms)}" for part, ms in untimed.items())
+    return ["- host time around the measured calls (ms): " + parts
             + " (collect: garbage collection before each call and around each phase; parity: outputs to the host and "
               "compared; reference: generate() with logits per weight version; update: training step, sync and "
               "engines told)"]

@@ -250,8 +250,8 @@ def blocks_markdown(blocks: list[Block], title: str | None = None) -> str:
             lines += [f"**Warning:** {_prose(block.text)}"]
         elif block.kind == "table":
             frame = block.body
-            lines += [f"**{_prose(block.text)}**", ""] + (["none"] if frame.empty else
-                                                         table(list(frame.columns), frame.values.tolist()))
+            rows = ["none"] if frame.empty else table(list(frame.columns), frame.values.tolist())
+            lines += [f"**{_prose(block.text)}**", ""] + rows
         else:
             raise ValueError(f"a block of kind {block.kind!r}: summary.md has no form for it")
         lines.append("")

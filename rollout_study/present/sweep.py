@@ -140,10 +140,8 @@ def settings_lines(points) -> list[str]:
         # one sample a side (iterations: 1) has no interval: neither faster nor slower
         faster, slower = sum(r.side() == 1 for r in ratios), sum(r.side() == -1 for r in ratios)
         moved = settings.moves_eager(setting, mine[0].base)
-        drift = ("" if not eager  # a sweep without eager has no drift to show
-                 else f"; eager in the same points {span(eager)}, " + (f"not drift alone: {moved}" if moved else
-                                                                      "their run-to-run drift (eager ignores the "
-                                                                      "setting)"))
+        why = f"not drift alone: {moved}" if moved else "their run-to-run drift (eager ignores the setting)"
+        drift = "" if not eager else f"; eager in the same points {span(eager)}, {why}"  # none without eager
         lines.append(f"{model_name(points)}: {variant} at {settings.text(setting)}: {span(ratios)} the steady speed "
                      f"at {settings.text(mine[0].base)}; faster at {faster} of {len(ratios)} places, slower at "
                      f"{slower} (the {interval_name(ratios)} clear of 1)" + drift)

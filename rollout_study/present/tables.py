@@ -228,12 +228,14 @@ def effects_table(results: list[Result]) -> pd.DataFrame:
                                      "95% low", "95% high", GENERATE_COLUMN, "verdict"])
 
 
+PARTS_SPLIT = ("prefill", "decode", "other")  # what an instrumented call splits an untouched one into
+
+
 def instrumented_table(results: list[Result]) -> pd.DataFrame:
     """Instrumented calls (prefill/decode split of the median one) beside untouched calls taken in turns."""
     def rows_of(result):
         for row in analysis.instrumented_calls(result):
-            yield {"variant": row.variant, **{f"{part} ms": row.parts_ms.get(part) for part in ("prefill", "decode",
-                                                                                                 "other")},
+            yield {"variant": row.variant, **{f"{part} ms": row.parts_ms.get(part) for part in PARTS_SPLIT},
                    "untouched median ms": row.untouched.median, "instrumented median ms": row.instrumented.median,
                    "instrument cost ms": row.cost_ms, "instrument cost %": 100 * row.cost_share,
                    "calls": row.instrumented.n}
@@ -263,6 +265,9 @@ def goals_table(result: Result) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["goal", "measured", "threshold", "met", "GPU only", "detail"])
 
 
+WORKLOAD_KEYS = ("requests", "batch_size", "prompt_len", "max_new_tokens", "iterations", "cycles", "seed")
+
+
 def metadata_rows(result: Result) -> list[tuple[str, object]]:
     meta = result.metadata
     model, hardware, software, workload, training, git = (meta.get(key) or {} for key in (
@@ -284,8 +289,7 @@ def metadata_rows(result: Result) -> list[tuple[str, object]]:
         *([("NUMA", numa_text(hardware["numa"]))] if hardware.get("numa") else []),  # recorded since 2026-12-05
         ("software", ", ".join(f"{k} {v}" for k, v in software.items() if v is not None and k != "platform")),
         ("platform", software.get("platform")),
-        ("workload", ", ".join(f"{k} {workload.get(k)}" for k in ("requests", "batch_size", "prompt_len",
-                                                                    "max_new_tokens", "iterations", "cycles", "seed"))),
+        ("workload", ", ".join(f"{k} {workload.get(k)}" for k in WORKLOAD_KEYS)),
         ("batch sizes", workload.get("batch_sizes")), ("true prompt lengths", workload.get("true_prompt_lengths")),
         ("optimizer / lr", f"{training.get('optimizer')} / {training.get('lr')}"),
         ("update path / master weights", f"{training.get('update_path', 'in-place')} / "

@@ -79,8 +79,8 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
     colors = line_colors(p.new_tokens for p in points)
     graphs = points[0].result.cuda_graph  # on the CPU no engine captures: its capture part is no warm-up
     for row, variant in enumerate(names):
-        counted = any(r.captures for r in rows if r.variant == variant) or not graphs
         mine = [r for r in rows if r.variant == variant]
+        counted = any(r.captures for r in mine) or not graphs
         for column, (label, value) in enumerate(MEMORY_ROWS):
             ax = axes[row][column]
             if by_tokens(ax, rows, variant, value, colors, log=False):
@@ -142,9 +142,11 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
     fig, axes = grid(len(pairs))
     colors = line_colors(p.new_tokens for p in points)
     batches = sorted({p.batch for p in points})
+    kinds = set()  # the kinds of mark drawn in any panel: the legend names those alone
     for ax, (candidate, baseline) in zip(axes, pairs):
         mine = [r for r in rows if (r.candidate, r.baseline) == (candidate, baseline)]
-        values, nevers = _break_even_marks(ax, mine, colors, batches)
+        values, drawn = _break_even_marks(ax, mine, colors, batches)
+        kinds |= drawn
         # "never" and "no difference" have no U: counted here, so an empty batch reads as neither a gap nor a U=1
         unplotted = [r.break_even.verdict.split(":")[0] for r in mine if r.break_even.first_u is None]
         if unplotted:
@@ -162,7 +164,7 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
         else:  # one U everywhere (1, mostly): whole rollouts from 0, not 0.96-1.04
             ax.set_ylim(0, 2 * values[0])
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        if nevers:
+        if "never" in drawn:
             _never_band(ax)
         ax.grid(alpha=0.3)
         ax.set_title(f"{candidate} vs {baseline}", fontsize=9)
@@ -174,16 +176,13 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
         handles = [Line2D([], [], color=color, marker="o", label=f"{count} new tokens")
                    for count, color in colors.items() if count in drawn]
         # each kind of mark named only where drawn: the probes' all-U=1 panels listed triangles drawn nowhere
-        if any(r.break_even.first_u is not None and r.break_even.last_u is None for r in rows):
-            handles.append(Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"))
-        if any(r.break_even.last_u is not None for r in rows):
-            handles.append(Line2D([], [], color="black", marker="v", markerfacecolor="white", linestyle="none",
-                                  label="only up to U"))
-        if any(r.break_even.verdict.startswith("never") for r in rows):
-            handles.append(Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER))
-        if any(_turned(r.break_even) for r in rows):
-            handles.append(Line2D([], [], marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#c00",
-                                  linestyle="none", label=TURNED))
+        marks = {"from": Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
+                 "up": Line2D([], [], color="black", marker="v", markerfacecolor="white", linestyle="none",
+                              label="only up to U"),
+                 "never": Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER),
+                 "ring": Line2D([], [], marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#c00",
+                                linestyle="none", label=TURNED)}
+        handles += [handle for kind, handle in marks.items() if kind in kinds]
         figure_legend(fig, handles, [h.get_label() for h in handles])
     return finish(fig, points, "break-even rollouts per update vs batch", figures_dir, "break-even", not_drawn)
 
@@ -193,15 +192,15 @@ def _turned(break_even) -> bool:
     return break_even.first_u is not None and BEFORE in break_even.verdict
 
 
-def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
+def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]:
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
     "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross in a grey
     band at the top, where no U is drawn. Where the counts share a U (1, mostly) their lines
     coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
     crosses sit a little apart. A U whose verdict the steady states before the updates contradict gets a red
-    ring. Returns the U drawn, and whether a "never" was drawn."""
-    values, band, rings = [], False, []  # band: a "never" drawn
+    ring. Returns the U drawn, and the kinds of mark drawn ("from", "up", "never", "ring")."""
+    values, drawn, rings = [], set(), []
     for index, (tokens, color) in enumerate(colors.items()):
         shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
         line = {r.batch: r.break_even for r in rows if r.new_tokens == tokens}
@@ -213,12 +212,14 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
             ax.plot(batches, froms, marker="o", color=color, markersize=max(9 - 2 * index, 3),
                     linewidth=max(4 - index, 1))
             values += [u for u in froms if u == u]
+            drawn.add("from")
         if ups:
             # over the lines, filled white: the 1B batch 16 / 512 tokens triangle hid under the U=1 lines of the
             # other counts and its ring read as "pays off"
             ax.scatter([b * shift for b, _ in ups], [u for _, u in ups], marker="v", s=60, facecolors="white",
                        edgecolors=color, linewidths=1.5, zorder=4)
             values += [u for _, u in ups]
+            drawn.add("up")
             rings += [(b * shift, u) for b, u in ups if _turned(line[b])]
         # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
         # than generate()) hides as a gap under the other counts' lines
@@ -226,11 +227,12 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], bool]:
         if nevers:
             ax.scatter([b * shift for b in nevers], [NEVER_AT] * len(nevers), marker="x", color=color,
                        transform=ax.get_xaxis_transform())
-            band = True
+            drawn.add("never")
     if rings:
         ax.scatter([b for b, _ in rings], [u for _, u in rings], marker="o", s=150, facecolors="none",
                    edgecolors="#c00", linewidths=1.2, zorder=5)
-    return values, band
+        drawn.add("ring")
+    return values, drawn
 
 
 def _never_band(ax) -> None:

@@ -47,8 +47,9 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
                 fit_ylabel(ax, f"steady median at {base} / at this setting (over 1: faster; {bounds})", 7)
             else:
                 ours = [r for r in mine if r.variant == panel[0]]
-                _around_one(ax, by_tokens(ax, ours, panel[0], lambda r: r.eager and r.eager.point, colors, log=False,
-                                          interval=lambda r: (r.eager.low, r.eager.high)))
+                drawn = by_tokens(ax, ours, panel[0], lambda r: r.eager and r.eager.point, colors, log=False,
+                                  interval=lambda r: (r.eager.low, r.eager.high))
+                _around_one([ax], drawn)
                 moved = settings.moves_eager(setting, rows[0].base)
                 why = moved or "their run-to-run drift: eager ignores the setting"
                 whose = " and ".join(f"{v}'s" for v in panel)
@@ -82,10 +83,9 @@ def _eager_panels(mine, variants: list[str]) -> list[tuple[str, ...]]:
     return [tuple(names) for names in panels.values()]
 
 
-def _around_one(axes, values: list[float]) -> None:
+def _around_one(axes: list, values: list[float]) -> None:
     """From the values, not from 0, with 1 (no change) in view: a setting's gaps are a few percent, which an
     axis from 0 flattens."""
-    axes = axes if isinstance(axes, list) else [axes]
     low, high = min(values + [1.0]), max(values + [1.0])
     pad = max(0.15 * (high - low), 0.01 * high)
     for ax in axes:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.collections import PathCollection
+from matplotlib.markers import MarkerStyle
 import pandas as pd
 import pytest
 
@@ -649,6 +650,40 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
                       sweep_figures.TURNED]
     assert axis.get_legend() is None
     assert axis.get_xlim()[0] < 1 and axis.get_xlim()[1] > 8  # every batch of the sweep, drawn or not
+
+
+def test_a_u_of_one_the_first_calls_alone_decide_is_an_open_square_and_a_steady_gain_a_dot():
+    # reuse against recapture: at batch 1 the steady states tie (10.2 against 10 ms, within the 5% margin), so
+    # reuse's cheaper first call alone decides U=1; at batch 2 its steady state is half recapture's, a real gain
+    eager = (300, 100, 100, 50)
+    times = {1: ((400, 10, 10, 10.2), (400, 10, 100, 10)), 2: ((400, 10, 10, 10), (400, 20, 100, 20))}
+    points = [curves.Point(f"b{b}", point(b, 16, {"eager": eager, "graph[reuse]": reuse, "graph[recapture]": again}))
+              for b, (reuse, again) in times.items()]
+    by_batch = {r.batch: r.break_even for r in curves.break_evens(points)
+                if (r.candidate, r.baseline) == ("graph[reuse]", "graph[recapture]")}
+    assert (by_batch[1].first_u, by_batch[1].steady_differs) == (1, False)
+    assert (by_batch[2].first_u, by_batch[2].steady_differs) == (1, True)
+    figure = sweep_figures.break_even_figure(points)
+    (axis,) = [ax for ax in figure.axes if ax.get_title() == "graph[reuse] vs graph[recapture]"]
+    (line,) = axis.get_lines()
+    assert list(line.get_xdata()) == [1, 2] and list(line.get_ydata()) == [1, 1]  # one line through both
+    assert line.get_markevery() == [1]  # the filled dot at batch 2 alone
+    (squares,) = [c for c in axis.collections if isinstance(c, PathCollection)]
+    assert [tuple(map(float, xy)) for xy in squares.get_offsets()] == [(1.0, 1.0)]
+    # open (white, over the line) squares: open circles' concentric rings read as the counts' concentric dots
+    assert squares.get_facecolor().tolist() == [[1.0, 1.0, 1.0, 1.0]] and squares.get_zorder() > line.get_zorder()
+    square = MarkerStyle("s")
+    drawn = squares.get_paths()[0].vertices.tolist()
+    assert drawn == square.get_path().transformed(square.get_transform()).vertices.tolist()
+    labels = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert labels == ["16 new tokens", "pays off from U", sweep_figures.TIE]
+    # every U=1 a tie: no filled dot, and the legend names none
+    points = [curves.Point("b1", points[0].result)]
+    labels = [text.get_text() for text in sweep_figures.break_even_figure(points).legends[0].get_texts()]
+    (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes
+               if ax.get_title() == "graph[reuse] vs graph[recapture]"]
+    assert axis.get_lines()[0].get_markevery() == []
+    assert "pays off from U" in labels  # graph against eager still pays off on its steady state
 
 
 def test_the_break_even_legend_names_only_marks_drawn_and_a_panel_with_no_u_has_no_u_ticks():

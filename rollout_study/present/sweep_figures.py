@@ -133,6 +133,7 @@ NEVER, NEVER_AT = "never (grey band at the top)", 0.94  # axes fraction: above t
 # the other way where before them they differed (1B buckets, batch 64 / 512 tokens: U=1 from a tie after, 0.893x
 # before; tiny hf-continuous, batch 2 / 256 tokens: a tie after, 0.649x before, the same side as the verdict)
 BEFORE = "but before any update"
+TIE = "pays off from U=1 on its first call alone: the steady states tie (see the table)"
 TURNED = "steady states before any update differ as they do not after it (red ring; see the table)"
 
 
@@ -177,6 +178,8 @@ def break_even_figure(points: list[Point], figures_dir: str | None = None, not_d
                    for count, color in colors.items() if count in drawn]
         # each kind of mark named only where drawn: the probes' all-U=1 panels listed triangles drawn nowhere
         marks = {"from": Line2D([], [], color="black", marker="o", linestyle="none", label="pays off from U"),
+                 "tie": Line2D([], [], color="black", marker="s", markerfacecolor="white", linestyle="none",
+                               label=TIE),
                  "up": Line2D([], [], color="black", marker="v", markerfacecolor="white", linestyle="none",
                               label="only up to U"),
                  "never": Line2D([], [], color="black", marker="x", linestyle="none", label=NEVER),
@@ -196,10 +199,11 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
     """Per new-token count: "pays off from U" as dots on a line over the sweep's batches that breaks at any
     batch without one (an "only up to U", a "never", an invalid point: a line across it would claim a U there),
     "only up to U" as open triangles pointing down (it pays off at U or fewer), "never" as a cross in a grey
-    band at the top, where no U is drawn. Where the counts share a U (1, mostly) their lines
+    band at the top, where no U is drawn. A U=1 from the first calls alone, where the steady states tie, is an
+    open square on its line. Where the counts share a U (1, mostly) their lines
     coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
     crosses sit a little apart. A U whose verdict the steady states before the updates contradict gets a red
-    ring. Returns the U drawn, and the kinds of mark drawn ("from", "up", "never", "ring")."""
+    ring. Returns the U drawn, and the kinds of mark drawn ("from", "tie", "up", "never", "ring")."""
     values, drawn, rings = [], set(), []
     for index, (tokens, color) in enumerate(colors.items()):
         shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
@@ -209,10 +213,20 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
         ups = [(b, line[b].last_u) for b in batches if b in line and line[b].last_u is not None]
         rings += [(b, u) for b, u in zip(batches, froms) if u == u and _turned(line[b])]
         if any(u == u for u in froms):  # NaN is not equal to itself
-            ax.plot(batches, froms, marker="o", color=color, markersize=max(9 - 2 * index, 3),
-                    linewidth=max(4 - index, 1))
+            # a U=1 the first calls alone decide (the steady states tie) is a square, as the run report's figure
+            # shades nothing there: a dot read as a steady gain the study did not resolve. Open circles were drawn
+            # first: the counts' concentric rings read as their concentric dots (the tiny sweep's reuse panel)
+            ties = [i for i, (b, u) in enumerate(zip(batches, froms)) if u == u and not line[b].steady_differs]
+            gains = [i for i, u in enumerate(froms) if u == u and i not in ties]
+            size = max(9 - 2 * index, 3)
+            ax.plot(batches, froms, marker="o", color=color, markersize=size, linewidth=max(4 - index, 1),
+                    markevery=gains)
+            if ties:
+                ax.scatter([batches[i] for i in ties], [froms[i] for i in ties], marker="s", s=size ** 2,
+                           facecolors="white", edgecolors=color, linewidths=1.2, zorder=3)
+                drawn.add("tie")
             values += [u for u in froms if u == u]
-            drawn.add("from")
+            drawn |= {"from"} if gains else set()
         if ups:
             # over the lines, filled white: the 1B batch 16 / 512 tokens triangle hid under the U=1 lines of the
             # other counts and its ring read as "pays off"

@@ -641,7 +641,9 @@ def test_the_break_even_figure_draws_up_to_u_as_triangles_and_breaks_the_line_wh
     assert [round(x) for x, _ in crosses_64] == [1, 2, 4, 8] and {y for _, y in crosses_64} == {at}
     assert axis.collections[1].get_offset_transform() is axis.get_xaxis_transform()
     assert axis.collections[1].get_edgecolor().tolist() != axis.collections[2].get_edgecolor().tolist()
-    assert [t.get_text() for t in axis.texts] == ["no U (see the table): never 5", "never"]
+    # the ring's new-token count beside it: where the counts' U coincide the ring alone does not say whose
+    assert [t.get_text() for t in axis.texts] == ["16", "no U (see the table): never 5", "never"]
+    assert axis.texts[0].xy == (ring[0][0], 9.0) and axis.texts[0].get_color() == "#c00"
     # no U drawn in the band: the axis raised so the largest U (9) sits under it
     to_axes = axis.transAxes.inverted().transform
     assert to_axes(axis.transData.transform((2, 9.0)))[1] < at - 0.05

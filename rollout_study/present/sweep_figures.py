@@ -134,7 +134,8 @@ NEVER, NEVER_AT = "never (grey band at the top)", 0.94  # axes fraction: above t
 # before; tiny hf-continuous, batch 2 / 256 tokens: a tie after, 0.649x before, the same side as the verdict)
 BEFORE = "but before any update"
 TIE = "pays off from U=1 on its first call alone: the steady states tie (see the table)"
-TURNED = "steady states before any update differ as they do not after it (red ring; see the table)"
+# short enough for two legend columns under three panels (figure_legend): one longer stacked the legend in one column
+TURNED = "steady states before any update differ as they do not after it (red ring; its new tokens)"
 
 
 def break_even_figure(points: list[Point], figures_dir: str | None = None, not_drawn: str = "") -> Figure:
@@ -203,7 +204,8 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
     open square on its line. Where the counts share a U (1, mostly) their lines
     coincide: each count's is drawn thinner than the one before, so every colour shows, and its triangles and
     crosses sit a little apart. A U whose verdict the steady states before the updates contradict gets a red
-    ring. Returns the U drawn, and the kinds of mark drawn ("from", "tie", "up", "never", "ring")."""
+    ring, its new-token count beside it. Returns the U drawn, and the kinds of mark drawn ("from", "tie", "up",
+    "never", "ring")."""
     values, drawn, rings = [], set(), []
     for index, (tokens, color) in enumerate(colors.items()):
         shift = 2 ** (0.06 * (index - (len(colors) - 1) / 2))
@@ -211,7 +213,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
         froms = [line[b].first_u if b in line and line[b].first_u is not None and line[b].last_u is None
                  else float("nan") for b in batches]
         ups = [(b, line[b].last_u) for b in batches if b in line and line[b].last_u is not None]
-        rings += [(b, u) for b, u in zip(batches, froms) if u == u and _turned(line[b])]
+        rings += [(b, u, tokens) for b, u in zip(batches, froms) if u == u and _turned(line[b])]
         if any(u == u for u in froms):  # NaN is not equal to itself
             # a U=1 the first calls alone decide (the steady states tie) is a square, as the run report's figure
             # shades nothing there: a dot read as a steady gain the study did not resolve. Open circles were drawn
@@ -234,7 +236,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
                        edgecolors=color, linewidths=1.5, zorder=4)
             values += [u for _, u in ups]
             drawn.add("up")
-            rings += [(b * shift, u) for b, u in ups if _turned(line[b])]
+            rings += [(b * shift, u, tokens) for b, u in ups if _turned(line[b])]
         # "never" has no U to draw at: a cross at the panel's top, else the sweep's negative result (a graph slower
         # than generate()) hides as a gap under the other counts' lines
         nevers = [b for b in batches if b in line and line[b].verdict.startswith("never")]
@@ -243,8 +245,10 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
                        transform=ax.get_xaxis_transform())
             drawn.add("never")
     if rings:
-        ax.scatter([b for b, _ in rings], [u for _, u in rings], marker="o", s=150, facecolors="none",
+        ax.scatter([b for b, _, _ in rings], [u for _, u, _ in rings], marker="o", s=150, facecolors="none",
                    edgecolors="#c00", linewidths=1.2, zorder=5)
+        for b, u, tokens in rings:  # whose: where the counts' U coincide (1, mostly) the ring alone did not say
+            ax.annotate(f"{tokens}", (b, u), xytext=(6, 6), textcoords="offset points", fontsize=7, color="#c00")
         drawn.add("ring")
     return values, drawn
 

@@ -822,6 +822,13 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
         (axis,) = [ax for ax in figure.axes if _said(ax.get_ylabel()) == ylabel]
         assert _line(axis) == pytest.approx(_expected(captures, value)), ylabel
     assert _expected(captures, lambda r: r.peak_delta_bytes) != _expected(captures, lambda r: r.reserved_delta_bytes)
+    # the counts' reserved growth ties at each batch (10 MiB a batch): each count's line a little apart from the
+    # batch, so neither hides the other's dot (the policy-order probe's 64 and 256 tokens, 4 MiB both, did)
+    (axis,) = [ax for ax in figure.axes if _said(ax.get_ylabel()) == sweep_figures.MEMORY_ROWS[2][0]]
+    assert _line(axis) == _line(axis, "64 new tokens")
+    at = {ln.get_label(): [float(x) for x in ln.get_xdata()] for ln in axis.lines if ln.get_label().endswith("s")}
+    assert all(x16 < x64 for x16, x64 in zip(at["16 new tokens"], at["64 new tokens"])) and len(at) == 2
+    assert all(abs(x / b - 1) < 0.05 for xs in at.values() for b, x in zip((2, 4), xs, strict=True))
     (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
     assert [ln.get_label() for ln in axis.lines] == ["batch 2: b = 0.625 ms per new token (through 2 points)",
                                                      "batch 4: b = 0.625 ms per new token (through 2 points)"]
@@ -834,6 +841,11 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     lone = points + [curves.Point("b8-16", point(8, 16, timed(16), requests=16))]
     (axis,) = [ax for ax in sweep_figures.growth_figure(lone).axes if ax.get_title() == "graph[reuse]"]
     assert axis.get_legend_handles_labels()[1][-1] == "batch 8: one new-token count, no line"
+    # a slope's three digits keep their trailing zeros: 0.5 read "0.5" beside a table's 0.500
+    halves = [curves.Point(f"h{n}", point(2, n, {**timed(n), "graph[reuse]": (400.0, 10 + 0.5 * n, 130.0, 10.0)}))
+              for n in (16, 64)]
+    (axis,) = [ax for ax in sweep_figures.growth_figure(halves).axes if ax.get_title() == "graph[reuse]"]
+    assert [ln.get_label() for ln in axis.lines] == ["batch 2: b = 0.500 ms per new token (through 2 points)"]
     # one batch, one count: the title promises neither lines nor colours it does not draw
     title = _said(sweep_figures.growth_figure(points[:1]).get_suptitle())
     assert title.endswith("steady time vs new tokens n") and "lines" not in title and "colours" not in title

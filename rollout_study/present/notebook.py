@@ -106,7 +106,8 @@ def run_blocks(result: Result, figures_dir: str, position: int | None = None) ->
         Block("table", f"Disjoint breakdown of {figures.LOWER_MEDIAN} (ms; a real call, of an even count the lower "
                        "of the middle two: its total can sit below the median)" + breakdown_note,
               tables.breakdown_table(one)),
-        Block("table", "Memory and captures per phase", tables.memory_table(one)),
+        Block("table", "Memory and captures per phase (the whole process's allocator, largest over the phase's calls)",
+              tables.memory_table(one)),
         Block("table", "Cold starts: first call per variant in fresh processes", tables.cold_start_table(one)),
         Block("table", "Profile: wall vs summed kernel time (empty on CPU)", tables.profile_table(one)),
         Block("table", floors.TITLE, floors.floors_table(one)),

@@ -279,7 +279,7 @@ def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn
                 xs = [min(row.new_tokens), max(row.new_tokens)]
                 through = " (through 2 points)" if row.fit.n == 2 else ""  # a line always fits two
                 ax.plot(xs, [row.fit.intercept + row.fit.slope * x for x in xs], color=colors[row.batch],
-                        label=f"batch {row.batch}: b = {row.fit.slope:.3g} ms per new token{through}")
+                        label=f"batch {row.batch}: b = {row.fit.slope:#.3g} ms per new token{through}")
         variant_title(ax, variant, points)
         ax.set_xlabel("new tokens")
         fit_ylabel(ax, "steady median of the whole call (ms)")
@@ -302,7 +302,8 @@ FIGURES = (
     ("latency", "Per-token latency vs batch", latency_figure),
     ("capture", "Capture time and graph memory of the first call vs batch", capture_figure),
     ("after-update", "First call after a real update vs batch, per variant", after_update_figure),
-    ("break-even", "Break-even: rollouts per update U from which each variant pays off (dots), or up to which "
-                   "only (open triangles), vs batch; never: crosses in the grey band at the top", break_even_figure),
+    ("break-even", "Break-even: rollouts per update U from which each variant pays off (dots; open squares: U=1 "
+                   "from the first calls alone, the steady states tie), or up to which only (open triangles), vs "
+                   "batch; never: crosses in the grey band at the top", break_even_figure),
     ("growth", "Steady time vs new tokens with the fitted line a + b n, per batch", growth_figure),
 )

@@ -100,9 +100,10 @@ def by_tokens(ax, rows, variant: str, y, colors, log: bool = True, interval=None
     for index, (tokens, color) in enumerate(colors.items()):
         line = sorted((r for r in rows if r.variant == variant and r.new_tokens == tokens), key=lambda r: r.batch)
         kept = [(r, y(r)) for r in line if y(r) is not None]
-        # With intervals, each new-token count's line sits a little apart (the axis is log 2), so bars at one
-        # batch do not hide each other
-        shift = 2 ** (0.05 * (index - (len(colors) - 1) / 2)) if interval else 1.0
+        # Each new-token count's line sits a little apart (the axis is log 2), so one count's bar or dot at a batch
+        # does not hide another's: reserved growth comes in 2 MiB steps, and the policy-order probe's 64- and
+        # 256-token dots (4 and 34 MiB both) coincided
+        shift = 2 ** (0.05 * (index - (len(colors) - 1) / 2))
         if kept:
             ax.plot([r.batch * shift for r, _ in kept], [v for _, v in kept], marker="o", color=color,
                     label=f"{tokens} new tokens")

@@ -166,6 +166,11 @@ def test_a_log_axis_gives_room_beyond_an_edge_tick_a_value_sits_on():
     assert low == 0.1 and 0.2 * 1.02 < high < 0.2 * 1.05  # 4% of the span beyond the top, none under 0.11
     figures.log_axis(ax, [0.1, 0.15])
     assert 0.1 / 1.05 < ax.get_ylim()[0] < 0.1 / 1.02 and ax.get_ylim()[1] == 0.2
+    # none where lines and shading run edge to edge: the run break-even's U axis, whose shading stopped short
+    figures.log_axis(ax, [1, 10], "x", room=False)
+    assert ax.get_xlim() == (1, 10)
+    fig = figures.break_even_figure(make_result(cuda_graph=True))
+    assert fig.axes[0].get_xlim() == (1, 10)
 
 
 def test_a_figure_is_saved_in_a_palette_of_its_own_colours_with_the_same_bytes_each_time(tmp_path):

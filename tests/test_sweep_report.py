@@ -672,20 +672,42 @@ def test_a_u_of_one_the_first_calls_alone_decide_is_an_open_square_and_a_steady_
     assert line.get_markevery() == [1]  # the filled dot at batch 2 alone
     (squares,) = [c for c in axis.collections if isinstance(c, PathCollection)]
     assert [tuple(map(float, xy)) for xy in squares.get_offsets()] == [(1.0, 1.0)]
-    # open (white, over the line) squares: open circles' concentric rings read as the counts' concentric dots
-    assert squares.get_facecolor().tolist() == [[1.0, 1.0, 1.0, 1.0]] and squares.get_zorder() > line.get_zorder()
+    # open (white) squares over their line: open circles' concentric rings read as the counts' concentric dots
+    children = axis.get_children()
+    assert squares.get_facecolor().tolist() == [[1.0, 1.0, 1.0, 1.0]]
+    assert squares.get_zorder() == line.get_zorder() and children.index(squares) > children.index(line)
     square = MarkerStyle("s")
     drawn = squares.get_paths()[0].vertices.tolist()
     assert drawn == square.get_path().transformed(square.get_transform()).vertices.tolist()
     labels = [text.get_text() for text in figure.legends[0].get_texts()]
     assert labels == ["16 new tokens", "pays off from U", sweep_figures.TIE]
-    # every U=1 a tie: no filled dot, and the legend names none
-    points = [curves.Point("b1", points[0].result)]
-    labels = [text.get_text() for text in sweep_figures.break_even_figure(points).legends[0].get_texts()]
-    (axis,) = [ax for ax in sweep_figures.break_even_figure(points).axes
+    # 64 new tokens gain at batch 1 where 16 ties: its smaller dot is drawn after 16's white square, not under it
+    gains = {1: ((400, 10, 10, 5), (400, 10, 100, 10)), 2: times[2]}
+    mixed = points + [curves.Point(f"b{b}-64", point(b, 64, {"eager": eager, "graph[reuse]": reuse,
+                                                             "graph[recapture]": again}))
+                      for b, (reuse, again) in gains.items()]
+    (axis,) = [ax for ax in sweep_figures.break_even_figure(mixed).axes
                if ax.get_title() == "graph[reuse] vs graph[recapture]"]
-    assert axis.get_lines()[0].get_markevery() == []
-    assert "pays off from U" in labels  # graph against eager still pays off on its steady state
+    (squares,) = [c for c in axis.collections if isinstance(c, PathCollection)]
+    first, second = axis.get_lines()
+    assert second.get_markevery() == [0, 1] and second.get_markersize() < squares.get_sizes()[0] ** 0.5
+    children = axis.get_children()
+    assert second.get_zorder() == squares.get_zorder() and children.index(second) > children.index(squares)
+    # every U=1 a tie, in every panel: the legend names the squares and no dot
+    alone = [curves.Point("b1", point(1, 16, {"graph[reuse]": times[1][0], "graph[recapture]": times[1][1]}))]
+    figure = sweep_figures.break_even_figure(alone)
+    assert figure.axes[0].get_lines()[0].get_markevery() == []
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["16 new tokens", sweep_figures.TIE]
+
+
+def test_red_rings_at_one_place_share_one_label_naming_each_count():
+    # reuse was the slower before the update (200 against 100 ms) and the faster after it, at 16 and 64 tokens:
+    # both rings sit at batch 1, U=1, where two labels printed over each other ("64/66")
+    times = {"eager": (300, 100, 100, 50), "graph[reuse]": (400, 200, 10, 10)}
+    points = [curves.Point(f"b1-{n}", point(1, n, times)) for n in (16, 64)]
+    assert all(sweep_figures._turned(r.break_even) for r in curves.break_evens(points))
+    (axis,) = sweep_figures.break_even_figure(points).axes
+    assert [(t.get_text(), t.xy) for t in axis.texts if t.get_color() == "#c00"] == [("16, 64", (1, 1))]
 
 
 def test_the_break_even_legend_names_only_marks_drawn_and_a_panel_with_no_u_has_no_u_ticks():
@@ -826,7 +848,8 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
     # batch, so neither hides the other's dot (the policy-order probe's 64 and 256 tokens, 4 MiB both, did)
     (axis,) = [ax for ax in figure.axes if _said(ax.get_ylabel()) == sweep_figures.MEMORY_ROWS[2][0]]
     assert _line(axis) == _line(axis, "64 new tokens")
-    at = {ln.get_label(): [float(x) for x in ln.get_xdata()] for ln in axis.lines if ln.get_label().endswith("s")}
+    at = {ln.get_label(): [float(x) for x in ln.get_xdata()] for ln in axis.lines
+          if ln.get_label().endswith("new tokens")}
     assert all(x16 < x64 for x16, x64 in zip(at["16 new tokens"], at["64 new tokens"])) and len(at) == 2
     assert all(abs(x / b - 1) < 0.05 for xs in at.values() for b, x in zip((2, 4), xs, strict=True))
     (axis,) = [ax for ax in sweep_figures.growth_figure(points).axes if ax.get_title() == "graph[reuse]"]
@@ -846,6 +869,10 @@ def test_each_figure_plots_the_quantity_its_axis_names_and_only_a_cpu_runs_title
               for n in (16, 64)]
     (axis,) = [ax for ax in sweep_figures.growth_figure(halves).axes if ax.get_title() == "graph[reuse]"]
     assert [ln.get_label() for ln in axis.lines] == ["batch 2: b = 0.500 ms per new token (through 2 points)"]
+    steep = [curves.Point(f"s{n}", point(2, n, {**timed(n), "graph[reuse]": (400.0, 10 + 125 * n, 130.0, 10.0)}))
+             for n in (16, 64)]  # and no bare point after three whole digits ("125.")
+    (axis,) = [ax for ax in sweep_figures.growth_figure(steep).axes if ax.get_title() == "graph[reuse]"]
+    assert [ln.get_label() for ln in axis.lines] == ["batch 2: b = 125 ms per new token (through 2 points)"]
     # one batch, one count: the title promises neither lines nor colours it does not draw
     title = _said(sweep_figures.growth_figure(points[:1]).get_suptitle())
     assert title.endswith("steady time vs new tokens n") and "lines" not in title and "colours" not in title

@@ -123,8 +123,9 @@ def _ticks_125(low: float, high: float) -> list[float]:
     return [t for t in ticks if below <= t <= above]
 
 
-def log_axis(ax, values: list[float], axis: str = "y") -> None:
-    """A log axis whose labelled 1-2-5 ticks bracket every value, labels in plain numbers (13, 20, 200)."""
+def log_axis(ax, values: list[float], axis: str = "y", room: bool = True) -> None:
+    """A log axis whose labelled 1-2-5 ticks bracket every value, labels in plain numbers (13, 20, 200).
+    `room`: False for an axis whose lines and shading run from edge to edge (the run break-even's U)."""
     positive = [v for v in values if v and v > 0]
     if not positive:
         return
@@ -137,11 +138,11 @@ def log_axis(ax, values: list[float], axis: str = "y") -> None:
     low, high = ticks[0], ticks[-1]
     # a value on an edge tick was drawn half cut off by the frame (the Ray smoke twin's 0.1985 ms per token under
     # 0.2): room beyond that edge, 4% of the span
-    room = (high / low) ** 0.04
-    if min(positive) < low * room:
-        low /= room
-    if max(positive) > high / room:
-        high *= room
+    margin = (high / low) ** 0.04 if room else 1.0
+    if min(positive) < low * margin:
+        low /= margin
+    if max(positive) > high / margin:
+        high *= margin
     (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
 
 
@@ -284,8 +285,8 @@ def memory_figure(result: Result, figures_dir: str | None = None, stem: str | No
     # On the first panel with bars: on a CPU run only the captures panel has any.
     labelled = next((ax for ax in axes if ax.get_legend_handles_labels()[0]), axes[-1])
     _legend_outside(labelled)
-    return _finish(fig, result, "the process's memory after each phase (run order) and captures per phase",
-                   figures_dir, stem, "memory")
+    return _finish(fig, result, "the process's memory, largest over each phase's calls (run order), and captures "
+                   "per phase", figures_dir, stem, "memory")
 
 
 def throughput_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
@@ -361,7 +362,7 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
             if row.break_even.first_u is not None and row.break_even.steady_differs:
                 ax.axvspan(row.break_even.first_u, row.break_even.last_u or horizon, color="#2ca02c", alpha=0.1,
                            label=f"{row.candidate} pays off" if ax is top else None)
-            log_axis(ax, span, "x")
+            log_axis(ax, span, "x", room=False)  # room there ended the "pays off" shading short of the frame
             ax.tick_params(axis="x", labelrotation=30, labelsize=7)
             ax.grid(alpha=0.3)
         log_axis(top, lines[row.baseline] + lines[row.candidate])

@@ -31,8 +31,8 @@ def definitions() -> list[str]:
         "figure's open triangles) first + (U-1) x steady after is no dearer than the baseline's; two steady states "
         "differ only when the 95% interval of their ratio excludes 1, and two policies of one engine (reuse and "
         f"recapture: the same kernels replayed) only beyond {effects.STEADY_MARGIN:.0%} either way as well (they "
-        "differ by a few percent in one run), else the first calls alone decide (no 'up to U' drawn from noise; the "
-        "figure's open squares), and "
+        "differ by a few percent in one run), else the first calls alone decide (no 'up to U' drawn from noise; a "
+        "first call not dearer is the figure's open square at U=1), and "
         "where those are within their interval too the verdict is 'no difference'; steady / baseline's: the "
         "candidate's steady median after the update over the baseline's, the gap the verdict read",
         WHOLE_RANGE,

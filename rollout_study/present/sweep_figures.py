@@ -217,7 +217,8 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
         if any(u == u for u in froms):  # NaN is not equal to itself
             # a U=1 the first calls alone decide (the steady states tie) is a square, as the run report's figure
             # shades nothing there: a dot read as a steady gain the study did not resolve. Open circles were drawn
-            # first: the counts' concentric rings read as their concentric dots (the tiny sweep's reuse panel)
+            # first: the counts' concentric rings read as their concentric dots (the tiny sweep's reuse panel). At
+            # the lines' zorder, so the next count's smaller dot or square is drawn over this one, not hidden under it
             ties = [i for i, (b, u) in enumerate(zip(batches, froms)) if u == u and not line[b].steady_differs]
             gains = [i for i, u in enumerate(froms) if u == u and i not in ties]
             size = max(9 - 2 * index, 3)
@@ -225,7 +226,7 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
                     markevery=gains)
             if ties:
                 ax.scatter([batches[i] for i in ties], [froms[i] for i in ties], marker="s", s=size ** 2,
-                           facecolors="white", edgecolors=color, linewidths=1.2, zorder=3)
+                           facecolors="white", edgecolors=color, linewidths=1.2, zorder=2)
                 drawn.add("tie")
             values += [u for u in froms if u == u]
             drawn |= {"from"} if gains else set()
@@ -247,8 +248,12 @@ def _break_even_marks(ax, rows, colors, batches) -> tuple[list[float], set[str]]
     if rings:
         ax.scatter([b for b, _, _ in rings], [u for _, u, _ in rings], marker="o", s=150, facecolors="none",
                    edgecolors="#c00", linewidths=1.2, zorder=5)
-        for b, u, tokens in rings:  # whose: where the counts' U coincide (1, mostly) the ring alone did not say
-            ax.annotate(f"{tokens}", (b, u), xytext=(6, 6), textcoords="offset points", fontsize=7, color="#c00")
+        whose = {}  # where the counts' U coincide (1, mostly) the ring alone did not say whose: one label a place
+        for b, u, tokens in rings:
+            whose.setdefault((b, u), []).append(tokens)
+        for (b, u), counts in whose.items():
+            ax.annotate(", ".join(map(str, counts)), (b, u), xytext=(6, 6), textcoords="offset points", fontsize=7,
+                        color="#c00")
         drawn.add("ring")
     return values, drawn
 
@@ -279,7 +284,7 @@ def growth_figure(points: list[Point], figures_dir: str | None = None, not_drawn
                 xs = [min(row.new_tokens), max(row.new_tokens)]
                 through = " (through 2 points)" if row.fit.n == 2 else ""  # a line always fits two
                 ax.plot(xs, [row.fit.intercept + row.fit.slope * x for x in xs], color=colors[row.batch],
-                        label=f"batch {row.batch}: b = {row.fit.slope:#.3g} ms per new token{through}")
+                        label=f"batch {row.batch}: b = {f'{row.fit.slope:#.3g}'.rstrip('.')} ms per new token{through}")
         variant_title(ax, variant, points)
         ax.set_xlabel("new tokens")
         fit_ylabel(ax, "steady median of the whole call (ms)")

@@ -8,7 +8,7 @@ import pytest
 
 from result_fixture import MODELS, make_result, make_result_dict
 from rollout_study.engines import variant_color
-from rollout_study.present import figures
+from rollout_study.present import drawing, figures
 from rollout_study.result import Result
 from result_fixture import add_engine, retime, set_samples, with_control, with_instruments
 
@@ -33,9 +33,9 @@ def test_every_figure_is_saved_titled_and_silent(tmp_path, cuda_graph):
 
 
 def test_log_ticks_bracket_every_value_with_plain_labels():
-    assert figures._ticks_125(13.0, 27.0) == [10.0, 20.0, 50.0]
-    assert figures._ticks_125(13.7, 3666.9) == [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0]
-    assert figures._ticks_125(20.0, 200.0) == [20.0, 50.0, 100.0, 200.0]
+    assert drawing._ticks_125(13.0, 27.0) == [10.0, 20.0, 50.0]
+    assert drawing._ticks_125(13.7, 3666.9) == [10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0]
+    assert drawing._ticks_125(20.0, 200.0) == [20.0, 50.0, 100.0, 200.0]
 
 
 def test_latency_axis_is_logarithmic_with_labelled_ticks_around_all_samples():
@@ -152,7 +152,7 @@ def test_a_log_axis_leaves_out_zero_and_missing_values():
     from matplotlib.figure import Figure
 
     ax = Figure().subplots()
-    figures.log_axis(ax, [0.0, None, 13.0, 270.0])  # a call no clock could time, a phase not measured
+    drawing.log_axis(ax, [0.0, None, 13.0, 270.0])  # a call no clock could time, a phase not measured
     assert ax.get_yscale() == "log" and ax.get_ylim() == (10.0, 500.0)  # 13 and 270: off both edges
 
 
@@ -161,13 +161,13 @@ def test_a_log_axis_gives_room_beyond_an_edge_tick_a_value_sits_on():
 
     ax = Figure().subplots()
     # the Ray smoke twin's 0.1985 ms per token under the 0.2 tick was drawn half cut off by the frame
-    figures.log_axis(ax, [0.11, 0.1985])
+    drawing.log_axis(ax, [0.11, 0.1985])
     low, high = ax.get_ylim()
     assert low == 0.1 and 0.2 * 1.02 < high < 0.2 * 1.05  # 4% of the span beyond the top, none under 0.11
-    figures.log_axis(ax, [0.1, 0.15])
+    drawing.log_axis(ax, [0.1, 0.15])
     assert 0.1 / 1.05 < ax.get_ylim()[0] < 0.1 / 1.02 and ax.get_ylim()[1] == 0.2
     # none where lines and shading run edge to edge: the run break-even's U axis, whose shading stopped short
-    figures.log_axis(ax, [1, 10], "x", room=False)
+    drawing.log_axis(ax, [1, 10], "x", room=False)
     assert ax.get_xlim() == (1, 10)
     fig = figures.break_even_figure(make_result(cuda_graph=True))
     assert fig.axes[0].get_xlim() == (1, 10)
@@ -183,8 +183,8 @@ def test_a_figure_is_saved_in_a_palette_of_its_own_colours_with_the_same_bytes_e
     for color, y in lines.items():
         ax.plot([0, 1], [y, y], color=color, linewidth=4)
     first, again = tmp_path / "a.png", tmp_path / "b.png"
-    figures.save_png(fig, str(first), dpi=100)
-    figures.save_png(fig, str(again), dpi=100)
+    drawing.save_png(fig, str(first), dpi=100)
+    drawing.save_png(fig, str(again), dpi=100)
     assert first.read_bytes() == again.read_bytes()
     with Image.open(first) as image:
         assert image.mode == "P" and image.size == (400, 300)
@@ -202,7 +202,7 @@ def test_every_colour_of_the_study_keeps_its_own_value_beside_the_shades_of_slop
     ax = fig.subplots()
     for y, color in enumerate(colors):  # sloped: each edge a run of blended shades that take palette entries
         ax.plot([0, 1], [y, y + 0.5], color=color, linewidth=4)
-    figures.save_png(fig, str(tmp_path / "a.png"), dpi=100)
+    drawing.save_png(fig, str(tmp_path / "a.png"), dpi=100)
     with Image.open(tmp_path / "a.png") as image:
         used = {color for _, color in image.convert("RGB").getcolors(maxcolors=256)}
     assert [c for c in colors if tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) not in used] == []
@@ -281,3 +281,37 @@ def test_a_crowded_breakdowns_phase_names_stand_upright_apart_and_a_few_stay_sla
     frame = top.get_window_extent()
     totals = [t for ax in crowded.axes[:3] for t in ax.texts]
     assert totals and all(t.get_window_extent().y1 <= frame.y1 for t in totals)
+
+
+def test_many_pairs_and_variants_grow_down_in_bands_of_three_on_one_scale(tmp_path):
+    # an all-engines run's eight break-even pairs in one row were 4,400 pixels wide, drawn at 28% on the page
+    data = make_result_dict(cuda_graph=True)
+    for like in ("graph[recapture]", "graph[reuse]"):
+        add_engine(data, like, "newgraph")
+    result = Result.from_dict(data)
+    pairs = figures.analysis.break_even_rows(result)
+    assert len(pairs) == 6 and drawing.COLUMNS == 3
+    from PIL import Image
+
+    fig = figures.break_even_figure(result, str(tmp_path), "stem")
+    titled = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title().split(":")[0] for ax in titled] == [f"{r.candidate} vs {r.baseline}" for r in pairs]
+    assert {(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start) for ax in titled} == {
+        (0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2)}  # two bands of three, each pair's difference under it
+    assert [ax.get_ylabel() for ax in titled] == ["first + (U-1) x steady (ms)", "", ""] * 2  # each band's first
+    with Image.open(figures.figure_path(str(tmp_path), "stem", "break-even")) as image:
+        assert image.size[0] == 3 * 5 * 110  # three 5-inch panels at 110 dpi, not six
+    # the breakdown: five variants, three then two and a hidden spare; its ms rows on one scale across the bands
+    fig = figures.breakdown_figure(result)
+    tops = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in tops] == result.variants() and len(tops) == 5
+    assert [ax.get_subplotspec().rowspan.start for ax in tops] == [0, 0, 0, 2, 2]
+    assert all(tops[0].get_shared_y_axes().joined(tops[0], ax) for ax in tops)
+    assert len({ax.get_ylim() for ax in tops}) == 1 and tops[3].get_ylim()[1] >= 130.0  # the first calls' 130 ms
+    shares = [ax for ax in fig.axes if ax.get_visible() and not ax.get_title()]
+    assert len(shares) == 5 and all(shares[0].get_shared_y_axes().joined(shares[0], ax) for ax in shares)
+    assert [bool(ax.get_ylabel()) for ax in tops + shares] == [True, False, False, True, False] * 2
+    assert len([ax for ax in fig.axes if not ax.get_visible()]) == 2  # one spare cell, both its rows
+    fig.canvas.draw()
+    legend = tops[2].get_legend()
+    assert legend and legend.get_window_extent().x1 <= fig.bbox.x1  # right of the first band, inside the figure

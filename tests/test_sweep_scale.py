@@ -192,3 +192,25 @@ def test_a_quantity_of_nearly_one_value_across_the_models_is_drawn_from_zero(mon
     assert max(drawn) - min(drawn) < 1.0 and axis.get_ylim()[0] < -32.0 and axis.get_ylim()[1] >= 0
     capture = [ax for ax in figure.axes if ax.lines and ax.get_ylabel().startswith("capture")][0]
     assert capture.get_ylim()[0] > 0  # 30 to 40 ms: its own range
+
+
+def test_the_side_by_side_of_many_variants_grows_down_in_bands_each_ending_with_the_models_in_full():
+    # six variants in one row were 2,640 pixels wide, drawn at 47% on the page
+    variants = ["graph[recapture]", "graph[reuse]", "graph-compiled[recapture]", "graph-compiled[reuse]"]
+    times = {"eager": (1, 100.0, 1, 1), **{v: (300, 10.0 + i, 1, 1) for i, v in enumerate(variants)}}
+    results = {"tiny": _as(point(1, 64, times), 557_696),
+               "smol": _as(point(1, 64, times, label="pretrained"), 134_515_008, prompts=("chat", 41))}
+    figure = scale.scale_figure(_models(results))
+    shown = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown if ax.get_title()] == variants
+    assert figure.get_figwidth() == pytest.approx(3 * 4.4)
+    rows = len(scale.QUANTITIES)
+    for ax in shown:
+        spec = ax.get_subplotspec()
+        band, row = divmod(spec.rowspan.start, rows)
+        assert ax.get_ylabel() == scale.QUANTITIES[row][0]
+        assert (ax.get_title() != "") == (row == 0)  # each band's top row names its variants
+        full = row == rows - 1  # the last quantity's ticks name the models in full, in every band
+        assert all((len(t.get_text().splitlines()) > 2) == full for t in ax.get_xticklabels())
+    assert {divmod(ax.get_subplotspec().rowspan.start, rows)[0] for ax in shown} == {0, 1}
+    assert len([ax for ax in figure.axes if not ax.get_visible()]) == 2 * rows  # two spare cells of three rows

@@ -7,19 +7,19 @@ logarithmic with plain labelled ticks (1-2-5 per decade) that bracket every plot
 """
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
 import textwrap
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, PercentFormatter
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from .. import analysis
 from ..engines import variant_color
 from ..record import PARTS, variant_name
 from ..result import Result
+from .drawing import band_starts, banded, bands, fit_suptitle, fit_ylabel, log_axis, save_png
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
 # Set2's muted shades: the variants' colours (engines' `colors`, tab10) mean variants in every other figure
@@ -50,44 +50,6 @@ def phase_label(cycle: int, phase: str, controls=frozenset()) -> str:
     return f"c{cycle} {phase.replace('_', ' ')}"
 
 
-def save_png(fig: Figure, path: str, dpi: int) -> None:
-    """The figure as a PNG of at most 256 colours: line plots on white need no more, and the file is about a
-    third of full colour (the sweep's capture figure: 515 to 164 KB), where the published reports travel
-    to the GPU machine with the whole tracked tree in 64 MiB. Median cut is deterministic, so a rebuilt
-    report's figures keep their bytes."""
-    from PIL import Image
-
-    rendered = io.BytesIO()
-    fig.savefig(rendered, format="png", dpi=dpi)
-    rendered.seek(0)
-    with Image.open(rendered) as image:
-        image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, format="PNG",
-                                                                                        optimize=True)
-
-
-def fit_text(text: str, inches: float, fontsize: float) -> str:
-    """`text` wrapped, each of its lines, to about `inches` at `fontsize`: a saved PNG clips a title or axis label
-    longer than its figure or panel, and a title clipped at both ends loses its first word ("Synthetic")."""
-    per_line = max(int(inches * 72 / (fontsize * 0.62)), 16)  # 0.62: a wide average character of DejaVu Sans
-    return "\n".join(textwrap.fill(line, per_line) if line else line for line in text.split("\n"))
-
-
-def fit_suptitle(fig: Figure, text: str, fontsize: float = 10) -> None:
-    fig.suptitle(fit_text(text, 0.95 * fig.get_figwidth(), fontsize), fontsize=fontsize)
-
-
-def fit_ylabel(ax, text: str, fontsize: float = 8) -> None:
-    """An axis label wrapped to its panel's height (less the title's and ticks' room)."""
-    rows = ax.get_subplotspec().get_gridspec().nrows if ax.get_subplotspec() else 1
-    ax.set_ylabel(fit_text(text, 0.7 * ax.figure.get_figheight() / rows, fontsize), fontsize=fontsize)
-
-
-def fit_title(ax, text: str, fontsize: float = 9) -> None:
-    """A panel's title wrapped to its width: a long one ran into its neighbour's."""
-    columns = ax.get_subplotspec().get_gridspec().ncols if ax.get_subplotspec() else 1
-    ax.set_title(fit_text(text, 0.95 * ax.figure.get_figwidth() / columns, fontsize), fontsize=fontsize)
-
-
 def _new_figure(width: float, height: float) -> Figure:
     # A bare Figure: nothing global, nothing shown twice by the notebook's inline backend.
     return Figure(figsize=(width, height), layout="constrained")
@@ -112,38 +74,6 @@ def _legend_outside(ax, fontsize: float = 8) -> None:
     data filled every corner (hf-continuous's 986 ms first call after a control update). The constrained
     layout makes room for it, so the saved PNG keeps it whole."""
     _legend(ax, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-
-
-def _ticks_125(low: float, high: float) -> list[float]:
-    """1-2-5 ticks from the largest one at or below `low` to the smallest one at or above `high`."""
-    ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
-             for m in (1, 2, 5)]
-    below = max(t for t in ticks if t <= low * (1 + 1e-9))
-    above = min(t for t in ticks if t >= high * (1 - 1e-9))
-    return [t for t in ticks if below <= t <= above]
-
-
-def log_axis(ax, values: list[float], axis: str = "y", room: bool = True) -> None:
-    """A log axis whose labelled 1-2-5 ticks bracket every value, labels in plain numbers (13, 20, 200).
-    `room`: False for an axis whose lines and shading run from edge to edge (the run break-even's U)."""
-    positive = [v for v in values if v and v > 0]
-    if not positive:
-        return
-    ticks = _ticks_125(min(positive), max(positive))
-    scaled = ax.yaxis if axis == "y" else ax.xaxis
-    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    scaled.set_major_locator(FixedLocator(ticks))
-    scaled.set_minor_locator(NullLocator())
-    scaled.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-    low, high = ticks[0], ticks[-1]
-    # a value on an edge tick was drawn half cut off by the frame (the Ray smoke twin's 0.1985 ms per token under
-    # 0.2): room beyond that edge, 4% of the span
-    margin = (high / low) ** 0.04 if room else 1.0
-    if min(positive) < low * margin:
-        low /= margin
-    if max(positive) > high / margin:
-        high *= margin
-    (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
 
 
 def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8, controls=frozenset()) -> None:
@@ -193,11 +123,11 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     names, groups = result.variants(), result.phase_groups()
     untouched = analysis.untouched_variants(result)
     unsplit = untouched_by_design(result) - untouched  # no instrumented calls in this run: nothing splits them
-    fig = _new_figure(4 * max(len(names), 1), 7)
-    axes = fig.subplots(2, max(len(names), 1), squeeze=False, sharey="row")
+    count, columns = bands(len(names))
+    fig = _new_figure(4 * columns, 7 * count)
+    panels = banded(fig, len(names), rows=2, share_rows=True)
     highest, crowded = 0.0, len(groups) > 8  # upright totals of many bars ran into each other
-    for column, variant in enumerate(names):
-        top, bottom = axes[0][column], axes[1][column]
+    for (top, bottom), variant in zip(panels, names):
         calls = [result.calls_of(variant, c, p) for c, p in groups]
         medians = [analysis.median_call(found) if found else None for found in calls]
         totals = [call.total_ms if call else 0.0 for call in medians]
@@ -226,10 +156,11 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
         for ax in (top, bottom):
             ax.grid(axis="y", alpha=0.3)
     if highest:  # room over the tallest bar for its total (adamw-fp16's upright 3,064.9 ran into the frame)
-        axes[0][0].set_ylim(0, highest * (1.3 if crowded else 1.08))
-    fit_ylabel(axes[0][0], f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
-    fit_ylabel(axes[1][0], "share of the call", fontsize=9)
-    _legend_outside(axes[0][-1], fontsize=7)
+        panels[0][0].set_ylim(0, highest * (1.3 if crowded else 1.08))
+    for top, bottom in band_starts(panels):
+        fit_ylabel(top, f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
+        fit_ylabel(bottom, "share of the call", fontsize=9)
+    _legend_outside(panels[min(columns, len(panels)) - 1][0], fontsize=7)  # right of the first band
     return _finish(fig, result, f"disjoint breakdown of {LOWER_MEDIAN} (a real call: of an even count the lower "
                    "of the middle two, which sits below the median)", figures_dir, stem, "breakdown")
 
@@ -337,13 +268,13 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
     candidate pays off is shaded, unless the steady states tie (within their interval, or for two policies
     of one engine within the margin: see the title)."""
     rows = analysis.break_even_rows(result)
-    fig = _new_figure(5 * max(len(rows), 1), 7)
-    axes = fig.subplots(2, max(len(rows), 1), squeeze=False)
+    count, columns = bands(len(rows))
+    fig = _new_figure(5 * columns, 7 * count)
+    panels = banded(fig, len(rows), rows=2)
     if not rows:
-        axes[0][0].text(0.5, 0.5, "no pair measured after an update", ha="center", va="center",
-                        transform=axes[0][0].transAxes)
-    for column, row in enumerate(rows):
-        top, bottom = axes[0][column], axes[1][column]
+        panels[0][0].text(0.5, 0.5, "no pair measured after an update", ha="center", va="center",
+                          transform=panels[0][0].transAxes)
+    for (top, bottom), row in zip(panels, rows):
         bounds = [u for u in (row.break_even.first_u, row.break_even.last_u) if u]
         horizon = min(max([10] + [2 * u for u in bounds]), 10 ** 6)
         span = sorted({round(10 ** (math.log10(horizon) * i / 200)) for i in range(201)})
@@ -371,7 +302,8 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
         bottom.set_xlabel("rollouts per update U")
         bottom.set_ylabel(f"{row.candidate} minus {row.baseline} (ms)", fontsize=7)
         _legend(top, fontsize=7)
-    axes[0][0].set_ylabel("first + (U-1) x steady (ms)")
+    for top, _ in band_starts(panels):
+        top.set_ylabel("first + (U-1) x steady (ms)")
     return _finish(fig, result, "cost per update vs rollouts per update", figures_dir, stem, "break-even")
 
 

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .figures import fit_ylabel, log_axis
+from .drawing import fit_ylabel, log_axis
 from .sweep_panels import (bars_name, batch_axis, by_tokens, figure_legend, finish, grid, legend, line_colors,
                            log_said, variant_title)
 from .text import MIB

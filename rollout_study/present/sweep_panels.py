@@ -13,7 +13,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from .. import sweep_settings as settings
 from ..stats import interval_name
 from ..sweep_curves import BASELINE, Point
-from .figures import fit_suptitle, fit_title, log_axis, save_png
+from .drawing import banded, bands, fit_suptitle, fit_title, log_axis, save_png
 from .host import baseline_between_points
 from .text import LABEL_TITLES, NO_GRAPH_NOTE
 
@@ -63,18 +63,11 @@ def batch_axis(ax, batches) -> None:
     ax.set_xlim(ticks[0] / 1.25, ticks[-1] * 1.25)  # every batch off the edges, one alone too
 
 
-COLUMNS = 3  # panels per row of a one-quantity figure: six variants in one row left each too narrow to read
-
-
 def grid(n: int, height: float = 3.6):
     """A figure of `n` panels, COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
-    columns = max(min(n, COLUMNS), 1)
-    rows = max(-(-n // columns), 1)
-    fig = Figure(figsize=(max(5.0 * columns, 6), height * rows), layout="constrained")
-    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
-    for spare in axes[n:]:
-        spare.set_visible(False)
-    return fig, axes[:max(n, 1)]
+    count, columns = bands(n)
+    fig = Figure(figsize=(max(5.0 * columns, 6), height * count), layout="constrained")
+    return fig, [ax for (ax,) in banded(fig, n)]
 
 
 def finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str,

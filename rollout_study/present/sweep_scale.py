@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .figures import fit_suptitle, save_png
+from .drawing import banded, bands, fit_suptitle, save_png
 from .sweep_panels import legend, line_colors
 from .text import MIB
 
@@ -66,14 +66,15 @@ TICK_WIDTH = 22  # characters a tick line may take: three models' ticks side by 
 
 
 def tick(key: tuple, points: list[Point]) -> str:
-    """The bottom row's tick: everything that tells the models apart, each part wrapped to TICK_WIDTH."""
+    """The last quantity's tick (each band's bottom row): everything that tells the models apart, each part wrapped
+    to TICK_WIDTH."""
     label, name, dtype = key
     parts = (label, name, f"{dtype}, {_size(points)}", _prompts(points))
     return "\n".join(textwrap.fill(part, TICK_WIDTH) for part in parts)
 
 
 def brief_tick(key: tuple, points: list[Point]) -> str:
-    """The upper rows' tick: synthetic or pretrained, the size and the dtype; the bottom row's names the rest."""
+    """The other quantities' tick: synthetic or pretrained, the size and the dtype; the last one's names the rest."""
     return f"{key[0]}\n{_size(points)}, {key[2]}"
 
 
@@ -129,8 +130,8 @@ QUANTITIES = (
 
 
 def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | None:
-    """Rows: the QUANTITIES; columns: the variants; x: the models by parameter count; one line per batch,
-    at one new-token count (`tokens_shown`). None where no two models share a point."""
+    """A panel per variant (in bands: drawing.banded), its rows the QUANTITIES; x: the models by parameter count;
+    one line per batch, at one new-token count (`tokens_shown`). None where no two models share a point."""
     tokens = tokens_shown(models)
     if tokens is None:
         return None
@@ -138,12 +139,13 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
     names = [v for v in curves.variants([p for key in keys for p in models[key]]) if v != curves.BASELINE]
     lines = sorted({(p.batch, p.requests) for key in keys for p in models[key] if p.new_tokens == tokens})
     colors = line_colors(lines)
-    fig = Figure(figsize=(max(4.4 * len(names), 6), 3.0 * len(QUANTITIES) + 0.8), layout="constrained")
-    axes = fig.subplots(len(QUANTITIES), max(len(names), 1), squeeze=False)
+    count, columns = bands(len(names))
+    fig = Figure(figsize=(max(4.4 * columns, 6), 3.0 * len(QUANTITIES) * count + 0.8), layout="constrained")
+    panels = banded(fig, len(names), rows=len(QUANTITIES))
     for row, (label, rows_of, value) in enumerate(QUANTITIES):
         shared = _per_model(models, rows_of)
-        for column, variant in enumerate(names):
-            ax, drawn, ys = axes[row][column], False, []
+        for panel, variant in zip(panels, names):
+            ax, drawn, ys = panel[row], False, []
             for index, (batch, requests) in enumerate(lines):
                 by_model = shared.get((variant, tokens, batch, requests), {})
                 # each batch a little apart at its model's tick: two batches of one value would hide each other
@@ -177,10 +179,10 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
             ax.set_xlim(-0.5, len(keys) - 0.5)
             ax.set_ylabel(label, fontsize=7)
             ax.grid(alpha=0.3)
-    legend(fig, axes.flat)  # under the panels: one in each top panel covered its points
+    legend(fig, [ax for panel in panels for ax in panel])  # under the panels: one in each top panel covered its points
     fit_suptitle(fig, f"The models side by side at {tokens} new tokens, by parameter count\n(each value from its "
                       "own model's valid points; synthetic and pretrained named at each tick, lines only between "
-                      "models of one label; the models in full in the bottom row)")
+                      "models of one label; the models in full under the kept-memory panels)")
     if figures_dir is not None:
         os.makedirs(figures_dir, exist_ok=True)
         save_png(fig, path(figures_dir), dpi=100)

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
-from .figures import fit_suptitle, fit_title, fit_ylabel, save_png
+from .drawing import fit_suptitle, fit_title, fit_ylabel, save_png
 from .sweep_panels import bars_name, batch_axis, by_tokens, legend, line_colors, safe_stem, settings_heading
 
 

@@ -20,7 +20,8 @@ MIXED = "synthetic and pretrained"
 TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model runs",
           MIXED: "Sweeps over synthetic and pretrained models (each labelled in its report)",
           None: "Runs without a readable result"}
-STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+STYLE = ("body{font-family:sans-serif;margin:2em}"
+         "table{border-collapse:collapse;display:block;width:max-content;max-width:100%;overflow-x:auto}"
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
          ".ok{color:#070}.warn{color:#a60;font-weight:bold}.bad{color:#c00;font-weight:bold}"
          ".answer{white-space:pre-line;font-size:90%}.lines{white-space:pre-line}.legend{font-size:90%;max-width:70em}")

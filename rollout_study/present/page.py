@@ -4,7 +4,9 @@ nbconvert's lab page inlines JupyterLab's whole stylesheet, about 250 KB, into e
 published reports' HTML weighed (8.7 of 17 MiB), and the device calls carry the working tree under a 64 MiB limit.
 The basic template gives the cells alone; this page holds them with a stylesheet of a few lines (the tables'
 alignment comes with them, from notebook.table_html; study.html, which shows its code, gets pygments' colours
-too). No script and no network: a page opens offline, its figures beside it.
+too). No script and no network: a page opens offline, its figures beside it. A table wider than the page scrolls
+in its place (as GitHub shows a markdown table), not the whole page: the kernels table's long names took an
+all-engines report 47 pixels past a 1,280-pixel window, and ten pages scrolled sideways at 1,024.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import html
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
        color: #1f2328; max-width: 1280px; margin: 2em auto; padding: 0 1em; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px;
+        display: block; width: max-content; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; }
 th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #fafbfc; }

@@ -6,7 +6,7 @@ The basic template gives the cells alone; this page holds them with a stylesheet
 alignment comes with them, from notebook.table_html; study.html, which shows its code, gets pygments' colours
 too). No script and no network: a page opens offline, its figures beside it. A table wider than the page scrolls
 in its place (as GitHub shows a markdown table), not the whole page: the kernels table's long names took an
-all-engines report 47 pixels past a 1,280-pixel window, and ten pages scrolled sideways at 1,024.
+all-engines report 47 pixels past a 1,280-pixel window, and 11 of the 38 published pages at 1,024.
 """
 from __future__ import annotations
 

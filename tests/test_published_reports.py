@@ -47,6 +47,18 @@ def test_a_published_report_says_what_its_raw_results_say(folder):
     assert (folder / "report.html").is_file()
 
 
+@pytest.mark.parametrize("page", [REPORTS / "index.html", *sorted(REPORTS.glob("*/*.html"))],
+                         ids=lambda p: str(p.relative_to(REPORTS)))
+def test_every_link_within_a_published_page_has_its_target_and_every_section_its_anchor(page):
+    text = page.read_text(encoding="utf-8")
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids)), f"{page}: an id given twice"
+    assert [a for a in re.findall(r'href="#([^"]*)"', text) if a not in ids] == []
+    sections = re.findall(r"<h2([^>]*)>", text)
+    assert all('id="' in attributes for attributes in sections)
+    assert ('<nav class="contents">' in text) == (len(sections) >= 3)
+
+
 def test_published_results_name_the_code_that_measured_them():
     results = {folder.name: _results(folder) for folder in RUNS + SWEEPS}
     assert all(r.metadata.get("git", {}).get("commit") for rs in results.values() for r in rs)

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..record import LABELS
 
 from ..result import Result
+from .page import with_contents
 from .provenance import code_lines
 
 LINKS = ("report.html", "study.html", "summary.md", "result.json")
@@ -162,7 +163,8 @@ def page(rows: list[dict]) -> str:
                 for label in (*LABELS, MIXED, None) if (group := [r for r in rows if r["label"] == label])]
     content = "".join(sections) or "<p>No reports yet.</p>"
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Rollout study reports</title>"
-            f"<style>{STYLE}</style></head><body><h1>Rollout study reports</h1>{legend()}{content}</body></html>\n")
+            f"<style>{STYLE}</style></head><body>{with_contents(f'<h1>Rollout study reports</h1>{legend()}{content}')}"
+            "</body></html>\n")
 
 
 def legend() -> str:

@@ -11,6 +11,7 @@ all-engines report 47 pixels past a 1,280-pixel window, and 11 of the 38 publish
 from __future__ import annotations
 
 import html
+import re
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
@@ -27,7 +28,11 @@ pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
 .output_stderr pre, .output_error pre { background: #fff1f0; }
 a.anchor-link { visibility: hidden; margin-left: 0.3em; text-decoration: none; }
 h1:hover > a.anchor-link, h2:hover > a.anchor-link, h3:hover > a.anchor-link { visibility: visible; }
+nav.contents { font-size: 14px; margin: 0.6em 0 1em; }
+nav.contents ul { margin: 0.2em 0; }
 """.strip()
+SECTION = re.compile(r"<h2(?P<attributes>[^>]*)>(?P<inner>.*?)</h2>", re.S)
+CONTENTS_FROM = 3  # sections: fewer are all in view of the title
 
 
 def code_style() -> str:
@@ -37,10 +42,42 @@ def code_style() -> str:
     return HtmlFormatter(style="default").get_style_defs(".highlight")
 
 
+def with_contents(cells: str) -> str:
+    """`cells` with an id on every section heading (h2) and, where there are CONTENTS_FROM or more, their list under
+    the page's title. A sweep report runs to about 150,000 pixels (130 printed pages), and its model sections, which
+    the notebook's code writes (markdown cells alone get ids from nbconvert), had no anchor to link to."""
+    taken = set(re.findall(r'\bid="([^"]*)"', cells))
+    sections = []
+
+    def anchored(found: re.Match) -> str:
+        attributes, inner = found.group("attributes"), found.group("inner")
+        name = " ".join(html.unescape(re.sub(r"<[^>]+>", "", inner)).replace("\u00b6", "").split())
+        given = re.search(r'\bid="([^"]*)"', attributes)
+        if given:
+            anchor = given.group(1)
+        else:
+            stem = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "section"
+            anchor = next(f"{stem}-{n}" if n else stem for n in range(len(taken) + 1)
+                          if (f"{stem}-{n}" if n else stem) not in taken)
+            taken.add(anchor)
+            attributes += f' id="{anchor}"'
+        sections.append((anchor, name))
+        return f"<h2{attributes}>{inner}</h2>"
+
+    cells = SECTION.sub(anchored, cells)
+    if len(sections) < CONTENTS_FROM:
+        return cells
+    items = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(n)}</a></li>' for a, n in sections)
+    contents = f'<nav class="contents"><b>Contents</b><ul>{items}</ul></nav>'
+    title_end = cells.find("</h1>")
+    at = title_end + len("</h1>") if title_end >= 0 else 0
+    return cells[:at] + contents + cells[at:]
+
+
 def page(title: str, cells: str, with_code: bool = False) -> str:
-    """A whole page: `cells`, the basic template's HTML of a notebook's cells, under `title`."""
+    """A whole page: `cells`, the basic template's HTML of a notebook's cells, under `title`, with its contents."""
     style = f"{STYLE}\n{code_style()}" if with_code else STYLE
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
-            f"<title>{html.escape(title)}</title>\n<style>\n{style}\n</style>\n</head>\n<body>\n{cells}\n"
-            f"</body>\n</html>\n")
+            f"<title>{html.escape(title)}</title>\n<style>\n{style}\n</style>\n</head>\n<body>\n"
+            f"{with_contents(cells)}\n</body>\n</html>\n")

@@ -99,34 +99,6 @@ def test_report_html_has_no_code_and_study_html_keeps_it(smoke):
     assert ".highlight .k " in study and ".highlight .k " not in page  # code coloured where there is code
 
 
-def test_page_escapes_its_title():
-    from rollout_study.present.page import page
-    text = page("a<b & c", "<p>cells</p>")
-    assert "<title>a&lt;b &amp; c</title>" in text and "<p>cells</p>" in text
-
-
-def test_a_page_of_three_sections_or_more_lists_them_under_its_title_each_with_an_anchor():
-    from rollout_study.present.page import page
-    # a markdown cell's heading comes with nbconvert's id and pilcrow; the notebook code's output headings with none
-    cells = ('<h1 id="Report">Report<a class="anchor-link" href="#Report">\u00b6</a></h1><p>intro</p>'
-             '<h2 id="How-to-read">How to read<a class="anchor-link" href="#How-to-read">\u00b6</a></h2>'
-             '<h2>Synthetic model: tiny &amp; <code>small</code></h2><h2>Synthetic model: tiny &amp; small</h2>'
-             '<h2 class="x">Points repeated alone</h2><p id="Points-repeated-alone">taken</p>')
-    text = page("t", cells)
-    anchors = ["How-to-read", "Synthetic-model-tiny-small", "Synthetic-model-tiny-small-1", "Points-repeated-alone-1"]
-    assert re.findall(r'<h2[^>]*\bid="([^"]+)"', text) == anchors  # unique, an existing id neither changed nor reused
-    assert '<h2 class="x" id="Points-repeated-alone-1">' in text
-    contents = re.search(r'<nav class="contents">.*?</nav>', text).group(0)
-    assert re.findall(r'href="#([^"]+)">([^<]+)<', contents) == [
-        (anchors[0], "How to read"), (anchors[1], "Synthetic model: tiny &amp; small"),
-        (anchors[2], "Synthetic model: tiny &amp; small"), (anchors[3], "Points repeated alone")]
-    assert text.index("</h1>") < text.index("<nav") < text.index("<p>intro</p>")  # under the title
-    two = page("t", "<h1>R</h1><h2>a</h2><h2>b</h2>")
-    assert "<nav" not in two and '<h2 id="a">' in two and '<h2 id="b">' in two  # anchored, no list
-    untitled = page("t", "<h2>a</h2><h2>b</h2><h2>c</h2>")
-    assert untitled.index("<nav") < untitled.index("<h2")  # no title: the list opens the page
-
-
 def test_rebuilding_a_report_changes_no_byte(smoke, tmp_path):
     """A folder holding only result.json gets its report back, and a second rebuild is byte-identical."""
     folder = tmp_path / "copied"

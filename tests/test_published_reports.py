@@ -2,6 +2,7 @@
 and says what its raw JSON says: its summary.md is what the current presentation code renders from the raw
 results alone. A hand-edited figure, a report left behind by a presentation change, or raw files lost from
 beside a report fail here."""
+import html
 import os
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from rollout_study import environment, sweep
 from rollout_study.present import hazards, markdown, sweep_readme
 from rollout_study.present import sweep as sweep_report
+from rollout_study.present.page import CONTENTS_FROM, ID
 from rollout_study.publish import code_problems
 from rollout_study.result import Result
 
@@ -51,12 +53,12 @@ def test_a_published_report_says_what_its_raw_results_say(folder):
                          ids=lambda p: str(p.relative_to(REPORTS)))
 def test_every_link_within_a_published_page_has_its_target_and_every_section_its_anchor(page):
     text = page.read_text(encoding="utf-8")
-    ids = re.findall(r'\bid="([^"]+)"', text)
+    ids = [html.unescape(found.group(2)) for found in ID.finditer(text)]  # as the browser reads them
     assert len(ids) == len(set(ids)), f"{page}: an id given twice"
-    assert [a for a in re.findall(r'href="#([^"]*)"', text) if a not in ids] == []
+    assert [a for a in map(html.unescape, re.findall(r'href="#([^"]*)"', text)) if a not in ids] == []
     sections = re.findall(r"<h2([^>]*)>", text)
-    assert all('id="' in attributes for attributes in sections)
-    assert ('<nav class="contents">' in text) == (len(sections) >= 3)
+    assert all(ID.search(attributes) for attributes in sections)
+    assert ('<nav class="contents">' in text) == (len(sections) >= CONTENTS_FROM)
 
 
 def test_published_results_name_the_code_that_measured_them():

@@ -190,8 +190,12 @@ def test_with_engine_groups_crossed_with_a_setting_each_ratio_has_its_own_points
     (line,) = [x for x in report.settings_lines(usable) if "graph-compiled[reuse]" in x]
     assert "0.77x to 0.77x the steady speed" in line and "eager in the same points 0.77x to 0.77x" in line
     # in the figure too, each group's eager in a panel of its own, never the other group's at the same batch
-    panels = {" ".join(ax.get_title().split()): ax for ax in settings_figure(usable).axes if ax.get_visible()}
+    figure = settings_figure(usable)
+    panels = {" ".join(ax.get_title().split()): ax for ax in figure.axes if ax.get_visible()}
     assert len(panels) == 4  # two variants, two groups' eager
+    # three across, the fourth in a band below: four in one row were 17.6 inches, shrunk on the page
+    places = [(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start) for ax in panels.values()]
+    assert sorted(places) == [(0, 0), (0, 1), (0, 2), (1, 0)] and figure.get_figwidth() == pytest.approx(3 * 4.4)
     for variant, drift in (("graph[reuse]", 1.0), ("graph-compiled[reuse]", 100 / 130)):
         title = (f"eager generate() in {variant}'s points: length_bucket 64 (their run-to-run drift: eager ignores "
                  "the setting)")
@@ -231,6 +235,7 @@ def test_each_settings_panel_draws_that_settings_points_only():
     panels = [ax for ax in settings_figure(usable).axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels][0::2] == ["graph[reuse]: length_bucket 64",
                                                        "graph[reuse]: length_bucket 128"]
+    assert [ax.get_subplotspec().rowspan.start for ax in panels] == [0, 0, 1, 1]  # a row per setting
     assert all(ax.get_title().startswith("eager generate() in graph[reuse]'s points") for ax in panels[1::2])
     for ax, ratio in zip(panels[0::2], (2.0, 2.5)):
         (line,) = [ln for ln in ax.lines if ln.get_label() == "16 new tokens"]

@@ -111,6 +111,16 @@ def banded(fig: Figure, n: int, rows: int = 1, share_rows: bool = False, columns
     return cells[:max(n, 1)]
 
 
+def banded_figure(n: int, panel_width: float, band_height: float, rows: int = 1, share_rows: bool = False,
+                  extra_height: float = 0.0, min_width: float = 0.0) -> tuple[Figure, list[list]]:
+    """A bare, constrained Figure sized for `n` panels of `panel_width` inches in bands of `band_height`, and its
+    panels (`banded`): no pyplot state, nothing shown twice by a notebook's inline backend."""
+    count, columns = bands(n)
+    fig = Figure(figsize=(max(panel_width * columns, min_width), band_height * count + extra_height),
+                 layout="constrained")
+    return fig, banded(fig, n, rows, share_rows)
+
+
 def band_starts(panels: list[list]) -> list[list]:
     """The panels that open a band (first column), where a row's y-axis label goes."""
     return [panel for panel in panels if panel[0].get_subplotspec().is_first_col()]

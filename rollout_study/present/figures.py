@@ -19,7 +19,7 @@ from .. import analysis
 from ..engines import variant_color
 from ..record import PARTS, variant_name
 from ..result import Result
-from .drawing import band_starts, banded, bands, fit_suptitle, fit_ylabel, log_axis, save_png
+from .drawing import COLUMNS, band_starts, banded_figure, fit_suptitle, fit_ylabel, log_axis, save_png
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
 # Set2's muted shades: the variants' colours (engines' `colors`, tab10) mean variants in every other figure
@@ -113,19 +113,18 @@ def latency_figure(result: Result, figures_dir: str | None = None, stem: str | N
 
 
 def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
-    """The lower-median call's disjoint parts per phase: ms on one shared scale (top), share of the call (bottom).
+    """The lower-median call's disjoint parts per phase, per variant: ms on one scale shared by every variant (its
+    upper panel), share of the call (its lower panel).
 
     A real call (analysis.median_call), so its parts sum to its total; of an even count it is the lower of the middle
     two, below the median the latency figure and the tables give (interleaved eager c0 steady after update: 182.0
-    against 189.0), and the figure says so. The bottom row is what makes a 13 ms steady call readable beside a
+    against 189.0), and the figure says so. The lower panels are what make a 13 ms steady call readable beside a
     500 ms first call.
     """
     names, groups = result.variants(), result.phase_groups()
     untouched = analysis.untouched_variants(result)
     unsplit = untouched_by_design(result) - untouched  # no instrumented calls in this run: nothing splits them
-    count, columns = bands(len(names))
-    fig = _new_figure(4 * columns, 7 * count)
-    panels = banded(fig, len(names), rows=2, share_rows=True)
+    fig, panels = banded_figure(len(names), 4, 7, rows=2, share_rows=True)
     highest, crowded = 0.0, len(groups) > 8  # upright totals of many bars ran into each other
     for (top, bottom), variant in zip(panels, names):
         calls = [result.calls_of(variant, c, p) for c, p in groups]
@@ -160,7 +159,7 @@ def breakdown_figure(result: Result, figures_dir: str | None = None, stem: str |
     for top, bottom in band_starts(panels):
         fit_ylabel(top, f"ms of {LOWER_MEDIAN} (shared scale)", fontsize=9)
         fit_ylabel(bottom, "share of the call", fontsize=9)
-    _legend_outside(panels[min(columns, len(panels)) - 1][0], fontsize=7)  # right of the first band
+    _legend_outside(panels[min(COLUMNS, len(panels)) - 1][0], fontsize=7)  # right of the first band
     return _finish(fig, result, f"disjoint breakdown of {LOWER_MEDIAN} (a real call: of an even count the lower "
                    "of the middle two, which sits below the median)", figures_dir, stem, "breakdown")
 
@@ -268,9 +267,7 @@ def break_even_figure(result: Result, figures_dir: str | None = None, stem: str 
     candidate pays off is shaded, unless the steady states tie (within their interval, or for two policies
     of one engine within the margin: see the title)."""
     rows = analysis.break_even_rows(result)
-    count, columns = bands(len(rows))
-    fig = _new_figure(5 * columns, 7 * count)
-    panels = banded(fig, len(rows), rows=2)
+    fig, panels = banded_figure(len(rows), 5, 7, rows=2)
     if not rows:
         panels[0][0].text(0.5, 0.5, "no pair measured after an update", ha="center", va="center",
                           transform=panels[0][0].transAxes)

@@ -13,26 +13,30 @@ from __future__ import annotations
 import html
 import re
 
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
-       color: #1f2328; max-width: 1280px; margin: 2em auto; padding: 0 1em; }
-table { border-collapse: collapse; margin: 0.6em 0; font-size: 13px;
-        display: block; width: max-content; max-width: 100%; overflow-x: auto; }
-th, td { border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; }
-th { background: #f6f8fa; }
-tbody tr:nth-child(even) { background: #fafbfc; }
-img { max-width: 100%; height: auto; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; }
-pre { background: #f6f8fa; padding: 0.6em; overflow-x: auto; }
-.input_area pre { border-left: 3px solid #d0d7de; }
-.output_stderr pre, .output_error pre { background: #fff1f0; }
-a.anchor-link { visibility: hidden; margin-left: 0.3em; text-decoration: none; }
-h1:hover > a.anchor-link, h2:hover > a.anchor-link, h3:hover > a.anchor-link { visibility: visible; }
-nav.contents { font-size: 14px; margin: 0.6em 0 1em; }
-nav.contents ul { margin: 0.2em 0; }
+# A table wider than the page scrolls in its place; the contents list under the title (index.py's page too)
+WIDE_TABLES = "table { display: block; width: max-content; max-width: 100%; overflow-x: auto; }"
+CONTENTS = "nav.contents { font-size: 14px; margin: 0.6em 0 1em; }\nnav.contents ul { margin: 0.2em 0; }"
+STYLE = f"""
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
+       color: #1f2328; max-width: 1280px; margin: 2em auto; padding: 0 1em; }}
+table {{ border-collapse: collapse; margin: 0.6em 0; font-size: 13px; }}
+{WIDE_TABLES}
+th, td {{ border: 1px solid #d0d7de; padding: 3px 7px; vertical-align: top; }}
+th {{ background: #f6f8fa; }}
+tbody tr:nth-child(even) {{ background: #fafbfc; }}
+img {{ max-width: 100%; height: auto; }}
+code, pre {{ font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; }}
+pre {{ background: #f6f8fa; padding: 0.6em; overflow-x: auto; }}
+.input_area pre {{ border-left: 3px solid #d0d7de; }}
+.output_stderr pre, .output_error pre {{ background: #fff1f0; }}
+a.anchor-link {{ visibility: hidden; margin-left: 0.3em; text-decoration: none; }}
+h1:hover > a.anchor-link, h2:hover > a.anchor-link, h3:hover > a.anchor-link {{ visibility: visible; }}
+{CONTENTS}
 """.strip()
 SECTION = re.compile(r"<h2(?P<attributes>[^>]*)>(?P<inner>.*?)</h2>", re.S)
-CONTENTS_FROM = 3  # sections: fewer are all in view of the title
+ID = re.compile(r"""(?:^|\s)id=(["'])(.*?)\1""")  # not data-id=; the value HTML-escaped, as written
+# Two sections or more: a one-model sweep report's second one starts about 12,000 pixels down its page
+CONTENTS_FROM = 2
 
 
 def code_style() -> str:
@@ -43,24 +47,35 @@ def code_style() -> str:
 
 
 def with_contents(cells: str) -> str:
-    """`cells` with an id on every section heading (h2) and, where there are CONTENTS_FROM or more, their list under
-    the page's title. A sweep report runs to about 150,000 pixels (130 printed pages), and its model sections, which
-    the notebook's code writes (markdown cells alone get ids from nbconvert), had no anchor to link to."""
-    taken = set(re.findall(r'\bid="([^"]*)"', cells))
-    sections = []
+    """`cells` with a unique id on every section heading (h2) and, where there are CONTENTS_FROM or more, their list
+    under the page's title. A sweep report runs to about 150,000 pixels (130 printed pages), and its model sections,
+    which the notebook's code writes (markdown cells alone get ids from nbconvert), had no anchor to link to. A
+    heading keeps the id it has unless an earlier heading holds it (nbconvert gives two "## Notes" one id)."""
+    taken = {html.unescape(found.group(2)) for found in ID.finditer(cells)}
+    claimed, sections = set(), []
+
+    def unique(stem: str) -> str:
+        anchor, n = stem, 0
+        while anchor in taken:
+            n += 1
+            anchor = f"{stem}-{n}"
+        taken.add(anchor)
+        return anchor
 
     def anchored(found: re.Match) -> str:
         attributes, inner = found.group("attributes"), found.group("inner")
         name = " ".join(html.unescape(re.sub(r"<[^>]+>", "", inner)).replace("\u00b6", "").split())
-        given = re.search(r'\bid="([^"]*)"', attributes)
-        if given:
-            anchor = given.group(1)
-        else:
-            stem = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "section"
-            anchor = next(f"{stem}-{n}" if n else stem for n in range(len(taken) + 1)
-                          if (f"{stem}-{n}" if n else stem) not in taken)
-            taken.add(anchor)
-            attributes += f' id="{anchor}"'
+        given = ID.search(attributes)
+        anchor = html.unescape(given.group(2)) if given else None
+        if anchor is None or anchor in claimed:
+            new = unique(re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "section")
+            if given:  # its own pilcrow link follows it
+                attributes = ID.sub(f' id="{html.escape(new)}"', attributes, count=1)
+                inner = inner.replace(f'href="#{given.group(2)}"', f'href="#{html.escape(new)}"')
+            else:
+                attributes += f' id="{html.escape(new)}"'
+            anchor = new
+        claimed.add(anchor)
         sections.append((anchor, name))
         return f"<h2{attributes}>{inner}</h2>"
 
@@ -69,8 +84,8 @@ def with_contents(cells: str) -> str:
         return cells
     items = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(n)}</a></li>' for a, n in sections)
     contents = f'<nav class="contents"><b>Contents</b><ul>{items}</ul></nav>'
-    title_end = cells.find("</h1>")
-    at = title_end + len("</h1>") if title_end >= 0 else 0
+    title_end = cells.find("</h1>")  # under the title where it opens the page, else first
+    at = title_end + len("</h1>") if 0 <= title_end < cells.find("<h2") else 0
     return cells[:at] + contents + cells[at:]
 
 

@@ -13,7 +13,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from .. import sweep_settings as settings
 from ..stats import interval_name
 from ..sweep_curves import BASELINE, Point
-from .drawing import banded, bands, fit_suptitle, fit_title, log_axis, save_png
+from .drawing import banded_figure, fit_suptitle, fit_title, log_axis, save_png
 from .host import baseline_between_points
 from .text import LABEL_TITLES, NO_GRAPH_NOTE
 
@@ -64,10 +64,9 @@ def batch_axis(ax, batches) -> None:
 
 
 def grid(n: int, height: float = 3.6):
-    """A figure of `n` panels, COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
-    count, columns = bands(n)
-    fig = Figure(figsize=(max(5.0 * columns, 6), height * count), layout="constrained")
-    return fig, [ax for (ax,) in banded(fig, n)]
+    """A figure of `n` panels, drawing.COLUMNS to a row, and its axes in reading order (spare cells hidden)."""
+    fig, panels = banded_figure(n, 5.0, height, min_width=6)
+    return fig, [ax for (ax,) in panels]
 
 
 def finish(fig: Figure, points: list[Point], what: str, figures_dir: str | None, kind: str,

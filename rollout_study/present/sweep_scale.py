@@ -3,8 +3,8 @@ the models.
 
 The per-model sections draw each model alone; this puts the models a sweep ran side by side, for a sweep of
 two or more. Models are ordered by parameter count (a model of unknown size last), and every table column and
-the figure's bottom-row ticks name the model's label (synthetic or pretrained), shape, dtype, parameter count
-and prompts (the upper rows' ticks its label, size and dtype), so a synthetic shape is never read as the
+the figure's kept-memory ticks name the model's label (synthetic or pretrained), shape, dtype, parameter count
+and prompts (the other rows' ticks its label, size and dtype), so a synthetic shape is never read as the
 pretrained model it copies. A row or a line appears only where at least two models have a valid point with
 that variant at that batch, request count and new-token count. What else differs between models is named, not
 hidden: a pretrained model's chat prompts are not a synthetic model's random ones, so the prompt lengths may
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .drawing import banded, bands, fit_suptitle, save_png
+from .drawing import banded_figure, fit_suptitle, save_png
 from .sweep_panels import legend, line_colors
 from .text import MIB
 
@@ -139,9 +139,8 @@ def scale_figure(models: Models, figures_dir: str | None = None) -> Figure | Non
     names = [v for v in curves.variants([p for key in keys for p in models[key]]) if v != curves.BASELINE]
     lines = sorted({(p.batch, p.requests) for key in keys for p in models[key] if p.new_tokens == tokens})
     colors = line_colors(lines)
-    count, columns = bands(len(names))
-    fig = Figure(figsize=(max(4.4 * columns, 6), 3.0 * len(QUANTITIES) * count + 0.8), layout="constrained")
-    panels = banded(fig, len(names), rows=len(QUANTITIES))
+    fig, panels = banded_figure(len(names), 4.4, 3.0 * len(QUANTITIES), rows=len(QUANTITIES), extra_height=0.8,
+                                min_width=6)
     for row, (label, rows_of, value) in enumerate(QUANTITIES):
         shared = _per_model(models, rows_of)
         for panel, variant in zip(panels, names):

@@ -1,8 +1,9 @@
 """The sweep report's settings figure: one model's settings side by side (sweep_settings.py), its points at
 every setting (curves.by_model), drawn with the section figures' panels, lines and bars (sweep_panels.py).
 
-A row per setting against the first, a panel per variant, then a panel per set of points' eager generate() (the
-same two points' eager, which says how far they moved run to run where the setting leaves eager alone). Eager has
+A row per setting against the first (rows: more than three panels go on in a band below), a panel per variant,
+then a panel per set of points' eager generate() (the same two points' eager, which says how far they moved run to
+run where the setting leaves eager alone). Eager has
 a panel of its own, not a dotted line beside the variant's: its ratios spread far wider (0.73x to 1.54x in the
 policy-order probe, 0.73x to 1.49x where the seed was the same: drift alone) than the few-percent gaps a setting
 makes, which an axis that held both drew flat."""
@@ -14,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
-from .drawing import fit_suptitle, fit_title, fit_ylabel, save_png
+from .drawing import COLUMNS, fit_suptitle, fit_title, fit_ylabel, save_png
 from .sweep_panels import bars_name, batch_axis, by_tokens, legend, line_colors, safe_stem, settings_heading
 
 
@@ -29,9 +30,12 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
     variants = list(dict.fromkeys(r.variant for r in rows))
     layout = {setting: variants + _eager_panels([r for r in rows if r.setting == setting], variants)
               for setting in others}
-    columns = max(len(panels) for panels in layout.values())
-    fig = Figure(figsize=(max(4.4 * columns, 6), 3.4 * len(others) + 1.0), layout="constrained")
-    grid = fig.subplots(len(others), columns, squeeze=False)
+    # each setting's panels in bands of drawing.COLUMNS, a setting's first band on a row of its own
+    columns = min(max(len(panels) for panels in layout.values()), COLUMNS)
+    heights = [-(-len(layout[setting]) // columns) for setting in others]
+    fig = Figure(figsize=(max(4.4 * columns, 6), 3.4 * sum(heights) + 1.0), layout="constrained")
+    cells = fig.subplots(sum(heights), columns, squeeze=False)
+    grid = [[ax for row in cells[sum(heights[:i]):sum(heights[:i + 1])] for ax in row] for i in range(len(others))]
     colors = line_colors(r.new_tokens for r in rows)
     base = settings.text(rows[0].base)
     for axes, setting in zip(grid, others):

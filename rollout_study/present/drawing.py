@@ -85,6 +85,12 @@ def log_axis(ax, values: list[float], axis: str = "y", room: bool = True) -> Non
     (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
 
 
+def new_figure(width: float, height: float) -> Figure:
+    """A bare, constrained Figure of `width` x `height` inches: no pyplot state, nothing global, nothing shown twice
+    by a notebook's inline backend."""
+    return Figure(figsize=(width, height), layout="constrained")
+
+
 COLUMNS = 3  # three panels of 4 to 5 inches are 1,200 to 1,650 pixels at 100 or 110 dpi: near full size on a page
 
 
@@ -113,11 +119,10 @@ def banded(fig: Figure, n: int, rows: int = 1, share_rows: bool = False, columns
 
 def banded_figure(n: int, panel_width: float, band_height: float, rows: int = 1, share_rows: bool = False,
                   extra_height: float = 0.0, min_width: float = 0.0) -> tuple[Figure, list[list]]:
-    """A bare, constrained Figure sized for `n` panels of `panel_width` inches in bands of `band_height`, and its
-    panels (`banded`): no pyplot state, nothing shown twice by a notebook's inline backend."""
+    """A `new_figure` sized for `n` panels of `panel_width` inches in bands of `band_height`, and its panels
+    (`banded`)."""
     count, columns = bands(n)
-    fig = Figure(figsize=(max(panel_width * columns, min_width), band_height * count + extra_height),
-                 layout="constrained")
+    fig = new_figure(max(panel_width * columns, min_width), band_height * count + extra_height)
     return fig, banded(fig, n, rows, share_rows)
 
 

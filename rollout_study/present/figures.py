@@ -19,7 +19,8 @@ from .. import analysis
 from ..engines import variant_color
 from ..record import PARTS, variant_name
 from ..result import Result
-from .drawing import COLUMNS, band_starts, banded_figure, fit_suptitle, fit_ylabel, log_axis, save_png
+from .drawing import (COLUMNS, band_starts, banded_figure, fit_suptitle, fit_ylabel, log_axis, new_figure,
+                      save_png)
 from .text import MIB, NO_GRAPH_NOTE, number, run_title
 
 # Set2's muted shades: the variants' colours (engines' `colors`, tab10) mean variants in every other figure
@@ -48,11 +49,6 @@ def phase_label(cycle: int, phase: str, controls=frozenset()) -> str:
     if cycle in controls and phase.endswith("_after_update"):
         phase = phase.replace("_after_update", "_after_control_update")
     return f"c{cycle} {phase.replace('_', ' ')}"
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    # A bare Figure: nothing global, nothing shown twice by the notebook's inline backend.
-    return Figure(figsize=(width, height), layout="constrained")
 
 
 def _finish(fig: Figure, result: Result, what: str, figures_dir: str | None, stem: str | None, kind: str) -> Figure:
@@ -85,7 +81,7 @@ def _x_phases(ax, groups, rotation: int = 20, fontsize: int = 8, controls=frozen
 # -- figures ----------------------------------------------------------------------------------
 def latency_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
     """Every sample (dots), the median (bar) and IQR (error bar) per phase and variant, on a log axis."""
-    fig = _new_figure(11, 4.5)
+    fig = new_figure(11, 4.5)
     ax = fig.add_subplot()
     groups, names = result.phase_groups(), result.variants()
     width = 0.8 / max(len(names), 1)
@@ -189,7 +185,7 @@ def memory_figure(result: Result, figures_dir: str | None = None, stem: str | No
     """One panel per allocator statistic (allocated, reserved, peak allocated), then captures per phase."""
     rows = {(r.variant, r.cycle, r.phase): r for r in analysis.summary_rows(result)}
     groups = result.phase_groups()
-    fig = _new_figure(11, 9)
+    fig = new_figure(11, 9)
     axes = fig.subplots(len(MEMORY_PANELS) + 1, 1, sharex=True)
 
     def per_group(variant, get):
@@ -221,7 +217,7 @@ def memory_figure(result: Result, figures_dir: str | None = None, stem: str | No
 
 def throughput_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
     rows = {(r.variant, r.cycle, r.phase): r.tokens_per_s for r in analysis.summary_rows(result)}
-    fig = _new_figure(11, 4)
+    fig = new_figure(11, 4)
     ax = fig.add_subplot()
     _grouped_bars(ax, result, lambda v: [rows.get((v, c, p)) or 0.0 for c, p in result.phase_groups()])
     _x_phases(ax, result.phase_groups(), controls=analysis.control_cycles(result))
@@ -233,7 +229,7 @@ def throughput_figure(result: Result, figures_dir: str | None = None, stem: str 
 
 def timeline_figure(result: Result, figures_dir: str | None = None, stem: str | None = None) -> Figure:
     """Cumulative wall time of each variant's calls plus the updates, in run order; updates marked."""
-    fig = _new_figure(11, 4.5)
+    fig = new_figure(11, 4.5)
     ax = fig.add_subplot()
     values, controls = [], analysis.control_cycles(result)
     for variant in result.variants():

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import sweep_curves as curves
 from ..sweep_curves import Point
-from .drawing import fit_ylabel, log_axis
+from .drawing import fit_ylabel, log_axis, new_figure
 from .sweep_panels import (bars_name, batch_axis, by_tokens, figure_legend, finish, grid, legend, line_colors,
                            log_said, variant_title)
 from .text import MIB
@@ -74,7 +74,7 @@ def capture_figure(points: list[Point], figures_dir: str | None = None, not_draw
     25 inches wide, each panel a sliver at page width."""
     rows = curves.captures(points)
     names = [v for v in curves.variants(points) if v != curves.BASELINE]
-    fig = Figure(figsize=(5.0 * len(MEMORY_ROWS), 2.8 * max(len(names), 1) + 0.8), layout="constrained")
+    fig = new_figure(5.0 * len(MEMORY_ROWS), 2.8 * max(len(names), 1) + 0.8)
     axes = fig.subplots(max(len(names), 1), len(MEMORY_ROWS), squeeze=False)
     colors = line_colors(p.new_tokens for p in points)
     graphs = points[0].result.cuda_graph  # on the CPU no engine captures: its capture part is no warm-up

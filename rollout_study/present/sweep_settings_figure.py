@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
-from .drawing import COLUMNS, fit_suptitle, fit_title, fit_ylabel, save_png
+from .drawing import COLUMNS, fit_suptitle, fit_title, fit_ylabel, new_figure, save_png
 from .sweep_panels import bars_name, batch_axis, by_tokens, legend, line_colors, safe_stem, settings_heading
 
 
@@ -33,7 +33,7 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
     # each setting's panels in bands of drawing.COLUMNS, a setting's first band on a row of its own
     columns = min(max(len(panels) for panels in layout.values()), COLUMNS)
     heights = [-(-len(layout[setting]) // columns) for setting in others]
-    fig = Figure(figsize=(max(4.4 * columns, 6), 3.4 * sum(heights) + 1.0), layout="constrained")
+    fig = new_figure(max(4.4 * columns, 6), 3.4 * sum(heights) + 1.0)
     cells = fig.subplots(sum(heights), columns, squeeze=False)
     grid = [[ax for row in cells[sum(heights[:i]):sum(heights[:i + 1])] for ax in row] for i in range(len(others))]
     colors = line_colors(r.new_tokens for r in rows)

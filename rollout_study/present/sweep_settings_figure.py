@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .. import sweep_settings as settings
 from ..sweep_curves import Point
-from .drawing import COLUMNS, fit_suptitle, fit_title, fit_ylabel, new_figure, save_png
+from .drawing import bands, fit_suptitle, fit_title, fit_ylabel, new_figure, save_png
 from .sweep_panels import bars_name, batch_axis, by_tokens, legend, line_colors, safe_stem, settings_heading
 
 
@@ -31,11 +31,11 @@ def settings_figure(points: list[Point], figures_dir: str | None = None) -> Figu
     layout = {setting: variants + _eager_panels([r for r in rows if r.setting == setting], variants)
               for setting in others}
     # each setting's panels in bands of drawing.COLUMNS, a setting's first band on a row of its own
-    columns = min(max(len(panels) for panels in layout.values()), COLUMNS)
-    heights = [-(-len(layout[setting]) // columns) for setting in others]
+    columns = bands(max(len(panels) for panels in layout.values()))[1]
+    heights = [bands(len(layout[setting]), columns)[0] for setting in others]
     fig = new_figure(max(4.4 * columns, 6), 3.4 * sum(heights) + 1.0)
-    cells = fig.subplots(sum(heights), columns, squeeze=False)
-    grid = [[ax for row in cells[sum(heights[:i]):sum(heights[:i + 1])] for ax in row] for i in range(len(others))]
+    cells = iter(fig.subplots(sum(heights), columns, squeeze=False))
+    grid = [[ax for _ in range(height) for ax in next(cells)] for height in heights]
     colors = line_colors(r.new_tokens for r in rows)
     base = settings.text(rows[0].base)
     for axes, setting in zip(grid, others):

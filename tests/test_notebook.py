@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import os
 import re
 
@@ -161,13 +162,27 @@ def test_tables_render_formatted_numbers_aligned_and_stable(tmp_path, quick_figu
     summary = notebook.table_html(frame, "s")
     (row, *_) = re.findall(r"<tr>(<td.*?)</tr>", summary)
     cells = re.findall(r"<td( class=\"n\")?>(.*?)</td>", row)
-    assert len(cells) == len(frame.columns) and cells[1] == ("", frame.iloc[0, 1])  # variant: text, from the left
+    variant = ("", frame.iloc[0, 1].replace("[", "<wbr>["))  # text, from the left, breakable before its policy
+    assert len(cells) == len(frame.columns) and cells[1] == variant
     assert cells[5] == (' class="n"', text.number(frame.iloc[0, 5]))  # median ms: a number, from the right
     assert "#T_s td.n {text-align: right}" in summary
     flags = notebook.table_html(pd.DataFrame({"ok": [True], "ms": [1.5]}), "b")
     assert '<tr><td>yes</td><td class="n">1.500</td></tr>' in flags  # a yes or no is text, from the left
     assert notebook.block_html(notebook.Block("table", "Failures", pd.DataFrame())) == (
         "<p><b>Failures</b></p><p><i>none</i></p>")  # said, not left blank
+
+
+def test_a_text_cell_breaks_where_a_printed_table_needs_it_to_and_reads_as_it_was():
+    kernel = "k" * 41 + "[a]"  # a piece past LONG_WORD characters between break opportunities
+    texts = ["first_after_update", "graph-compiled[recapture]", "fused__scaled_dot", kernel, "<b>_x</b> & y_"]
+    rendered = notebook.table_html(pd.DataFrame({"text": texts, "ms": [1234.5678, 1.0, 2.0, 3.0, 4.0]}), "p")
+    cells = re.findall(r"<tr><td( class=\"w\")?>(.*?)</td><td class=\"n\">(.*?)</td></tr>", rendered)
+    assert [cell[1] for cell in cells] == ["first_<wbr>after_<wbr>update", "graph-compiled<wbr>[recapture]",
+                                           "fused__<wbr>scaled_<wbr>dot", "k" * 41 + "<wbr>[a]",
+                                           "&lt;b&gt;_<wbr>x&lt;/b&gt; &amp; y_"]
+    assert [html.unescape(cell[1].replace("<wbr>", "")) for cell in cells] == texts  # copied, it reads the same
+    assert [bool(cell[0]) for cell in cells] == [False, False, False, True, False]  # the long one breaks anywhere
+    assert cells[0][2] == "1,234.568" and "<wbr>" not in "".join(cell[2] for cell in cells)  # numbers stay whole
 
 
 def test_show_displays_every_block(tmp_path, quick_figures, capsys, monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..record import LABELS
 
 from ..result import Result
-from .page import CONTENTS, WIDE_TABLES, with_contents
+from .page import CONTENTS, PRINT, WIDE_TABLES, with_contents
 from .provenance import code_lines
 
 LINKS = ("report.html", "study.html", "summary.md", "result.json")
@@ -24,7 +24,8 @@ TITLES = {"synthetic": "Synthetic model runs", "pretrained": "Pretrained model r
 STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}" + WIDE_TABLES + CONTENTS +
          "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
          ".ok{color:#070}.warn{color:#a60;font-weight:bold}.bad{color:#c00;font-weight:bold}"
-         ".answer{white-space:pre-line;font-size:90%}.lines{white-space:pre-line}.legend{font-size:90%;max-width:70em}")
+         ".answer{white-space:pre-line;font-size:90%}.lines{white-space:pre-line}.legend{font-size:90%;max-width:70em}"
+         + PRINT)
 # What each column holds, as the code above fills it: the page is read without the code beside it.
 LEGEND = (
     ("answer", "a run's headline, as its report opens: each graph variant's speed against generate() in steady "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -159,6 +160,10 @@ def section_blocks(label: str, results: list[Result], figures_dir: str) -> list[
 
 
 # -- HTML -------------------------------------------------------------------------------------
+LONG_WORD = 40  # characters: no run, variant or phase name has a piece this long, a kernel's name may
+BREAKS = re.compile(r"(?<=_)(?=[^_\s])|(?<=\S)(?=\[)")  # html.escape adds neither underscores nor brackets
+
+
 def table_html(frame: pd.DataFrame, key: str) -> str:
     """A table as a reader sees it: escaped, numbers formatted, text left-aligned and numbers right-aligned, the
     same bytes on every rebuild (its id from the block's position). Written here, not by pandas' Styler, whose
@@ -168,12 +173,23 @@ def table_html(frame: pd.DataFrame, key: str) -> str:
                for c in frame.columns]
     table_id = f"T_{_escape(key)}"
     head = "".join(f"<th>{_escape(column)}</th>" for column in frame.columns)
-    rows = ["<tr>" + "".join(f'<td class="n">{_escape(number(v))}</td>' if right else f"<td>{_escape(number(v))}</td>"
-                             for v, right in zip(row, numeric)) + "</tr>"
+    rows = ["<tr>" + "".join(_cell(number(v), right) for v, right in zip(row, numeric)) + "</tr>"
             for row in frame.itertuples(index=False, name=None)]
     return (f"<style>#{table_id} th, #{table_id} td {{text-align: left}} #{table_id} td.n {{text-align: right}}"
             f'</style>\n<table id="{table_id}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(rows)
             + "\n</tbody>\n</table>\n")
+
+
+def _cell(text: str, right: bool) -> str:
+    """A number's cell, right-aligned; a text cell with a line-break opportunity after an underscore and before a
+    bracket, so that a printed table (page.PRINT) wraps to the paper: first_after_update and
+    graph-compiled[recapture] were single words that took a run's phases table 89 pixels past an A4 page. A cell
+    with a piece past LONG_WORD characters even so (a kernel's name may have none) may break anywhere there."""
+    if right:
+        return f'<td class="n">{_escape(text)}</td>'
+    long = any(len(piece) > LONG_WORD for word in str(text).split() for piece in BREAKS.split(word))
+    opening = '<td class="w">' if long else "<td>"
+    return f"{opening}{BREAKS.sub('<wbr>', _escape(text))}</td>"
 
 
 def _escape(text: str) -> str:

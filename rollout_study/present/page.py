@@ -6,7 +6,8 @@ The basic template gives the cells alone; this page holds them with a stylesheet
 alignment comes with them, from notebook.table_html; study.html, which shows its code, gets pygments' colours
 too). No script and no network: a page opens offline, its figures beside it. A table wider than the page scrolls
 in its place (as GitHub shows a markdown table), not the whole page: the kernels table's long names took an
-all-engines report 47 pixels past a 1,280-pixel window, and 11 of the 38 published pages at 1,024.
+all-engines report 47 pixels past a 1,280-pixel window, and 11 of the 38 published pages at 1,024. Printed, a
+scrolling table shows its visible part alone: there the tables wrap to the paper (PRINT), and code lines too.
 """
 from __future__ import annotations
 
@@ -15,6 +16,19 @@ import re
 
 # A table wider than the page scrolls in its place; the contents list under the title (index.py's page too)
 WIDE_TABLES = "table { display: block; width: max-content; max-width: 100%; overflow-x: auto; }"
+# Printed (or saved as PDF), a scrolling table is cut at the paper's edge: there a table wraps to the page, its
+# numbers whole, a cell with a word past notebook.LONG_WORD characters (a compiled kernel's name) anywhere in it
+PRINT = """@media print {
+body { max-width: none; margin: 0; padding: 0; }
+table { display: table; width: auto; max-width: 100%; font-size: 10px; }
+th, td { padding: 1px 4px; overflow-wrap: break-word; }
+td.n { white-space: nowrap; }
+td.w { overflow-wrap: anywhere; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+img, tr { break-inside: avoid; }
+h1, h2, h3 { break-after: avoid; }
+a.anchor-link { display: none; }
+}"""
 CONTENTS = "nav.contents { font-size: 14px; margin: 0.6em 0 1em; }\nnav.contents ul { margin: 0.2em 0; }"
 STYLE = f"""
 body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 15px; line-height: 1.45;
@@ -32,6 +46,7 @@ pre {{ background: #f6f8fa; padding: 0.6em; overflow-x: auto; }}
 a.anchor-link {{ visibility: hidden; margin-left: 0.3em; text-decoration: none; }}
 h1:hover > a.anchor-link, h2:hover > a.anchor-link, h3:hover > a.anchor-link {{ visibility: visible; }}
 {CONTENTS}
+{PRINT}
 """.strip()
 SECTION = re.compile(r"<h2(?P<attributes>[^>]*)>(?P<inner>.*?)</h2>", re.S)
 ID = re.compile(r"""(?:^|\s)id=(["'])(.*?)\1""")  # not data-id=; the value HTML-escaped, as written
